@@ -1,0 +1,137 @@
+# spattn: one entry point.
+#   make [TARGET=host] [all|gen|check|bench|demo|examples|clean]
+#   make bench OP=nsa_compress      one operator's benchmark lines
+# Outputs go to $(BUILDROOT)/$(TARGET)/ (build/host/ by default).
+
+TARGET ?= host
+BUILDROOT ?= build
+B := $(BUILDROOT)/$(TARGET)
+
+include targets/$(TARGET)/target.mk
+
+WARN := -std=c11 -Wall -Wextra -Wconversion -Werror
+CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Isrc -I$(B)/gen
+CFLAGS_TEST := $(WARN) $(TARGET_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Itests
+
+DTYPES := f32 f16 bf16
+OPS := $(patsubst templates/%.c.m4,%,$(wildcard templates/*.c.m4))
+M4 := m4 -P
+M4_IN := targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/*.m4))
+
+GEN_C := $(foreach op,$(OPS),$(foreach dt,$(DTYPES),$(B)/gen/$(op)_$(dt).c))
+GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h
+LIB_SRC := $(wildcard src/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o)
+LIB := $(B)/lib/libspattn.a
+RUNNER_LIB := $(B)/lib/libspattn_runner.a
+RUNNER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard runner/*.c))
+
+TEST_SRC := $(wildcard tests/*.c tests/ref/*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(B)/obj/%.o)
+TEST_SUITES := $(patsubst tests/test_%.c,%,$(wildcard tests/test_*.c))
+TEST_BIN := $(B)/tests/spattn_tests
+BENCH_BIN := $(B)/bench/spattn_bench
+EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
+
+.PHONY: all gen check test symcheck gencheck bench demo examples deps clean
+.SECONDARY:
+
+all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB))
+
+deps:
+	@tools/deps.sh
+
+# ---- generation: one m4 expansion per (op, dtype), plus the kernel list ----
+gen: $(GEN_C) $(GEN_H)
+
+define gen_rules
+$(B)/gen/$(1)_$(2).c: templates/$(1).c.m4 $(M4_IN)
+	@mkdir -p $$(@D)
+	$(M4) -DSPA_DT=$(2) -DSPA_OP=$(1) $(M4_IN) $$< > $$@.tmp && mv $$@.tmp $$@
+endef
+$(foreach op,$(OPS),$(foreach dt,$(DTYPES),$(eval $(call gen_rules,$(op),$(dt)))))
+
+$(B)/gen/spa_kernels_%.h: gen/kernels.m4 $(M4_IN)
+	@mkdir -p $(@D)
+	$(M4) -DSPA_DT=$* -DSPA_OP=kernels $(M4_IN) $< > $@.tmp && mv $@.tmp $@
+
+$(B)/gen/spa_kernels.h: Makefile
+	@mkdir -p $(@D)
+	printf '/* Generated: every kernel of every dtype. */\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)' > $@
+
+# ---- core archive ----
+$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -c $< -o $@
+
+$(B)/obj/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+# ---- pthread runner (hosted targets only) ----
+$(B)/obj/runner/%.o: runner/%.c include/spattn/runner.h include/spattn/types.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -D_POSIX_C_SOURCE=200809L -c $< -o $@
+
+$(RUNNER_LIB): $(RUNNER_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+# ---- tests ----
+$(B)/tests/suites.inc: Makefile $(wildcard tests/test_*.c)
+	@mkdir -p $(@D)
+	printf '$(foreach s,$(TEST_SUITES),SPA_SUITE($(s))\n)' > $@
+
+$(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/*.h) $(B)/tests/suites.inc
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L -I$(B)/tests -c $< -o $@
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB) $(RUNNER_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(TARGET_CFLAGS) $^ -o $@ $(TEST_LDLIBS)
+
+test: $(TEST_BIN)
+	$(RUN) $(TEST_BIN)
+
+# Generated sources must be reproducible byte for byte and stamped.
+gencheck: $(GEN_C) $(GEN_H)
+	@rm -rf $(B)/gen-again && mkdir -p $(B)/gen-again
+	@$(MAKE) --no-print-directory -s B=$(B)/gen-again/tree $(patsubst $(B)/%,$(B)/gen-again/tree/%,$(GEN_C) $(GEN_H)) >/dev/null
+	@for f in $(GEN_C) $(GEN_H); do cmp -s $$f $(B)/gen-again/tree/$${f#$(B)/} || { echo "gencheck: $$f is not reproducible"; exit 1; }; \
+	  grep -q 'Generated' $$f || { echo "gencheck: $$f has no stamp"; exit 1; }; done
+	@echo "gencheck: $(words $(GEN_C) $(GEN_H)) generated files reproducible"
+
+symcheck: $(LIB)
+	@NM=$(NM) tools/symcheck.sh $(LIB)
+
+check: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory gencheck symcheck
+	@$(MAKE) --no-print-directory test
+
+# ---- benchmark ----
+$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(LIB) $(RUNNER_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L $(filter %.c,$^) $(LIB) $(RUNNER_LIB) -o $@ -lpthread -lm
+
+bench: deps
+	@$(MAKE) --no-print-directory $(BENCH_BIN)
+	$(RUN) $(BENCH_BIN) $(OP)
+
+# ---- examples ----
+$(B)/examples/%: examples/%.c $(LIB) $(RUNNER_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L $< $(LIB) $(RUNNER_LIB) -o $@ -lpthread -lm
+
+examples: $(EXAMPLES)
+
+demo: deps
+	@$(MAKE) --no-print-directory examples
+	@for e in $(EXAMPLES); do $(RUN) $$e || exit 1; done
+
+clean:
+	rm -rf $(BUILDROOT)

@@ -1,0 +1,6 @@
+/* spattn: umbrella header. */
+#ifndef SPATTN_H
+#define SPATTN_H
+#include "spattn/types.h"
+#include "spattn/nsa.h"
+#endif

@@ -1,0 +1,137 @@
+/* A small pthread pool implementing spa_runner: the calling thread and
+ * threads-1 workers take task indices from a shared counter. Lives outside the
+ * core archive (it allocates and owns threads). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "spattn/runner.h"
+
+struct spa_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;    /* workers: a new job or stop */
+    pthread_cond_t settled; /* caller: all workers left the job */
+    pthread_t *workers;
+    unsigned nworkers;
+    unsigned long generation;
+    unsigned busy; /* workers still inside the current job */
+    int stop;
+    /* the current job */
+    spa_task_fn task;
+    void *arg;
+    uint32_t n;
+    atomic_uint next;
+};
+
+static void take_tasks(spa_pool_impl *p)
+{
+    for (;;) {
+        unsigned i = atomic_fetch_add_explicit(&p->next, 1u, memory_order_relaxed);
+        if (i >= p->n)
+            return;
+        p->task(p->arg, (uint32_t)i);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    spa_pool_impl *p = arg;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->stop && p->generation == seen)
+            pthread_cond_wait(&p->wake, &p->lock);
+        if (p->stop)
+            break;
+        seen = p->generation;
+        pthread_mutex_unlock(&p->lock);
+        take_tasks(p);
+        pthread_mutex_lock(&p->lock);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->settled);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void pool_run(void *ctx, spa_task_fn task, void *arg, uint32_t n)
+{
+    spa_pool_impl *p = ctx;
+    if (p->nworkers == 0 || n <= 1) {
+        for (uint32_t i = 0; i < n; i++)
+            task(arg, i);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->task = task;
+    p->arg = arg;
+    p->n = n;
+    atomic_store(&p->next, 0u);
+    p->busy = p->nworkers;
+    p->generation++;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    take_tasks(p);
+    pthread_mutex_lock(&p->lock);
+    while (p->busy > 0)
+        pthread_cond_wait(&p->settled, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}
+
+int spa_pool_start(spa_pool *pool, unsigned threads)
+{
+    pool->impl = NULL;
+    spa_pool_impl *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return -1;
+    p->nworkers = threads > 1 ? threads - 1 : 0;
+    p->workers = p->nworkers ? calloc(p->nworkers, sizeof *p->workers) : NULL;
+    if (p->nworkers && p->workers == NULL) {
+        free(p);
+        return -1;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->settled, NULL);
+    atomic_init(&p->next, 0u);
+    for (unsigned i = 0; i < p->nworkers; i++) {
+        if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
+            p->nworkers = i;
+            pool->impl = p;
+            spa_pool_stop(pool);
+            return -1;
+        }
+    }
+    pool->impl = p;
+    return 0;
+}
+
+void spa_pool_stop(spa_pool *pool)
+{
+    spa_pool_impl *p = pool->impl;
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->nworkers; i++)
+        pthread_join(p->workers[i], NULL);
+    pthread_cond_destroy(&p->settled);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
+    free(p->workers);
+    free(p);
+    pool->impl = NULL;
+}
+
+unsigned spa_pool_threads(const spa_pool *pool)
+{
+    return pool->impl ? pool->impl->nworkers + 1 : 1;
+}
+
+spa_runner spa_pool_runner(spa_pool *pool)
+{
+    spa_runner r = {pool_run, pool->impl};
+    return r;
+}

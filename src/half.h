@@ -1,0 +1,69 @@
+/* f16 / bf16 <-> f32 conversions, integer bit operations only, so that no
+ * compiler half-precision support is needed on any target. Widening is exact;
+ * narrowing rounds to nearest, ties to even (spec/nsa.md 0.3 allows RNE
+ * everywhere). Written branch-free so that loops over them vectorise. */
+#ifndef SPA_HALF_H
+#define SPA_HALF_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t spa_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float spa_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* bf16 is the upper half of an f32. */
+static inline float spa_bf16_to_f32(uint16_t h)
+{
+    return spa_bits_f32((uint32_t)h << 16);
+}
+
+static inline uint16_t spa_f32_to_bf16(float f)
+{
+    uint32_t u = spa_f32_bits(f);
+    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    /* NaN must stay NaN (rounding could carry it into Inf): force a quiet bit. */
+    uint32_t is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    return (uint16_t)(is_nan ? ((u >> 16) | 0x40u) : rounded);
+}
+
+/* f16 -> f32: place exponent and mantissa in an f32 and scale by 2^112, which
+ * rebiases normals and turns subnormals into the right normal f32. Inf/NaN
+ * (exponent 31) get the all-ones f32 exponent. */
+static inline float spa_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t em = (uint32_t)h & 0x7FFFu;
+    float scaled = spa_bits_f32(em << 13) * 0x1p112f;
+    uint32_t bits = spa_f32_bits(scaled) | (em >= 0x7C00u ? 0x7F800000u : 0u);
+    return spa_bits_f32(bits | sign);
+}
+
+/* f32 -> f16, round to nearest even. */
+static inline uint16_t spa_f32_to_f16(float f)
+{
+    uint32_t u = spa_f32_bits(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7FFFFFFFu;
+    /* Normal range: rebias the exponent (-112 << 23) and round on bit 13. */
+    uint32_t normal = (a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13;
+    /* Below 2^-14 the result is subnormal: adding 0.5 aligns the f32 mantissa so
+     * that the FPU rounds to a multiple of 2^-24 (RNE); the low bits are it. */
+    uint32_t sub = spa_f32_bits(spa_bits_f32(a) + 0.5f) - 0x3F000000u;
+    uint32_t r = a < 0x38800000u ? sub : normal;
+    r = a >= 0x477FF000u ? 0x7C00u : r;                  /* rounds to >= 65520: Inf */
+    r = a > 0x7F800000u ? (0x7E00u | ((a >> 13) & 0x3FFu)) : r; /* NaN stays NaN */
+    return (uint16_t)(sign | r);
+}
+
+#endif

@@ -1,0 +1,93 @@
+/* Internal helpers shared by the operators: checked 64-bit arithmetic, tensor
+ * checks, executor sealing, workspace carving and the block runner. */
+#ifndef SPA_INTERNAL_H
+#define SPA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spattn/types.h"
+
+/* Return on the first failing status. */
+#define SPA_TRY(expr)                    \
+    do {                                 \
+        spa_status spa_try_st_ = (expr); \
+        if (spa_try_st_ != SPA_OK)       \
+            return spa_try_st_;          \
+    } while (0)
+
+#define SPA_REQUIRE(cond)                \
+    do {                                 \
+        if (!(cond))                     \
+            return SPA_ERR_INVALID;      \
+    } while (0)
+
+/* ---- checked arithmetic (tensor.c) ---- */
+bool spa_mul_ok(int64_t a, int64_t b, int64_t *out); /* a, b >= 0 */
+bool spa_add_ok(int64_t a, int64_t b, int64_t *out); /* a, b >= 0 */
+
+/* ---- tensors (tensor.c) ---- */
+size_t spa_dtype_size(int32_t dtype); /* 0 for unknown */
+bool spa_is_float_dtype(int32_t dtype);
+/* Descriptor sanity: known dtype, rank in range, dims and strides >= 0, data
+ * non-NULL unless empty, and the addressed byte span fits in int64. */
+spa_status spa_tensor_check(const spa_tensor *t, int32_t rank);
+/* dims[k] == want[k] for every k < rank. */
+bool spa_tensor_dims_are(const spa_tensor *t, int32_t rank, const int64_t *want);
+int64_t spa_tensor_numel(const spa_tensor *t); /* after spa_tensor_check */
+
+/* ---- sequence arrays (validate.c) ---- */
+/* Checks a sequence-length array and gives batch b's [start, start+len) via
+ * spa_seq_bounds. type 0: cumulative ends, type 1: per-batch lengths. The total
+ * (end of the last batch) is returned in *total. */
+spa_status spa_seq_check(const spa_int_array *a, int64_t type, int64_t *total);
+void spa_seq_bounds(const spa_int_array *a, int64_t type, uint64_t b, int64_t *start, int64_t *len);
+
+/* ---- executor (executor.c) ---- */
+/* Every internal executor starts with this header; the checksum covers the
+ * whole internal struct, so phase 2 rejects a corrupted or foreign executor. */
+typedef struct spa_exec_head {
+    uint32_t magic;
+    uint32_t op;
+    uint32_t bytes; /* size of the internal struct */
+    uint32_t checksum;
+    uint64_t ws_size;
+} spa_exec_head;
+
+enum spa_op_id {
+    SPA_OP_NSA_COMPRESS = 1,
+    SPA_OP_NSA_COMPRESS_GRAD = 2,
+    SPA_OP_NSA_SELECT = 3,
+    SPA_OP_NSA_SELECT_GRAD = 4,
+    SPA_OP_MSDA = 5,
+    SPA_OP_MSDA_GRAD = 6
+};
+
+void spa_exec_seal(spa_executor *ex, void *internal, uint32_t bytes, uint32_t op);
+/* Copies the internal struct out of ex after checking magic, op, size and checksum. */
+spa_status spa_exec_open(const spa_executor *ex, void *internal, uint32_t bytes, uint32_t op);
+
+/* ---- workspace (workspace.c) ---- */
+/* Bump allocator over caller memory. Every slice is 64-byte aligned; phase 1
+ * sizes with the same calls on a NULL base (spa_ws_plan), so the two agree. */
+typedef struct spa_ws {
+    unsigned char *base; /* NULL while planning */
+    uint64_t used;
+    uint64_t size;
+    bool overflow;
+} spa_ws;
+#define SPA_WS_ALIGN 64u
+void spa_ws_plan(spa_ws *ws);
+void spa_ws_attach(spa_ws *ws, void *base, uint64_t size);
+/* n elements of elem bytes; NULL while planning or on overflow. */
+void *spa_ws_take(spa_ws *ws, uint64_t n, uint64_t elem);
+/* Bytes phase 1 must ask for after its spa_ws_take calls (0 if none). */
+uint64_t spa_ws_planned_bytes(const spa_ws *ws);
+/* Phase-2 workspace check shared by every op. */
+spa_status spa_ws_check_args(const void *ws, uint64_t ws_size, uint64_t need);
+
+/* ---- blocks (runner.c) ---- */
+void spa_run_blocks(const spa_runner *r, spa_task_fn task, void *arg, uint32_t n);
+
+#endif

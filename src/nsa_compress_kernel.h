@@ -1,0 +1,32 @@
+/* Contract between src/nsa_compress*.c and the generated kernels of
+ * templates/nsa_compress*.c.m4. All strides are in elements. */
+#ifndef SPA_NSA_COMPRESS_KERNEL_H
+#define SPA_NSA_COMPRESS_KERNEL_H
+
+#include <stdint.h>
+
+typedef struct spa_nsac_args {
+    const void *x; /* input [T, N, D] */
+    int64_t xs0, xs1, xs2;
+    const void *w; /* weight [bs, N] */
+    int64_t ws0, ws1;
+    void *y; /* forward: output [M, N, D]; grad: outputGrad (read) */
+    int64_t ys0, ys1, ys2;
+    void *dx; /* grad: inputGrad [T, N, D] */
+    int64_t dxs0, dxs1, dxs2;
+    int64_t n, d, bs, st;
+} spa_nsac_args;
+
+/* Forward: windows [0, nwin) starting at token tok0 (window k covers tokens
+ * tok0 + k*st .. + bs-1) go to output rows row0 + k. scratch: f32 tile. */
+typedef void spa_nsac_fwd_kernel(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwin,
+                                 float *scratch);
+
+/* Grad: tokens [t0, t1) of one batch (first token bstart, nwin windows whose
+ * outputGrad rows start at row0): writes inputGrad for those tokens and adds
+ * sum_d dY*x into wpart[j*n + h] for every (window, j) landing on them. */
+typedef void spa_nsac_grad_kernel(const spa_nsac_args *a, int64_t bstart, int64_t row0,
+                                  int64_t nwin, int64_t t0, int64_t t1, float *wpart,
+                                  float *scratch);
+
+#endif

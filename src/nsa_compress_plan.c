@@ -1,0 +1,117 @@
+/* Shared planning of NsaCompress and NsaCompressGrad. */
+#include <string.h>
+
+#include "nsa_compress_plan.h"
+
+int64_t spa_nsac_windows(int64_t len, int64_t bs, int64_t st)
+{
+    return len >= bs ? (len - bs) / st + 1 : 0;
+}
+
+static bool layout_is_tnd(const char *layout)
+{
+    return layout == NULL || strcmp(layout, "TND") == 0;
+}
+
+spa_status spa_nsac_check_common(const spa_tensor *input, const spa_tensor *weight,
+                                 const spa_int_array *seq, const char *layout, int64_t bs,
+                                 int64_t st, int64_t seq_type, spa_nsac_shape *shape)
+{
+    SPA_TRY(spa_tensor_check(input, 3));
+    SPA_TRY(spa_tensor_check(weight, 2));
+    SPA_REQUIRE(spa_is_float_dtype(input->dtype) && weight->dtype == input->dtype);
+    SPA_REQUIRE(layout_is_tnd(layout));
+    int64_t total;
+    SPA_TRY(spa_seq_check(seq, seq_type, &total));
+    SPA_REQUIRE(bs > 0 && st > 0 && bs % 16 == 0 && st % 16 == 0 && bs >= st && bs <= 128);
+    const int64_t n = input->dims[1], d = input->dims[2];
+    SPA_REQUIRE(n >= 1 && n <= 128 && d >= 16 && d <= 256 && d % 16 == 0);
+    SPA_REQUIRE(weight->dims[0] == bs && weight->dims[1] == n);
+    SPA_REQUIRE(total == input->dims[0]);
+    int64_t windows = 0;
+    for (uint64_t b = 0; b < seq->size; b++) {
+        int64_t start, len;
+        spa_seq_bounds(seq, seq_type, b, &start, &len);
+        windows += spa_nsac_windows(len, bs, st); /* <= T / 16: no overflow */
+    }
+    shape->tokens = input->dims[0];
+    shape->heads = n;
+    shape->dim = d;
+    shape->windows = windows;
+    shape->batches = (int64_t)seq->size;
+    return SPA_OK;
+}
+
+void spa_nsac_table_take(spa_ws *ws, int64_t batches, spa_nsac_table *tab)
+{
+    tab->start = spa_ws_take(ws, (uint64_t)batches + 1, sizeof(int64_t));
+    tab->row = spa_ws_take(ws, (uint64_t)batches + 1, sizeof(int64_t));
+    tab->batches = batches;
+}
+
+void spa_nsac_table_fill(const spa_int_array *seq, int64_t seq_type, int64_t bs, int64_t st,
+                         spa_nsac_table *tab)
+{
+    int64_t start = 0, row = 0;
+    for (int64_t b = 0; b < tab->batches; b++) {
+        int64_t len = seq_type == 0 ? seq->data[b] - start : seq->data[b];
+        tab->start[b] = start;
+        tab->row[b] = row;
+        start += len;
+        row += spa_nsac_windows(len, bs, st);
+    }
+    tab->start[tab->batches] = start;
+    tab->row[tab->batches] = row;
+}
+
+int64_t spa_nsac_batch_of(const int64_t *ends, int64_t batches, int64_t at)
+{
+    int64_t lo = 0, hi = batches; /* answer in [lo, hi] */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ends[mid] <= at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int64_t spa_nsac_split(int64_t units, int64_t granule, uint32_t *blocks)
+{
+    int64_t per = (units + SPA_NSAC_MAX_BLOCKS - 1) / SPA_NSAC_MAX_BLOCKS;
+    per = (per + granule - 1) / granule * granule;
+    if (per < granule)
+        per = granule;
+    *blocks = (uint32_t)((units + per - 1) / per);
+    return per;
+}
+
+spa_nsac_args spa_nsac_args_of(const spa_tensor *x, const spa_tensor *w, const spa_tensor *y,
+                               const spa_tensor *dx, int64_t bs, int64_t st)
+{
+    spa_nsac_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x->data;
+    a.xs0 = x->strides[0];
+    a.xs1 = x->strides[1];
+    a.xs2 = x->strides[2];
+    a.w = w->data;
+    a.ws0 = w->strides[0];
+    a.ws1 = w->strides[1];
+    a.y = y->data;
+    a.ys0 = y->strides[0];
+    a.ys1 = y->strides[1];
+    a.ys2 = y->strides[2];
+    if (dx != NULL) {
+        a.dx = dx->data;
+        a.dxs0 = dx->strides[0];
+        a.dxs1 = dx->strides[1];
+        a.dxs2 = dx->strides[2];
+    }
+    a.n = x->dims[1];
+    a.d = x->dims[2];
+    a.bs = bs;
+    a.st = st;
+    return a;
+}

@@ -1,0 +1,123 @@
+/* Tensor descriptors: 64-bit, overflow-checked sizes and spans. */
+#include "internal.h"
+
+bool spa_mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+    if (a < 0 || b < 0)
+        return false;
+    if (a != 0 && b > INT64_MAX / a)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+bool spa_add_ok(int64_t a, int64_t b, int64_t *out)
+{
+    if (a < 0 || b < 0 || a > INT64_MAX - b)
+        return false;
+    *out = a + b;
+    return true;
+}
+
+size_t spa_dtype_size(int32_t dtype)
+{
+    switch (dtype) {
+    case SPA_FLOAT32:
+    case SPA_INT32:
+        return 4;
+    case SPA_FLOAT16:
+    case SPA_BFLOAT16:
+        return 2;
+    case SPA_UINT8:
+    case SPA_BOOL:
+        return 1;
+    case SPA_INT64:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+bool spa_is_float_dtype(int32_t dtype)
+{
+    return dtype == SPA_FLOAT32 || dtype == SPA_FLOAT16 || dtype == SPA_BFLOAT16;
+}
+
+/* Largest element offset addressed, or -1 when the tensor is empty. */
+static bool tensor_last_offset(const spa_tensor *t, int64_t *last)
+{
+    int64_t off = 0;
+    for (int32_t k = 0; k < t->rank; k++) {
+        if (t->dims[k] == 0) {
+            *last = -1;
+            return true;
+        }
+    }
+    for (int32_t k = 0; k < t->rank; k++) {
+        int64_t step;
+        if (!spa_mul_ok(t->dims[k] - 1, t->strides[k], &step) || !spa_add_ok(off, step, &off))
+            return false;
+    }
+    *last = off;
+    return true;
+}
+
+spa_status spa_tensor_check(const spa_tensor *t, int32_t rank)
+{
+    if (t->rank != rank || rank < 0 || rank > SPA_MAX_RANK)
+        return SPA_ERR_INVALID;
+    size_t esz = spa_dtype_size(t->dtype);
+    if (esz == 0)
+        return SPA_ERR_INVALID;
+    int64_t numel = 1;
+    for (int32_t k = 0; k < rank; k++) {
+        if (t->dims[k] < 0 || t->strides[k] < 0)
+            return SPA_ERR_INVALID;
+        if (!spa_mul_ok(numel, t->dims[k], &numel))
+            return SPA_ERR_INVALID;
+    }
+    int64_t last, bytes;
+    if (!tensor_last_offset(t, &last))
+        return SPA_ERR_INVALID;
+    /* The addressed span (in bytes) must be representable, so that every
+     * pointer computation of the kernels stays in range. */
+    if (last >= 0 && (!spa_mul_ok(last + 1, (int64_t)esz, &bytes) || bytes > INT64_MAX / 2))
+        return SPA_ERR_INVALID;
+    if (numel > 0 && t->data == NULL)
+        return SPA_ERR_NULLPTR;
+    return SPA_OK;
+}
+
+bool spa_tensor_dims_are(const spa_tensor *t, int32_t rank, const int64_t *want)
+{
+    if (t->rank != rank)
+        return false;
+    for (int32_t k = 0; k < rank; k++)
+        if (t->dims[k] != want[k])
+            return false;
+    return true;
+}
+
+int64_t spa_tensor_numel(const spa_tensor *t)
+{
+    int64_t n = 1;
+    for (int32_t k = 0; k < t->rank; k++)
+        n *= t->dims[k];
+    return n;
+}
+
+void spa_tensor_init(spa_tensor *t, spa_dtype dtype, int32_t rank, const int64_t *dims, void *data)
+{
+    t->dtype = (int32_t)dtype;
+    t->rank = rank;
+    t->data = data;
+    /* An overflowing product leaves stride -1, which spa_tensor_check rejects. */
+    int64_t stride = 1;
+    for (int32_t k = SPA_MAX_RANK - 1; k >= 0; k--) {
+        bool used = k < rank && rank <= SPA_MAX_RANK;
+        t->dims[k] = used ? dims[k] : 0;
+        t->strides[k] = used ? stride : 0;
+        if (used && stride >= 0 && !spa_mul_ok(stride, dims[k] > 0 ? dims[k] : 1, &stride))
+            stride = -1;
+    }
+}

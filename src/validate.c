@@ -1,0 +1,43 @@
+/* Shared argument rules: sequence-length arrays (spec/nsa.md 0.2, 0.3a). */
+#include "internal.h"
+
+spa_status spa_seq_check(const spa_int_array *a, int64_t type, int64_t *total)
+{
+    if (a == NULL)
+        return SPA_ERR_NULLPTR;
+    if (type != 0 && type != 1)
+        return SPA_ERR_INVALID;
+    if (a->size == 0)
+        return SPA_ERR_INVALID;
+    if (a->data == NULL)
+        return SPA_ERR_NULLPTR;
+    int64_t end = 0;
+    for (uint64_t b = 0; b < a->size; b++) {
+        int64_t v = a->data[b];
+        if (v < 0)
+            return SPA_ERR_INVALID;
+        if (type == 0) {
+            if (v < end) /* cumulative ends must not decrease */
+                return SPA_ERR_INVALID;
+            end = v;
+        } else if (!spa_add_ok(end, v, &end)) {
+            return SPA_ERR_INVALID;
+        }
+    }
+    *total = end;
+    return SPA_OK;
+}
+
+void spa_seq_bounds(const spa_int_array *a, int64_t type, uint64_t b, int64_t *start, int64_t *len)
+{
+    if (type == 0) {
+        *start = b == 0 ? 0 : a->data[b - 1];
+        *len = a->data[b] - *start;
+        return;
+    }
+    int64_t s = 0;
+    for (uint64_t k = 0; k < b; k++)
+        s += a->data[k];
+    *start = s;
+    *len = a->data[b];
+}

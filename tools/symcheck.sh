@@ -1,0 +1,28 @@
+#!/bin/sh
+# The core archive's promises, read off its symbol table:
+#  - it imports nothing but memcpy/memset/memmove and a few libm functions
+#    (so no malloc/free, no stdio, no pthreads, no abort);
+#  - every global it defines starts with spa_;
+#  - it owns no mutable global state (no data, bss or common symbols).
+set -eu
+lib=$1
+NM=${NM:-nm}
+allowed='^(memcpy|memset|memmove|expf|exp|sqrtf|floorf|ceilf|fabsf|logf|__stack_chk_fail|__stack_chk_guard)$'
+fail=0
+imports=$($NM -u "$lib" | awk 'NF {print $NF}' | sort -u)
+defined=$($NM -g --defined-only "$lib" | awk 'NF == 3 {print $3}' | sort -u)
+for s in $imports; do
+    # a symbol defined in another member of the archive is not an import
+    echo "$defined" | grep -qx "$s" && continue
+    echo "$s" | grep -Eq "$allowed" || { echo "symcheck: $lib imports $s"; fail=1; }
+done
+for s in $defined; do
+    case $s in spa_*) ;; *) echo "symcheck: global $s does not start with spa_"; fail=1 ;; esac
+done
+state=$($NM "$lib" | awk 'NF == 3 && $2 ~ /^[DdBbCcGgSsVv]$/ {print $3}' | sort -u)
+if [ -n "$state" ]; then
+    echo "symcheck: writable global state:" $state
+    fail=1
+fi
+[ $fail = 0 ] && echo "symcheck: $lib imports only $(echo $imports | tr '\n' ' ')"
+exit $fail
