@@ -8,9 +8,12 @@ int64_t spa_nsac_windows(int64_t len, int64_t bs, int64_t st)
     return len >= bs ? (len - bs) / st + 1 : 0;
 }
 
+/* NULL means the op's default, "TND" (spec/nsa.md 1.3 rule 3). Compared by
+ * hand: the core imports no string functions beyond memcpy/memset. */
 static bool layout_is_tnd(const char *layout)
 {
-    return layout == NULL || strcmp(layout, "TND") == 0;
+    return layout == NULL ||
+           (layout[0] == 'T' && layout[1] == 'N' && layout[2] == 'D' && layout[3] == '\0');
 }
 
 spa_status spa_nsac_check_common(const spa_tensor *input, const spa_tensor *weight,

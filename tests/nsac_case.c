@@ -1,0 +1,70 @@
+#include "nsac_case.h"
+
+#include <stdio.h>
+
+static void finish(nsac_case *c)
+{
+    int64_t s = 0;
+    for (int64_t b = 0; b < c->batches; b++) {
+        c->start[b] = s;
+        s += c->len[b];
+        c->seq_vals[b] = c->seq_type == 0 ? s : c->len[b];
+    }
+    c->tokens = s;
+    c->seq.data = c->seq_vals;
+    c->seq.size = (uint64_t)c->batches;
+    ref_batches bt = nsac_case_batches(c);
+    c->windows = ref_nsa_compress_windows(&bt, c->bs, c->st);
+}
+
+void nsac_case_draw(nsac_case *c, int i, rng *r)
+{
+    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+    c->dt = dts[i % 3];
+    c->d = 16 * (1 + i % 16);
+    c->bs = 16 * rng_int(r, 1, 8);
+    c->st = 16 * rng_int(r, 1, c->bs / 16);
+    if (i % 4 == 0)
+        c->st = c->bs; /* stride == block: no overlap */
+    c->n = rng_int(r, 1, 5);
+    c->seq_type = rng_int(r, 0, 1);
+    c->batches = rng_int(r, 1, NSAC_MAX_BATCHES);
+    for (int64_t b = 0; b < c->batches; b++) {
+        int64_t kind = rng_int(r, 0, 5);
+        c->len[b] = kind == 0 ? 0 : kind == 1 ? rng_int(r, 1, c->bs - 1) : rng_int(r, c->bs, 3 * c->bs + 17);
+    }
+    c->strided = rng_int(r, 0, 2) == 0;
+    finish(c);
+}
+
+void nsac_case_fixed(nsac_case *c, spa_dtype dt, int64_t n, int64_t d, int64_t bs, int64_t st,
+                     int64_t batches, const int64_t *lens, int64_t seq_type)
+{
+    c->dt = dt;
+    c->n = n;
+    c->d = d;
+    c->bs = bs;
+    c->st = st;
+    c->seq_type = seq_type;
+    c->batches = batches;
+    for (int64_t b = 0; b < batches; b++)
+        c->len[b] = lens[b];
+    c->strided = false;
+    finish(c);
+}
+
+ref_batches nsac_case_batches(const nsac_case *c)
+{
+    ref_batches bt = {c->batches, c->start, c->len};
+    return bt;
+}
+
+void nsac_case_describe(const nsac_case *c, char *buf, size_t size)
+{
+    int k = snprintf(buf, size, "%s T=%lld N=%lld D=%lld bs=%lld st=%lld type=%lld%s lens=",
+                     dtype_name(c->dt), (long long)c->tokens, (long long)c->n, (long long)c->d,
+                     (long long)c->bs, (long long)c->st, (long long)c->seq_type,
+                     c->strided ? " strided" : "");
+    for (int64_t b = 0; b < c->batches && k > 0 && (size_t)k < size; b++)
+        k += snprintf(buf + k, size - (size_t)k, "%lld,", (long long)c->len[b]);
+}

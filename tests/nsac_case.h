@@ -1,0 +1,32 @@
+/* Random NsaCompress / NsaCompressGrad problems shared by their two suites. */
+#ifndef SPA_TEST_NSAC_CASE_H
+#define SPA_TEST_NSAC_CASE_H
+
+#include "ref/ref.h"
+#include "util.h"
+
+#define NSAC_MAX_BATCHES 8
+
+typedef struct nsac_case {
+    spa_dtype dt;
+    int64_t n, d, bs, st, seq_type;
+    int64_t batches;
+    int64_t start[NSAC_MAX_BATCHES], len[NSAC_MAX_BATCHES];
+    int64_t seq_vals[NSAC_MAX_BATCHES]; /* what the API gets (cumulative or lengths) */
+    spa_int_array seq;
+    int64_t tokens, windows;
+    bool strided;
+} nsac_case;
+
+/* Case number i of a sweep: every D from 16 to 256 comes round every 16
+ * cases, dtypes every 3; the rest is drawn from r (bs, st <= bs, heads,
+ * batch lengths including empty and shorter-than-window ones, seq type,
+ * strided views). */
+void nsac_case_draw(nsac_case *c, int i, rng *r);
+/* A fixed shape (for validation and determinism tests). */
+void nsac_case_fixed(nsac_case *c, spa_dtype dt, int64_t n, int64_t d, int64_t bs, int64_t st,
+                     int64_t batches, const int64_t *lens, int64_t seq_type);
+ref_batches nsac_case_batches(const nsac_case *c);
+void nsac_case_describe(const nsac_case *c, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,84 @@
+/* Test harness shared by the suites: deterministic random numbers, tensors
+ * with red zones and stride gaps, dtype decoding, tolerance checks and the
+ * runners (inline, 1, 2 and 7 threads) every result is compared across. */
+#ifndef SPA_TEST_UTIL_H
+#define SPA_TEST_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spattn/spattn.h"
+
+/* ---- random numbers (xorshift64*), seeded per test ---- */
+typedef struct rng {
+    uint64_t s;
+} rng;
+rng rng_seed(uint64_t seed);
+uint64_t rng_u64(rng *r);
+int64_t rng_int(rng *r, int64_t lo, int64_t hi); /* inclusive */
+double rng_unit(rng *r);                         /* [0, 1) */
+
+/* ---- a tensor in its own heap block with red zones ----
+ * The block holds the strided span plus RED_ZONE bytes each side. Fresh
+ * tensors are filled with the canary byte (outputs) or random values of the
+ * dtype (inputs); the elements of the span the view does not address ("gaps",
+ * from padded strides) keep the canary, so writes there are caught too. */
+#define RED_ZONE 64
+#define CANARY 0xA5
+typedef struct ttensor {
+    spa_tensor t;
+    unsigned char *block; /* RED_ZONE + span + RED_ZONE bytes */
+    size_t span;          /* bytes addressed by the view's span */
+} ttensor;
+
+/* strided: 0 = contiguous; otherwise padded strides drawn from r. */
+void tt_make(ttensor *tt, spa_dtype dt, int32_t rank, const int64_t *dims, bool strided, rng *r);
+void tt_free(ttensor *tt);
+void tt_fill_random(ttensor *tt, rng *r, double lo, double hi); /* values exact in the dtype */
+void tt_fill_canary(ttensor *tt);
+int64_t tt_offset(const ttensor *tt, int64_t flat); /* logical row-major index -> element offset */
+double tt_get(const ttensor *tt, int64_t flat);
+void tt_set_int(ttensor *tt, int64_t flat, int64_t v);  /* integer dtypes */
+int64_t tt_numel(const ttensor *tt);
+/* Red zones and gaps still hold the canary. */
+bool tt_guard_ok(const ttensor *tt);
+/* Copy of all logical elements as doubles (malloc'd). */
+double *tt_to_doubles(const ttensor *tt);
+/* Bytes of the whole block equal (for determinism / untouched checks). */
+bool tt_same_bytes(const ttensor *a, const unsigned char *snapshot);
+unsigned char *tt_snapshot(const ttensor *tt);
+
+/* ---- workspace with red zones, deliberately misaligned by `skew` bytes ---- */
+typedef struct tws {
+    unsigned char *block;
+    void *ptr;
+    uint64_t size;
+    size_t skew;
+} tws;
+void tws_make(tws *w, uint64_t size, size_t skew);
+bool tws_guard_ok(const tws *w);
+void tws_free(tws *w);
+
+/* ---- tolerances ----
+ * |got - ref| <= atol * mag + rtol * |ref|: mag (sum of |terms|) bounds the
+ * f32 accumulation error, rtol the single rounding to the output dtype. */
+typedef struct tol {
+    double atol, rtol;
+} tol;
+tol tol_for(spa_dtype dt, double f32_atol);
+/* Compares n values; reports the first few mismatches under `what`.
+ * Where mag is exactly 0 (no term at all) got must be exactly +0. */
+int64_t check_close(const char *what, const double *got, const double *ref, const double *mag,
+                    int64_t n, tol t);
+
+/* ---- runners ---- */
+/* index 0: NULL runner (inline); 1, 2, 3: pools of 1, 2 and 7 threads. */
+#define N_RUNNERS 4
+extern const unsigned runner_threads[N_RUNNERS];
+const spa_runner *test_runner(int which);
+void test_runners_stop(void);
+
+const char *dtype_name(spa_dtype dt);
+
+#endif
