@@ -113,10 +113,15 @@ check: deps
 	@$(MAKE) --no-print-directory gencheck symcheck
 	@$(MAKE) --no-print-directory test
 
-# ---- benchmark ----
-$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(LIB) $(RUNNER_LIB)
+# ---- benchmark: bench/op_<file>.c define bench_<name>() for each op they time ----
+BENCH_OPS := $(shell sed -n 's/^void bench_\([a-z0-9_]*\)(void)$$/\1/p' $(wildcard bench/op_*.c))
+$(B)/bench/bench_ops.inc: Makefile $(wildcard bench/op_*.c)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L $(filter %.c,$^) $(LIB) $(RUNNER_LIB) -o $@ -lpthread -lm
+	printf '$(foreach o,$(BENCH_OPS),SPA_BENCH($(o))\n)' > $@
+
+$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(B)/bench/bench_ops.inc $(LIB) $(RUNNER_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L -I$(B)/bench $(filter %.c,$^) $(LIB) $(RUNNER_LIB) -o $@ -lpthread -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)

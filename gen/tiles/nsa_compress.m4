@@ -12,7 +12,8 @@ SPA_REQUIRE_FITS(`nsa_compress', NSAC_BYTES(NSAC_TW), SPA_UB_BYTES)
 m4_define(`NSAC_TILE', `w'NSAC_TW`d'NSAC_TD)
 m4_define(`NSAC_KSYM', `SPA_KSYM(`nsa_compress', NSAC_TILE)')
 m4_divert(0)m4_dnl
-m4_define(`NSAC_DECL', `#define SPA_KMACRO(`nsa_compress') NSAC_KSYM
+SPA_ADD_DECL(`#include "nsa_compress_kernel.h"
+#define SPA_KMACRO(`nsa_compress') NSAC_KSYM
 #define SPA_NSAC_TW_`'SPA_UPPER(SPA_DT) NSAC_TW
 #define SPA_NSAC_TD_`'SPA_UPPER(SPA_DT) NSAC_TD
 spa_nsac_fwd_kernel NSAC_KSYM;')m4_dnl

@@ -12,7 +12,8 @@ SPA_REQUIRE_FITS(`nsa_compress_grad', NSACG_BYTES(NSACG_TT), SPA_UB_BYTES)
 m4_define(`NSACG_TILE', `t'NSACG_TT`d'NSACG_TD)
 m4_define(`NSACG_KSYM', `SPA_KSYM(`nsa_compress_grad', NSACG_TILE)')
 m4_divert(0)m4_dnl
-m4_define(`NSACG_DECL', `#define SPA_KMACRO(`nsa_compress_grad') NSACG_KSYM
+SPA_ADD_DECL(`#include "nsa_compress_kernel.h"
+#define SPA_KMACRO(`nsa_compress_grad') NSACG_KSYM
 #define SPA_NSACG_TT_`'SPA_UPPER(SPA_DT) NSACG_TT
 #define SPA_NSACG_TD_`'SPA_UPPER(SPA_DT) NSACG_TD
 spa_nsac_grad_kernel NSACG_KSYM;')m4_dnl

@@ -39,6 +39,38 @@ spa_status spa_nsa_compress_grad_get_workspace_size(
 spa_status spa_nsa_compress_grad(void *workspace, uint64_t workspace_size,
                                  const spa_executor *executor, const spa_runner *runner);
 
+/* NsaSelectedAttention (spec/nsa.md 3): query [T1,N1,D], key [T2,N2,D],
+ * value [T2,N2,Dv], topkIndices INT32 [T1,N2,K] (block numbers inside each
+ * batch's KV, untrusted: checked), optional 2-D BOOL/UINT8 mask (its presence
+ * with sparseMode 2 selects causal masking; contents never read), layout "TND".
+ * Outputs: softmaxMax / softmaxSum FLOAT [T1,N1,8] (8 equal lanes) and
+ * attentionOut [T1,N1,Dv]. */
+spa_status spa_nsa_select_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *topk_indices, const spa_tensor *atten_mask,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    double scale_value, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    int64_t selected_block_size, int64_t selected_block_count, const spa_tensor *softmax_max_out,
+    const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint64_t *workspace_size,
+    spa_executor *executor);
+spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                          const spa_runner *runner);
+
+/* NsaSelectedAttentionGrad (spec/nsa.md 4): dq, dk, dv from the forward's
+ * inputs, its attentionOut, softmaxMax, softmaxSum and attentionOutGrad. Note
+ * the aclnn attribute order differs from the forward. */
+spa_status spa_nsa_select_grad_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *attention_out, const spa_tensor *attention_out_grad,
+    const spa_tensor *softmax_max, const spa_tensor *softmax_sum, const spa_tensor *topk_indices,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    const spa_tensor *atten_mask, double scale_value, int64_t selected_block_size,
+    int64_t selected_block_count, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    const spa_tensor *dq_out, const spa_tensor *dk_out, const spa_tensor *dv_out,
+    uint64_t *workspace_size, spa_executor *executor);
+spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
+                               const spa_executor *executor, const spa_runner *runner);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,4 +3,5 @@
 #define SPATTN_H
 #include "spattn/types.h"
 #include "spattn/nsa.h"
+#include "spattn/msda.h"
 #endif

@@ -1,0 +1,169 @@
+/* Benchmark driver: runs every registered op (or the one named on the
+ * command line) and frees what it allocated. */
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SPA_BENCH(name) void bench_##name(void);
+#include "bench_ops.inc"
+#undef SPA_BENCH
+
+static spa_pool pools[65];
+static spa_runner runners[65];
+
+const spa_runner *bench_runner(unsigned threads)
+{
+    if (threads > 64)
+        threads = 64;
+    if (pools[threads].impl == NULL) {
+        if (spa_pool_start(&pools[threads], threads) != 0) {
+            fprintf(stderr, "cannot start %u threads\n", threads);
+            exit(1);
+        }
+        runners[threads] = spa_pool_runner(&pools[threads]);
+    }
+    return &runners[threads];
+}
+
+int bench_thread_counts(unsigned *out, int max)
+{
+    const char *env = getenv("BENCH_THREADS");
+    if (env == NULL || *env == '\0')
+        env = "1 2";
+    int n = 0;
+    char *end;
+    for (const char *p = env; n < max;) {
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p)
+            break;
+        if (v >= 1 && v <= 64)
+            out[n++] = (unsigned)v;
+        p = end;
+    }
+    return n;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_time_ms(void (*fn)(void *), void *arg)
+{
+    double t[BENCH_RUNS];
+    fn(arg); /* warm-up: caches, page tables, pool threads */
+    for (int i = 0; i < BENCH_RUNS; i++) {
+        double t0 = now_ms();
+        fn(arg);
+        t[i] = now_ms() - t0;
+    }
+    qsort(t, BENCH_RUNS, sizeof t[0], cmp_double);
+    return t[BENCH_RUNS / 2];
+}
+
+const char *bench_dtype_name(spa_dtype dt)
+{
+    return dt == SPA_FLOAT32 ? "f32" : dt == SPA_FLOAT16 ? "f16" : dt == SPA_BFLOAT16 ? "bf16" : "?";
+}
+
+size_t bench_dtype_size(spa_dtype dt)
+{
+    return dt == SPA_FLOAT32 || dt == SPA_INT32 ? 4 : dt == SPA_INT64 ? 8 : dt == SPA_UINT8 || dt == SPA_BOOL ? 1 : 2;
+}
+
+void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned threads,
+                  double median_ms, double bytes, double flops)
+{
+    double gbps = bytes / (median_ms * 1e6), gflops = flops / (median_ms * 1e6);
+    printf("bench op=%s dtype=%s shape=%s threads=%u median_ms=%.3f gbps=%.2f gflops=%.2f\n", op,
+           bench_dtype_name(dt), shape, threads, median_ms, gbps, gflops);
+    double triad = threads >= 2 ? BENCH_TRIAD_GBPS_2T : BENCH_TRIAD_GBPS_1T;
+    double peak = BENCH_FMA_GFLOPS_PER_CORE * (threads > 2 ? 2 : threads);
+    printf("#   %.0f%% of STREAM triad (%.0f GB/s), %.1f%% of fp32 FMA peak (%.0f GFLOP/s)\n",
+           100.0 * gbps / triad, triad, 100.0 * gflops / peak, peak);
+    fflush(stdout);
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void *bench_alloc_zero(size_t bytes)
+{
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (p == NULL) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    memset(p, 0, rounded);
+    return p;
+}
+
+void *bench_alloc_random(spa_dtype dt, size_t count, uint64_t seed)
+{
+    size_t es = bench_dtype_size(dt);
+    unsigned char *p = bench_alloc_zero(count * es);
+    for (size_t i = 0; i < count; i++) {
+        float v = (float)((double)(splitmix(&seed) >> 11) * 0x1p-52 - 1.0);
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        if (dt == SPA_FLOAT32) {
+            memcpy(p + i * 4, &v, 4);
+        } else if (dt == SPA_BFLOAT16) {
+            uint16_t h = (uint16_t)(u >> 16);
+            memcpy(p + i * 2, &h, 2);
+        } else {
+            /* f16 with the same sign and a mantissa from the f32: 2^-1..2^0 range */
+            uint16_t h = (uint16_t)(((u >> 16) & 0x8000u) | 0x3800u | ((u >> 13) & 0x3FFu));
+            memcpy(p + i * 2, &h, 2);
+        }
+    }
+    return p;
+}
+
+spa_tensor bench_tensor(spa_dtype dt, int32_t rank, const int64_t *dims, void *data)
+{
+    spa_tensor t;
+    spa_tensor_init(&t, dt, rank, dims, data);
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    const char *only = argc > 1 && argv[1][0] ? argv[1] : NULL;
+    printf("# spattn benchmark: median of %d runs after a warm-up; limits of the reference machine:\n"
+           "#   STREAM triad %.0f GB/s (1 thread) / %.0f GB/s (2 threads), fp32 FMA %.0f GFLOP/s per core\n",
+           BENCH_RUNS, BENCH_TRIAD_GBPS_1T, BENCH_TRIAD_GBPS_2T, BENCH_FMA_GFLOPS_PER_CORE);
+    int ran = 0;
+#define SPA_BENCH(name)                            \
+    if (only == NULL || strcmp(only, #name) == 0) { \
+        bench_##name();                            \
+        ran++;                                     \
+    }
+#include "bench_ops.inc"
+#undef SPA_BENCH
+    for (int i = 0; i < 65; i++)
+        if (pools[i].impl)
+            spa_pool_stop(&pools[i]);
+    if (ran == 0) {
+        fprintf(stderr, "no benchmark named %s\n", only ? only : "");
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,42 @@
+/* Benchmark harness: every op registers a bench/op_<name>.c that times its
+ * shapes through bench_time() and prints one bench_report() line each:
+ *   bench op=<op> dtype=<dt> shape=<shape> threads=<n> median_ms=... gbps=... gflops=...
+ * gbps counts the minimal bytes the op must move, gflops each multiply-add as 2. */
+#ifndef SPA_BENCH_H
+#define SPA_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spattn/runner.h"
+#include "spattn/spattn.h"
+
+/* This machine's measured limits (shared/reference/machine.md). */
+#define BENCH_TRIAD_GBPS_1T 42.0
+#define BENCH_TRIAD_GBPS_2T 47.0
+#define BENCH_FMA_GFLOPS_PER_CORE 264.0
+
+#define BENCH_RUNS 7
+
+/* The runner for a thread count (1 and 2 are kept alive across ops). */
+const spa_runner *bench_runner(unsigned threads);
+/* Thread counts to time (default 1 and 2; BENCH_THREADS="1 2 4 8" overrides). */
+int bench_thread_counts(unsigned *out, int max);
+
+/* Median wall time in ms of BENCH_RUNS calls of fn(arg) after one warm-up. */
+double bench_time_ms(void (*fn)(void *), void *arg);
+
+void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned threads,
+                  double median_ms, double bytes, double flops);
+
+/* Page-touched, 64-byte aligned memory filled with random values of dt
+ * in [-1, 1) (floats) so no timing pays first-touch faults. */
+void *bench_alloc_random(spa_dtype dt, size_t count, uint64_t seed);
+void *bench_alloc_zero(size_t bytes);
+size_t bench_dtype_size(spa_dtype dt);
+const char *bench_dtype_name(spa_dtype dt);
+
+/* A contiguous descriptor over data. */
+spa_tensor bench_tensor(spa_dtype dt, int32_t rank, const int64_t *dims, void *data);
+
+#endif
