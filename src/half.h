@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__AVX512F__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 static inline uint32_t spa_f32_bits(float f)
 {
     uint32_t u;
@@ -64,6 +68,57 @@ static inline uint16_t spa_f32_to_f16(float f)
     r = a >= 0x477FF000u ? 0x7C00u : r;                  /* rounds to >= 65520: Inf */
     r = a > 0x7F800000u ? (0x7E00u | ((a >> 13) & 0x3FFu)) : r; /* NaN stays NaN */
     return (uint16_t)(sign | r);
+}
+
+/* Runs of n contiguous elements. The f16 ones use the hardware conversions
+ * where the target has them (F16C / AVX-512: exact, and RNE on narrowing, so
+ * the results equal the portable path bit for bit). */
+static inline void spa_f16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + i))));
+#elif defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + i))));
+#endif
+    for (; i < n; i++)
+        dst[i] = spa_f16_to_f32(src[i]);
+}
+
+static inline void spa_f16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+    for (; i < n; i++)
+        dst[i] = spa_f32_to_f16(src[i]);
+}
+
+static inline void spa_bf16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = spa_bf16_to_f32(src[i]);
+}
+
+static inline void spa_bf16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = spa_f32_to_bf16(src[i]);
+}
+
+static inline void spa_f32_copy_run(float *restrict dst, const float *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = src[i];
 }
 
 #endif
