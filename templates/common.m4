@@ -61,6 +61,10 @@ m4_define(`SPA_NARROW_ROW', `do {
             for (int64_t k_ = 0; k_ < $4; k_++)
                 $1[k_ * $2] = SPA_STORE($3[k_]);
     } while (0)')
+SPA_IS_F32: 1 for the f32 kernels, whose unit-stride rows need no widening
+(the kernel may read and write them in place).
+m4_define(`SPA_IS_F32', m4_ifelse(SPA_DT, `f32', 1, 0))
+
 SPA_PREFETCH_RUN(ptr, bytes): prefetch a run of memory, one line at a time.
 m4_define(`SPA_PREFETCH_ROWS', 4)
 m4_define(`SPA_PREFETCH_RUN', `do {

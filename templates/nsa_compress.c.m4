@@ -44,10 +44,17 @@ void NSAC_KSYM()(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwi
                     for (int64_t hh = 0; hh < hn; hh++)
                         SPA_PREFETCH_RUN(x + (first + r + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
                                          d_len * a->xs2 * SPA_SZ);
+                /* The group's input rows, widened (f32 unit-stride rows in place). */
+                const float *xv[TC / 16];
                 for (int64_t hh = 0; hh < hn; hh++) {
                     const SPA_T *xr = x + (first + r) * a->xs0 + (h0 + hh) * a->xs1;
                     float *xd = xf + hh * d_len;
-                    SPA_WIDEN_ROW(xd, xr, a->xs2, d_len);
+                    if (SPA_IS_F32 && a->xs2 == 1) {
+                        xv[hh] = (const float *)(const void *)xr;
+                    } else {
+                        SPA_WIDEN_ROW(xd, xr, a->xs2, d_len);
+                        xv[hh] = xd;
+                    }
                 }
                 /* Windows k of the tile holding row r: k*st <= r < k*st + bs. */
                 const int64_t klo = r < bs ? 0 : (r - bs) / st + 1;
@@ -55,8 +62,7 @@ void NSAC_KSYM()(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwi
                 for (int64_t k = klo; k <= khi; k++) {
                     const SPA_T *wr = w + (r - k * st) * a->ws0 + h0 * a->ws1;
                     for (int64_t hh = 0; hh < hn; hh++)
-                        axpy(acc + k * width + hh * d_len, xf + hh * d_len,
-                             SPA_LOAD(wr[hh * a->ws1]), d_len);
+                        axpy(acc + k * width + hh * d_len, xv[hh], SPA_LOAD(wr[hh * a->ws1]), d_len);
                 }
             }
             for (int64_t k = 0; k < kn; k++)

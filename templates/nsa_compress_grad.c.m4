@@ -6,6 +6,7 @@ SPA_STAMP
  * weightGrad partials. Tile TT tokens x TC channels (enum below), the channels
  * being a group of whole heads: the outputGrad rows touching the tile are
  * widened once into the scratch, then the tile's tokens are read in order. */
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "half.h"
@@ -41,10 +42,10 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
     const int64_t d_len = a->d, bs = a->bs, st = a->st, heads = a->n;
     const int64_t group = spa_nsac_head_group(heads, d_len, TC);
     /* scratch (spa_nsac_grad_scratch): TT/16 + 8 staged outputGrad rows (enough
-     * for st >= 16, bs <= 128), one input row, one accumulator row. */
+     * for st >= 16, bs <= 128), then one input row and one accumulator row. */
     float *dyf = scratch;
     float *xf = dyf + (TT / 16 + 8) * group * d_len;
-    float *acc = xf + group * d_len;
+    float *acc = xf + d_len;
 
     for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += TT) {
         const int64_t p1 = t1 - bstart - p0 < TT ? t1 - bstart : p0 + TT;
@@ -66,28 +67,30 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
                     for (int64_t hh = 0; hh < hn; hh++)
                         SPA_PREFETCH_RUN(x + (bstart + p + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
                                          d_len * a->xs2 * SPA_SZ);
-                for (int64_t hh = 0; hh < hn; hh++) {
-                    const SPA_T *xr = x + (bstart + p) * a->xs0 + (h0 + hh) * a->xs1;
-                    float *xd = xf + hh * d_len;
-                    SPA_WIDEN_ROW(xd, xr, a->xs2, d_len);
-                }
-                for (int64_t e = 0; e < width; e++)
-                    acc[e] = 0.0f;
                 const int64_t klo = p < bs ? 0 : (p - bs) / st + 1;
                 const int64_t khi = p / st < nwin - 1 ? p / st : nwin - 1;
-                for (int64_t i = klo; i <= khi; i++) {
-                    const int64_t j = p - i * st;
-                    const float *dyr = dyf + (i - ilo) * width;
-                    for (int64_t hh = 0; hh < hn; hh++) {
-                        const float wv = SPA_LOAD(w[j * a->ws0 + (h0 + hh) * a->ws1]);
-                        wpart[j * heads + h0 + hh] += axpy_dot(acc + hh * d_len, dyr + hh * d_len,
-                                                               xf + hh * d_len, wv, d_len);
-                    }
-                }
                 for (int64_t hh = 0; hh < hn; hh++) {
-                    SPA_T *dxr = dx + (bstart + p) * a->dxs0 + (h0 + hh) * a->dxs1;
-                    const float *ah = acc + hh * d_len;
-                    SPA_NARROW_ROW(dxr, a->dxs2, ah, d_len);
+                    const int64_t h = h0 + hh;
+                    const SPA_T *xr = x + (bstart + p) * a->xs0 + h * a->xs1;
+                    SPA_T *dxr = dx + (bstart + p) * a->dxs0 + h * a->dxs1;
+                    /* f32 unit-stride rows are used in place; others go through
+                     * the widened row and the accumulator. */
+                    const bool x_in_place = SPA_IS_F32 && a->xs2 == 1;
+                    const bool dx_in_place = SPA_IS_F32 && a->dxs2 == 1;
+                    const float *xv = x_in_place ? (const float *)(const void *)xr : xf;
+                    float *av = dx_in_place ? (float *)(void *)dxr : acc;
+                    if (!x_in_place)
+                        SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
+                    for (int64_t e = 0; e < d_len; e++)
+                        av[e] = 0.0f;
+                    for (int64_t i = klo; i <= khi; i++) {
+                        const int64_t j = p - i * st;
+                        const float wv = SPA_LOAD(w[j * a->ws0 + h * a->ws1]);
+                        const float *dyr = dyf + (i - ilo) * width + hh * d_len;
+                        wpart[j * heads + h] += axpy_dot(av, dyr, xv, wv, d_len);
+                    }
+                    if (!dx_in_place)
+                        SPA_NARROW_ROW(dxr, a->dxs2, acc, d_len);
                 }
             }
         }
