@@ -73,12 +73,11 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
                     const int64_t h = h0 + hh;
                     const SPA_T *xr = x + (bstart + p) * a->xs0 + h * a->xs1;
                     SPA_T *dxr = dx + (bstart + p) * a->dxs0 + h * a->dxs1;
-                    /* f32 unit-stride rows are used in place; others go through
-                     * the widened row and the accumulator. */
+                    /* f32 unit-stride input rows are read in place; other rows
+                     * are widened first. */
                     const bool x_in_place = SPA_IS_F32 && a->xs2 == 1;
-                    const bool dx_in_place = SPA_IS_F32 && a->dxs2 == 1;
                     const float *xv = x_in_place ? (const float *)(const void *)xr : xf;
-                    float *av = dx_in_place ? (float *)(void *)dxr : acc;
+                    float *av = acc;
                     if (!x_in_place)
                         SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
                     for (int64_t e = 0; e < d_len; e++)
@@ -89,10 +88,14 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
                         const float *dyr = dyf + (i - ilo) * width + hh * d_len;
                         wpart[j * heads + h] += axpy_dot(av, dyr, xv, wv, d_len);
                     }
-                    if (!dx_in_place)
+                    /* inputGrad is written once and not read back here: stream it. */
+                    if (SPA_IS_F32 && a->dxs2 == 1)
+                        spa_f32_stream_run((float *)(void *)dxr, acc, d_len);
+                    else
                         SPA_NARROW_ROW(dxr, a->dxs2, acc, d_len);
                 }
             }
         }
     }
+    spa_stream_fence();
 }
