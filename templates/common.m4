@@ -17,6 +17,7 @@ m4_ifelse(SPA_DT, `f32', `
   m4_define(`SPA_STORE', `($1)')
   m4_define(`SPA_WIDEN_RUN', `spa_f32_copy_run($@)')
   m4_define(`SPA_NARROW_RUN', `spa_f32_copy_run($@)')
+  m4_define(`SPA_NARROW_STREAM_RUN', `spa_f32_stream_run($@)')
 ', SPA_DT, `f16', `
   m4_define(`SPA_T', `uint16_t')
   m4_define(`SPA_SZ', 2)
@@ -24,6 +25,7 @@ m4_ifelse(SPA_DT, `f32', `
   m4_define(`SPA_STORE', `spa_f32_to_f16($1)')
   m4_define(`SPA_WIDEN_RUN', `spa_f16_widen_run($@)')
   m4_define(`SPA_NARROW_RUN', `spa_f16_narrow_run($@)')
+  m4_define(`SPA_NARROW_STREAM_RUN', `spa_f16_narrow_stream_run($@)')
 ', SPA_DT, `bf16', `
   m4_define(`SPA_T', `uint16_t')
   m4_define(`SPA_SZ', 2)
@@ -31,6 +33,7 @@ m4_ifelse(SPA_DT, `f32', `
   m4_define(`SPA_STORE', `spa_f32_to_bf16($1)')
   m4_define(`SPA_WIDEN_RUN', `spa_bf16_widen_run($@)')
   m4_define(`SPA_NARROW_RUN', `spa_bf16_narrow_run($@)')
+  m4_define(`SPA_NARROW_STREAM_RUN', `spa_bf16_narrow_stream_run($@)')
 ', `m4_errprint(`spattn gen: unknown SPA_DT 'SPA_DT`
 ')m4_m4exit(1)')
 

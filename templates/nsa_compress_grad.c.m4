@@ -89,8 +89,8 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
                         wpart[j * heads + h] += axpy_dot(av, dyr, xv, wv, d_len);
                     }
                     /* inputGrad is written once and not read back here: stream it. */
-                    if (SPA_IS_F32 && a->dxs2 == 1)
-                        spa_f32_stream_run((float *)(void *)dxr, acc, d_len);
+                    if (a->dxs2 == 1)
+                        SPA_NARROW_STREAM_RUN(dxr, acc, d_len);
                     else
                         SPA_NARROW_ROW(dxr, a->dxs2, acc, d_len);
                 }
