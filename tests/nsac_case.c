@@ -28,7 +28,7 @@ void nsac_case_draw(nsac_case *c, int i, rng *r)
         c->st = c->bs; /* stride == block: no overlap */
     c->n = rng_int(r, 1, 5);
     c->seq_type = rng_int(r, 0, 1);
-    c->batches = rng_int(r, 1, NSAC_MAX_BATCHES);
+    c->batches = rng_int(r, 1, 8);
     for (int64_t b = 0; b < c->batches; b++) {
         int64_t kind = rng_int(r, 0, 5);
         c->len[b] = kind == 0 ? 0 : kind == 1 ? rng_int(r, 1, c->bs - 1) : rng_int(r, c->bs, 3 * c->bs + 17);
