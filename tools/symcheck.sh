@@ -4,10 +4,14 @@
 #    (so no malloc/free, no stdio, no pthreads, no abort);
 #  - every global it defines starts with spa_;
 #  - it owns no mutable global state (no data, bss or common symbols).
+# NM is the target's nm; SYMCHECK_ALLOW (a regex alternation, from the
+# target.mk) adds the compiler runtime helpers a target genuinely needs, such
+# as the 64-bit division of 32-bit Arm (__aeabi_ldivmod).
 set -eu
 lib=$1
 NM=${NM:-nm}
-allowed='^(memcpy|memset|memmove|expf|exp|sqrtf|floorf|ceilf|fabsf|logf|__stack_chk_fail|__stack_chk_guard|_GLOBAL_OFFSET_TABLE_)$'
+extra=${SYMCHECK_ALLOW:-}
+allowed="^(memcpy|memset|memmove|expf|exp|sqrtf|floorf|ceilf|fabsf|logf|__stack_chk_fail|__stack_chk_guard|_GLOBAL_OFFSET_TABLE_${extra:+|$extra})\$"
 fail=0
 imports=$($NM -u "$lib" | awk '$1 == "U" {print $2}' | sort -u)
 defined=$($NM -g --defined-only "$lib" | awk 'NF == 3 {print $3}' | sort -u)
