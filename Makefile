@@ -55,7 +55,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all gen check test symcheck gencheck bench demo examples deps clean
+.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size fuzz
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB))
@@ -151,12 +151,19 @@ gencheck: $(GEN_C) $(GEN_H)
 	@echo "gencheck: $(words $(GEN_C) $(GEN_H)) generated files reproducible"
 
 symcheck: $(LIB)
-	@NM=$(NM) SYMCHECK_ALLOW='$(SYMCHECK_ALLOW)' tools/symcheck.sh $(LIB)
+	@NM=$(NM) SYMCHECK_ALLOW='$(SYMCHECK_ALLOW)' SYMCHECK_STATE_ALLOW='$(SYMCHECK_STATE_ALLOW)' tools/symcheck.sh $(LIB)
 
 check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory gencheck symcheck
 	@$(MAKE) --no-print-directory test
+
+# ---- memcheck of the host suite; valgrind stops at AVX-512, hence the march ----
+VALGRIND_MARCH ?= x86-64-v3
+valgrind:
+	@tools/deps.sh valgrind:valgrind
+	@$(MAKE) --no-print-directory TARGET=host HOST_MARCH=$(VALGRIND_MARCH) test \
+	  RUN='valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect'
 
 # ---- benchmark: bench/op_<file>.c define bench_<name>() for each op they time ----
 BENCH_OPS := $(shell sed -n 's/^void bench_\([a-z0-9_]*\)(void)$$/\1/p' $(wildcard bench/op_*.c))

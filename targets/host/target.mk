@@ -21,5 +21,6 @@ RUN :=
 ifneq ($(SANITIZE),)
 TARGET_CFLAGS += -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*
+SYMCHECK_STATE_ALLOW := __unnamed_[0-9]+|___asan_gen_.*
 endif
 B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(SANITIZE),-san)
