@@ -273,6 +273,7 @@ int64_t check_close(const char *what, const double *got, const double *ref, cons
     return bad;
 }
 
+#ifndef SPA_TEST_NO_THREADS
 const unsigned runner_threads[N_RUNNERS] = {0, 1, 2, 7};
 static spa_pool pools[N_RUNNERS];
 static spa_runner runners[N_RUNNERS];
@@ -297,3 +298,49 @@ void test_runners_stop(void)
         if (pools[i].impl)
             spa_pool_stop(&pools[i]);
 }
+#else
+const unsigned runner_threads[N_RUNNERS] = {0, 1, 1, 1};
+
+static uint32_t gcd_u32(uint32_t a, uint32_t b)
+{
+    while (b != 0) {
+        uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Task i runs as number (i * step + n - 1) mod n: a permutation whenever
+ * gcd(step, n) == 1. ctx 1: reversed; 2 and 3: strides near n/2 and n*5/8. */
+static void run_permuted(void *ctx, spa_task_fn task, void *arg, uint32_t n)
+{
+    const uintptr_t kind = (uintptr_t)ctx;
+    if (kind == 1) {
+        for (uint32_t i = n; i-- > 0;)
+            task(arg, i);
+        return;
+    }
+    uint32_t step = kind == 2 ? n / 2 + 1 : (uint32_t)((uint64_t)n * 5 / 8) + 1;
+    while (gcd_u32(step, n) != 1)
+        step++;
+    for (uint32_t i = 0; i < n; i++)
+        task(arg, (uint32_t)(((uint64_t)i * step + n - 1) % n));
+}
+
+static const spa_runner runners[N_RUNNERS] = {
+    {NULL, NULL},
+    {run_permuted, (void *)1},
+    {run_permuted, (void *)2},
+    {run_permuted, (void *)3},
+};
+
+const spa_runner *test_runner(int which)
+{
+    return which == 0 ? NULL : &runners[which];
+}
+
+void test_runners_stop(void)
+{
+}
+#endif
