@@ -14,12 +14,23 @@ SPA_STAMP
 
 enum { TT = NSACG_TT, TC = NSACG_TC, LANES = 16 };
 
-/* acc += wv * dy and return sum(dy * x), as LANES partial sums added in a
- * fixed order (n is a multiple of 16), so the compiler can vectorise it
- * without reassociating anything. */
+/* acc += wv * dy and return sum(dy * x), as LANES partial sums reduced by
+ * halves (8, 4, 2, 1) in a fixed order; n is a multiple of 16. The AVX-512
+ * path is the same computation in registers (_mm512_reduce_add_ps reduces by
+ * the same halves). */
 static inline float axpy_dot(float *restrict acc, const float *restrict dy,
                              const float *restrict x, float wv, int64_t n)
 {
+#if defined(__AVX512F__)
+    const __m512 vw = _mm512_set1_ps(wv);
+    __m512 lanes = _mm512_setzero_ps();
+    for (int64_t e0 = 0; e0 < n; e0 += LANES) {
+        const __m512 d = _mm512_loadu_ps(dy + e0);
+        _mm512_storeu_ps(acc + e0, _mm512_fmadd_ps(vw, d, _mm512_loadu_ps(acc + e0)));
+        lanes = _mm512_fmadd_ps(d, _mm512_loadu_ps(x + e0), lanes);
+    }
+    return _mm512_reduce_add_ps(lanes);
+#else
     float lane[LANES] = {0};
     for (int64_t e0 = 0; e0 < n; e0 += LANES)
         for (int l = 0; l < LANES; l++) {
@@ -30,6 +41,7 @@ static inline float axpy_dot(float *restrict acc, const float *restrict dy,
         for (int l = 0; l < half; l++)
             lane[l] += lane[l + half];
     return lane[0];
+#endif
 }
 
 void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t nwin,
