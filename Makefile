@@ -1,5 +1,5 @@
 # spattn: one entry point.
-#   make [TARGET=host] [all|gen|check|bench|demo|examples|clean]
+#   make [TARGET=host] [all|gen|check|bench|demo|examples|install|clean]
 #   make bench OP=nsa_compress      one operator's benchmark lines
 # Outputs go to $(BUILDROOT)/$(TARGET)/ (build/host/ by default).
 
@@ -25,6 +25,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o)
 LIB := $(B)/lib/libspattn.a
 RUNNER_LIB := $(B)/lib/libspattn_runner.a
 RUNNER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard runner/*.c))
+# aclnn compatibility layer (mk/acl.mk): hosted targets only
+ACL_LIB := $(if $(HAVE_PTHREAD),$(B)/lib/libspattn_acl.a)
 
 TEST_SRC := $(wildcard tests/*.c tests/ref/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/obj/%.o)
@@ -36,7 +38,7 @@ EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 .PHONY: all gen check test symcheck gencheck bench demo examples deps clean
 .SECONDARY:
 
-all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB))
+all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
 
 deps:
 	@tools/deps.sh
@@ -90,7 +92,7 @@ $(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L -I$(B)/tests -c $< -o $@
 
-$(TEST_BIN): $(TEST_OBJ) $(LIB) $(RUNNER_LIB)
+$(TEST_BIN): $(TEST_OBJ) $(ACL_LIB) $(LIB) $(RUNNER_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(TARGET_CFLAGS) $^ -o $@ $(TEST_LDLIBS)
 
@@ -112,6 +114,7 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory gencheck symcheck
 	@$(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory acl-check
 
 # ---- benchmark: bench/op_<file>.c define bench_<name>() for each op they time ----
 BENCH_OPS := $(shell sed -n 's/^void bench_\([a-z0-9_]*\)(void)$$/\1/p' $(wildcard bench/op_*.c))
@@ -140,3 +143,5 @@ demo: deps
 
 clean:
 	rm -rf $(BUILDROOT)
+
+include mk/acl.mk
