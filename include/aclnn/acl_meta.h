@@ -24,9 +24,10 @@ typedef struct aclTensor aclTensor;
 typedef struct aclIntArray aclIntArray;
 
 /* NULL when the description cannot be represented (viewDimsNum or
- * storageDimsNum above 8, a NULL dims array with a non-zero count) or on
- * allocation failure. Everything else (negative sizes, strides or offset, a
- * view outside its storage) is reported by the operator that uses it. */
+ * storageDimsNum above 25, a NULL dims array with a non-zero count) or on
+ * allocation failure. Everything else (more than 8 dimensions, negative
+ * sizes, strides or offset, a view outside its storage or its aclrtMalloc
+ * block, a private format) is refused with 161002 by the operator using it. */
 ACL_FUNC_VISIBILITY aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum,
                                                aclDataType dataType, const int64_t *stride,
                                                int64_t offset, aclFormat format,

@@ -5,15 +5,19 @@
 
 #include "acl_internal.h"
 
+/* CANN's limit on dimensions; views above SPA_MAX_RANK are kept so that the
+ * operators refuse them (161002) like the native API, instead of failing here. */
+#define SPA_ACL_MAX_DIMS 25
+
 struct aclTensor {
     int32_t dtype;
     int32_t format;
     uint64_t rank;
-    int64_t dims[SPA_MAX_RANK];
-    int64_t strides[SPA_MAX_RANK];
+    int64_t dims[SPA_ACL_MAX_DIMS];
+    int64_t strides[SPA_ACL_MAX_DIMS];
     int64_t offset;
     uint64_t storage_rank;
-    int64_t storage[SPA_MAX_RANK];
+    int64_t storage[SPA_ACL_MAX_DIMS];
     void *data; /* start of the storage */
 };
 
@@ -26,7 +30,7 @@ aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDat
                            const int64_t *stride, int64_t offset, aclFormat format,
                            const int64_t *storageDims, uint64_t storageDimsNum, void *tensorData)
 {
-    if (viewDimsNum > SPA_MAX_RANK || storageDimsNum > SPA_MAX_RANK ||
+    if (viewDimsNum > SPA_ACL_MAX_DIMS || storageDimsNum > SPA_ACL_MAX_DIMS ||
         (viewDimsNum > 0 && viewDims == NULL) || (storageDimsNum > 0 && storageDims == NULL))
         return NULL;
     aclTensor *t = calloc(1, sizeof *t);
@@ -191,7 +195,7 @@ static bool storage_numel(const aclTensor *t, int64_t *n)
 static bool view_usable(const aclTensor *t, size_t esz)
 {
     int64_t last, numel;
-    if (!format_is_plain(t->format) || t->offset < 0 || esz == 0)
+    if (!format_is_plain(t->format) || t->offset < 0 || esz == 0 || t->rank > SPA_MAX_RANK)
         return false;
     if (!view_last(t, &last))
         return true; /* negative or overflowing sizes: the native checks refuse them */
