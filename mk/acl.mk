@@ -36,8 +36,9 @@ $(ACL_OPS_H): $(LIB) tools/acl_ops.sh
 	@mkdir -p $(@D)
 	NM=$(NM) tools/acl_ops.sh $(LIB) > $@.tmp && mv $@.tmp $@
 
-$(B)/obj/tests/test_acl.o: $(ACL_OPS_H) $(ACL_HDR)
-$(B)/obj/tests/test_acl.o: CFLAGS_TEST += -I$(B)/acl $(if $(ACL_LIB),-DSPA_HAVE_ACL=1)
+ACL_TEST_OBJ := $(B)/obj/tests/test_acl.o $(B)/obj/tests/test_acl_ops.o
+$(ACL_TEST_OBJ): $(ACL_OPS_H) $(ACL_HDR)
+$(ACL_TEST_OBJ): CFLAGS_TEST += -I$(B)/acl $(if $(ACL_LIB),-DSPA_HAVE_ACL=1)
 
 $(SEEDCHECK): tests/seeds/seedcheck.c
 	@mkdir -p $(@D)
