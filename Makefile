@@ -1,17 +1,39 @@
 # spattn: one entry point.
-#   make [TARGET=host] [all|gen|check|bench|demo|examples|install|clean]
+#   make [TARGET=host] [all|gen|check|bench|demo|examples|size|install|clean]
 #   make bench OP=nsa_compress      one operator's benchmark lines
+#   make TARGET=<t> check           any targets/<t>/ (toolchain, flags, budget, runner)
+#   make SANITIZE=1 CC=clang check  ASan + UBSan; make valgrind; make fuzz FUZZ_SECONDS=N
 # Outputs go to $(BUILDROOT)/$(TARGET)/ (build/host/ by default).
 
 TARGET ?= host
 BUILDROOT ?= build
 B := $(BUILDROOT)/$(TARGET)
 
+ifeq ($(wildcard targets/$(TARGET)/target.mk),)
+$(error no target '$(TARGET)': pick one of $(patsubst targets/%/target.mk,%,$(wildcard targets/*/target.mk)))
+endif
+# What a target.mk may set (see targets/host/target.mk):
+#   CC AR NM SIZE      its tools          TARGET_CFLAGS  library and tests
+#   LIB_CFLAGS         library only       TEST_CFLAGS    tests only
+#   TEST_LDFLAGS TEST_LDLIBS TEST_EXTRA_SRC  how the test program links
+#   CUNIT_FROM_SOURCE  1: build CUnit for the target from Debian's source package
+#   HAVE_PTHREAD       1: build the pthread runner and test with it
+#   RUN                how to start a target program (qemu-..., empty on the host)
+#   SYMCHECK_ALLOW     more imports libspattn.a may have (compiler runtime helpers)
+#   TARGET_DEPS        what `make deps` installs: command-or-file:package ...
+SIZE ?= size
 include targets/$(TARGET)/target.mk
 
 WARN := -std=c11 -Wall -Wextra -Wconversion -Werror
-CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Isrc -I$(B)/gen
-CFLAGS_TEST := $(WARN) $(TARGET_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Itests
+CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(LIB_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Isrc -I$(B)/gen
+CFLAGS_TEST := $(WARN) $(TARGET_CFLAGS) $(TEST_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Itests \
+	$(if $(CUNIT_FROM_SOURCE),-I$(B)/cunit/include)
+
+# Objects depend on the tools and flags they were built with, so that
+# `make CC=clang check` after `make check` rebuilds instead of reusing.
+CONFIG_ID := $(CC) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TEST_LDFLAGS) $(TEST_LDLIBS)
+CONFIG := $(B)/config.id
+$(shell mkdir -p $(B) && { [ -f $(CONFIG) ] && [ "$$(cat $(CONFIG))" = '$(CONFIG_ID)' ] || printf '%s\n' '$(CONFIG_ID)' > $(CONFIG); })
 
 DTYPES := f32 f16 bf16
 OPS := $(patsubst templates/%.c.m4,%,$(wildcard templates/*.c.m4))
@@ -35,13 +57,13 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all gen check test symcheck gencheck bench demo examples deps clean
+.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size fuzz
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
 
 deps:
-	@tools/deps.sh
+	@tools/deps.sh $(TARGET_DEPS)
 
 # ---- generation: one m4 expansion per (op, dtype), plus the kernel list ----
 gen: $(GEN_C) $(GEN_H)
@@ -62,20 +84,20 @@ $(B)/gen/spa_kernels.h: Makefile
 	printf '/* Generated: every kernel of every dtype. */\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)' > $@
 
 # ---- core archive ----
-$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h)
+$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_LIB) -c $< -o $@
+	$(CC) $(CFLAGS_LIB) -fstack-usage -c $< -o $@
 
-$(B)/obj/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h)
+$(B)/obj/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h) $(CONFIG)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_LIB) -c $< -o $@
+	$(CC) $(CFLAGS_LIB) -fstack-usage -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && $(AR) rcs $@ $^
 
 # ---- pthread runner (hosted targets only) ----
-$(B)/obj/runner/%.o: runner/%.c include/spattn/runner.h include/spattn/types.h
+$(B)/obj/runner/%.o: runner/%.c include/spattn/runner.h include/spattn/types.h $(CONFIG)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -D_POSIX_C_SOURCE=200809L -c $< -o $@
 
@@ -88,16 +110,39 @@ $(B)/tests/suites.inc: Makefile $(wildcard tests/test_*.c)
 	@mkdir -p $(@D)
 	printf '$(foreach s,$(TEST_SUITES),SPA_SUITE($(s))\n)' > $@
 
-$(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/*.h) $(B)/tests/suites.inc
+$(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/*.h) $(B)/tests/suites.inc $(CONFIG) \
+		| $(if $(CUNIT_FROM_SOURCE),$(B)/cunit/libcunit.a)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L -I$(B)/tests -c $< -o $@
 
-$(TEST_BIN): $(TEST_OBJ) $(ACL_LIB) $(LIB) $(RUNNER_LIB)
+# Target support code linked into the test program only (startup files).
+TEST_EXTRA_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(TEST_EXTRA_SRC))
+$(B)/obj/targets/%.o: targets/%.c $(CONFIG)
 	@mkdir -p $(@D)
-	$(CC) $(TARGET_CFLAGS) $^ -o $@ $(TEST_LDLIBS)
+	$(CC) $(CFLAGS_TEST) -c $< -o $@
+
+$(TEST_BIN): $(TEST_OBJ) $(TEST_EXTRA_OBJ) $(ACL_LIB) $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) \
+		$(if $(CUNIT_FROM_SOURCE),$(B)/cunit/libcunit.a)
+	@mkdir -p $(@D)
+	$(CC) $(TARGET_CFLAGS) $(TEST_LDFLAGS) $(filter %.o,$^) $(ACL_LIB) $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) -o $@ $(TEST_LDLIBS)
 
 test: $(TEST_BIN)
 	$(RUN) $(TEST_BIN)
+
+# ---- CUnit for targets without a packaged one: Debian's source package,
+# fetched at build time (never committed), compiled with the target's compiler.
+CUNIT_SRC := $(BUILDROOT)/cunit-src
+CUNIT_FILES := Framework/CUError Framework/MyMem Framework/TestDB Framework/TestRun Framework/Util Basic/Basic
+$(CUNIT_SRC)/.fetched:
+	@tools/cunit-src.sh $(CUNIT_SRC)
+
+$(B)/cunit/libcunit.a: $(CUNIT_SRC)/.fetched $(CONFIG)
+	@rm -rf $(B)/cunit && mkdir -p $(B)/cunit/include/CUnit $(B)/cunit/obj
+	cp /usr/include/CUnit/*.h $(B)/cunit/include/CUnit/  # the packaged headers: the tarball's CUnit.h is stale
+	for f in $(CUNIT_FILES); do \
+	  $(CC) $(TARGET_CFLAGS) -O2 -w -I$(B)/cunit/include/CUnit -c $(CUNIT_SRC)/CUnit/Sources/$$f.c \
+	    -o $(B)/cunit/obj/$$(basename $$f).o || exit 1; done
+	$(AR) rcs $@ $(B)/cunit/obj/*.o
 
 # Generated sources must be reproducible byte for byte and stamped.
 gencheck: $(GEN_C) $(GEN_H)
@@ -108,13 +153,20 @@ gencheck: $(GEN_C) $(GEN_H)
 	@echo "gencheck: $(words $(GEN_C) $(GEN_H)) generated files reproducible"
 
 symcheck: $(LIB)
-	@NM=$(NM) tools/symcheck.sh $(LIB)
+	@NM=$(NM) SYMCHECK_ALLOW='$(SYMCHECK_ALLOW)' SYMCHECK_STATE_ALLOW='$(SYMCHECK_STATE_ALLOW)' tools/symcheck.sh $(LIB)
 
 check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory gencheck symcheck
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
+
+# ---- memcheck of the host suite; valgrind stops at AVX-512, hence the march ----
+VALGRIND_MARCH ?= x86-64-v3
+valgrind:
+	@tools/deps.sh valgrind:valgrind
+	@$(MAKE) --no-print-directory TARGET=host HOST_MARCH=$(VALGRIND_MARCH) test \
+	  RUN='valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect'
 
 # ---- benchmark: bench/op_<file>.c define bench_<name>() for each op they time ----
 BENCH_OPS := $(shell sed -n 's/^void bench_\([a-z0-9_]*\)(void)$$/\1/p' $(wildcard bench/op_*.c))
@@ -138,7 +190,8 @@ $(B)/examples/%: examples/%.c $(LIB) $(RUNNER_LIB)
 examples: $(EXAMPLES)
 
 demo: deps
-	@$(MAKE) --no-print-directory examples
+	@$(MAKE) --no-print-directory -s all examples
+	@printf '%-20s %-5s %-28s %-4s %-16s %11s  %11s\n' op dtype shape ok check time throughput
 	@for e in $(EXAMPLES); do $(RUN) $$e || exit 1; done
 
 clean:

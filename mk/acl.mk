@@ -11,8 +11,11 @@ ACL_EXAMPLES := $(wildcard examples/aclnn/*.cpp)
 SEEDCHECK := $(B)/acl/seedcheck
 SEEDS ?= ../shared/seeds
 CXX_WARN := -Wall -Wextra
-ACL_CXXFLAGS := -std=c++17 -O2 $(CXX_WARN) -Werror -Iinclude
-ACL_LDLIBS := $(ACL_LIB) $(LIB) $(RUNNER_LIB) -lpthread -lm
+# Sanitized archives need the same runtime in the C++ programs (clang's with clang).
+ACL_SAN := $(filter -fsanitize% -fno-sanitize%,$(TARGET_CFLAGS))
+ACL_CXX := $(if $(ACL_SAN),$(if $(findstring clang,$(notdir $(CC))),clang++,$(CXX)),$(CXX))
+ACL_CXXFLAGS := -std=c++17 -O2 $(CXX_WARN) -Werror $(ACL_SAN) -Iinclude
+ACL_LDLIBS := $(ACL_SAN) $(ACL_LIB) $(LIB) $(RUNNER_LIB) -lpthread -lm
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -21,7 +24,7 @@ STAGE := $(B)/stage
 
 .PHONY: acl acl-check acl-examples acl-seeds acl-install-check install
 
-$(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) src/half.h $(ACL_HDR) $(wildcard include/spattn/*.h)
+$(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) src/half.h $(ACL_HDR) $(wildcard include/spattn/*.h) $(CONFIG)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -D_POSIX_C_SOURCE=200809L -c $< -o $@
 
@@ -44,19 +47,24 @@ $(SEEDCHECK): tests/seeds/seedcheck.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) -O2 $< -o $@ -lm
 
-ifneq ($(ACL_LIB),)
-acl-check: acl-examples acl-seeds acl-install-check
-else
+# The C++ programs are built for the host (the compat tests in the CUnit
+# suite run on every target with threads).
+ifeq ($(ACL_LIB),)
 acl-check:
 	@echo "acl: target $(TARGET) has no threads; compat layer not built"
+else ifneq ($(TARGET),host)
+acl-check:
+	@echo "acl: C++ examples, seed pages and install check run on the host target only"
+else
+acl-check: acl-examples acl-seeds acl-install-check
 endif
 
 acl-examples: $(ACL_LIB) $(LIB) $(RUNNER_LIB)
-	@CXX="$(CXX)" CXXFLAGS="$(ACL_CXXFLAGS)" LDLIBS="$(ACL_LDLIBS)" CORE_LIB=$(LIB) NM=$(NM) \
+	@CXX="$(ACL_CXX)" CXXFLAGS="$(ACL_CXXFLAGS)" LDLIBS="$(ACL_LDLIBS)" CORE_LIB=$(LIB) NM=$(NM) \
 	  OUT=$(B)/examples/aclnn RUN="$(RUN)" tools/acl_examples.sh $(ACL_EXAMPLES)
 
 acl-seeds: $(ACL_LIB) $(LIB) $(RUNNER_LIB) $(SEEDCHECK)
-	@SEEDS="$(SEEDS)" CXX="$(CXX)" LDLIBS="$(ACL_LDLIBS)" CORE_LIB=$(LIB) NM=$(NM) \
+	@SEEDS="$(SEEDS)" CXX="$(ACL_CXX)" LDLIBS="$(ACL_LDLIBS)" CORE_LIB=$(LIB) NM=$(NM) \
 	  OUT=$(B)/seeds RUN="$(RUN)" SEEDCHECK=$(SEEDCHECK) tools/acl_seeds.sh
 
 # ---- installation: archives, every header, pkg-config files ----
@@ -83,7 +91,7 @@ acl-install-check:
 	@flags=$$(PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$(abspath $(STAGE))/usr/local/lib/pkgconfig \
 	  PKG_CONFIG_SYSROOT_DIR=$(abspath $(STAGE)) pkg-config --cflags --libs spattn-acl) && \
 	  echo "acl install: pkg-config --cflags --libs spattn-acl = $$flags" && \
-	  $(CXX) -std=c++17 -O2 $(CXX_WARN) -Werror examples/aclnn/nsa_compress.cpp $$flags \
+	  $(ACL_CXX) -std=c++17 -O2 $(CXX_WARN) -Werror $(ACL_SAN) examples/aclnn/nsa_compress.cpp $$flags \
 	    -o $(STAGE)/nsa_compress && \
 	  $(RUN) $(STAGE)/nsa_compress > $(STAGE)/nsa_compress.log && \
 	  echo "acl install: staged example: $$(tail -n 1 $(STAGE)/nsa_compress.log)"

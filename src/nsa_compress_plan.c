@@ -31,10 +31,12 @@ spa_status spa_nsac_check_common(const spa_tensor *input, const spa_tensor *weig
     SPA_REQUIRE(n >= 1 && n <= 128 && d >= 16 && d <= 256 && d % 16 == 0);
     SPA_REQUIRE(weight->dims[0] == bs && weight->dims[1] == n);
     SPA_REQUIRE(total == input->dims[0]);
-    int64_t windows = 0;
+    /* One pass with a running start (spa_seq_bounds would re-sum the
+     * lengths for every batch: quadratic in the batch count). */
+    int64_t windows = 0, start = 0;
     for (uint64_t b = 0; b < seq->size; b++) {
-        int64_t start, len;
-        spa_seq_bounds(seq, seq_type, b, &start, &len);
+        const int64_t len = seq_type == 0 ? seq->data[b] - start : seq->data[b];
+        start += len;                             /* <= total, checked above */
         windows += spa_nsac_windows(len, bs, st); /* <= T / 16: no overflow */
     }
     shape->tokens = input->dims[0];

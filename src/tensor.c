@@ -76,12 +76,14 @@ spa_status spa_tensor_check(const spa_tensor *t, int32_t rank)
         if (!spa_mul_ok(numel, t->dims[k], &numel))
             return SPA_ERR_INVALID;
     }
-    int64_t last, bytes;
+    int64_t last, count, bytes;
     if (!tensor_last_offset(t, &last))
         return SPA_ERR_INVALID;
     /* The addressed span (in bytes) must be representable, so that every
-     * pointer computation of the kernels stays in range. */
-    if (last >= 0 && (!spa_mul_ok(last + 1, (int64_t)esz, &bytes) || bytes > INT64_MAX / 2))
+     * pointer computation of the kernels stays in range. last may be
+     * INT64_MAX itself, so the element count is a checked add too. */
+    if (last >= 0 && (!spa_add_ok(last, 1, &count) || !spa_mul_ok(count, (int64_t)esz, &bytes) ||
+                      bytes > INT64_MAX / 2))
         return SPA_ERR_INVALID;
     if (numel > 0 && t->data == NULL)
         return SPA_ERR_NULLPTR;

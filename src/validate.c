@@ -7,7 +7,9 @@ spa_status spa_seq_check(const spa_int_array *a, int64_t type, int64_t *total)
         return SPA_ERR_NULLPTR;
     if (type != 0 && type != 1)
         return SPA_ERR_INVALID;
-    if (a->size == 0)
+    /* No real array has more int64 entries than this; the bound keeps the
+     * batch count (and count + 1) representable as int64 for every op. */
+    if (a->size == 0 || a->size > (uint64_t)(INT64_MAX / (int64_t)sizeof(int64_t)))
         return SPA_ERR_INVALID;
     if (a->data == NULL)
         return SPA_ERR_NULLPTR;

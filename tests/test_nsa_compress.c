@@ -60,7 +60,7 @@ static int64_t compare_with_ref(const nsac_case *c, const fwd_io *io)
 static void test_random_shapes(void)
 {
     rng r = rng_seed(101);
-    for (int i = 0; i < 60; i++) {
+    for (int i = 0; i < TEST_SIZE(60, 32); i++) {
         nsac_case c;
         nsac_case_draw(&c, i, &r);
         fwd_io io;
@@ -72,7 +72,7 @@ static void test_random_shapes(void)
         if (bad || !guards || st != SPA_OK) {
             char desc[256];
             nsac_case_describe(&c, desc, sizeof desc);
-            fprintf(stderr, "  case %d (%s): status %d, %lld bad, guards %s\n", i, desc, st,
+            fprintf(stderr, "  case %d (%s): status %d, %lld bad, guards %s\n", i, desc, (int)st,
                     (long long)bad, guards ? "ok" : "BROKEN");
         }
         CU_ASSERT_EQUAL(bad, 0);
@@ -81,12 +81,13 @@ static void test_random_shapes(void)
     }
 }
 
-/* The extremes of the contract: 128 heads, block 128 with stride 16, D 256. */
+/* The extremes of the contract: 128 heads, block 128 with stride 16, D 256
+ * (fewer tokens on small targets). */
 static void test_extreme_shapes(void)
 {
     rng r = rng_seed(102);
-    const int64_t lens1[3] = {0, 300, 127};
-    const int64_t lens2[2] = {200, 129};
+    const int64_t lens1[3] = {0, TEST_SIZE(300, 160), 127};
+    const int64_t lens2[2] = {TEST_SIZE(200, 144), 129};
     nsac_case cs[3];
     nsac_case_fixed(&cs[0], SPA_FLOAT32, 128, 16, 128, 16, 3, lens1, 0);
     nsac_case_fixed(&cs[1], SPA_BFLOAT16, 2, 256, 128, 128, 2, lens2, 1);
@@ -105,7 +106,7 @@ static void test_extreme_shapes(void)
 /* Bit-identical results for the inline runner and pools of 1, 2 and 7 threads. */
 static void test_deterministic_across_runners(void)
 {
-    const int64_t lens[4] = {0, 1000, 37, 2100};
+    const int64_t lens[4] = {0, TEST_SIZE(1000, 400), 37, TEST_SIZE(2100, 700)};
     for (int k = 0; k < 3; k++) {
         static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
         nsac_case c;
@@ -291,7 +292,8 @@ static void test_validation_rules(void)
         ex_before = ex;
         spa_status st = call_phase1(&a, &size, &ex);
         if (st != fwd_rules[k].want)
-            fprintf(stderr, "  rule '%s': got %d want %d\n", fwd_rules[k].name, st, fwd_rules[k].want);
+            fprintf(stderr, "  rule '%s': got %d want %d\n", fwd_rules[k].name, (int)st,
+                    (int)fwd_rules[k].want);
         CU_ASSERT_EQUAL(st, fwd_rules[k].want);
         CU_ASSERT_EQUAL(size, 0x5A5A5A5A5A5A5A5Aull);
         CU_ASSERT(memcmp(&ex, &ex_before, sizeof ex) == 0);
@@ -368,10 +370,32 @@ static void test_no_window(void)
     io_free(&io);
 }
 
+/* Hundreds of batches (40 on small targets), many empty or shorter than the window: blocks cross
+ * batch boundaries everywhere. */
+static void test_many_batches(void)
+{
+    rng r = rng_seed(107);
+    enum { BATCHES = TEST_SIZE(300, 40) };
+    int64_t lens[BATCHES];
+    for (int b = 0; b < BATCHES; b++)
+        lens[b] = rng_int(&r, 0, 3) == 0 ? 0 : rng_int(&r, 1, 100);
+    static const spa_dtype dts[2] = {SPA_FLOAT32, SPA_BFLOAT16};
+    for (int k = 0; k < 2; k++) {
+        nsac_case c;
+        nsac_case_fixed(&c, dts[k], 3, 32, 32, 16, BATCHES, lens, k);
+        fwd_io io;
+        io_make(&io, &c, &r);
+        CU_ASSERT_EQUAL(run_fwd(&c, &io, 3, 7), SPA_OK);
+        CU_ASSERT_EQUAL(compare_with_ref(&c, &io), 0);
+        io_free(&io);
+    }
+}
+
 void suite_nsa_compress(void)
 {
     CU_pSuite s = CU_add_suite("nsa_compress", NULL, NULL);
     CU_add_test(s, "random shapes, all dtypes, every D, strided", test_random_shapes);
+    CU_add_test(s, "hundreds of batches", test_many_batches);
     CU_add_test(s, "extreme shapes", test_extreme_shapes);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
     CU_add_test(s, "upstream example", test_upstream_example);

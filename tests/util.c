@@ -78,7 +78,7 @@ void tt_make(ttensor *tt, spa_dtype dt, int32_t rank, const int64_t *dims, bool 
         span_elems += (dims[k] > 0 ? dims[k] - 1 : 0) * stride;
         stride = stride * (dims[k] > 0 ? dims[k] : 1) + (strided ? rng_int(r, 0, 3) : 0);
     }
-    tt->span = empty ? 0 : (size_t)span_elems * esize(dt);
+    tt->span = empty ? 0 : (size_t)span_elems * esize((int32_t)dt);
     tt->block = malloc(tt->span + 2 * RED_ZONE);
     memset(tt->block, CANARY, tt->span + 2 * RED_ZONE);
     tt->t.data = tt->block + RED_ZONE;
@@ -243,13 +243,16 @@ void tws_free(tws *w)
 
 tol tol_for(spa_dtype dt, double f32_atol)
 {
-    tol t = {f32_atol, 0.0};
-    if (dt == SPA_FLOAT32)
+    tol t = {f32_atol, 0.0, 0x1p-150};
+    if (dt == SPA_FLOAT32) {
         t.rtol = 0x1p-22;
-    else if (dt == SPA_FLOAT16)
+    } else if (dt == SPA_FLOAT16) {
         t.rtol = 0x1p-10; /* one RNE rounding: 2^-11, with margin */
-    else
+        t.floor = 0x1p-25;
+    } else {
         t.rtol = 0x1p-7; /* bf16: 2^-8, with margin */
+        t.floor = 0x1p-134;
+    }
     return t;
 }
 
@@ -262,7 +265,7 @@ int64_t check_close(const char *what, const double *got, const double *ref, cons
         if (mag[i] == 0.0)
             ok = got[i] == 0.0 && !signbit(got[i]);
         else
-            ok = fabs(got[i] - ref[i]) <= t.atol * mag[i] + t.rtol * fabs(ref[i]);
+            ok = fabs(got[i] - ref[i]) <= t.atol * mag[i] + t.rtol * fabs(ref[i]) + t.floor;
         if (!ok && bad++ < 5)
             fprintf(stderr, "  %s[%lld]: got %.9g want %.9g (mag %.3g)\n", what, (long long)i,
                     got[i], ref[i], mag[i]);
@@ -270,6 +273,7 @@ int64_t check_close(const char *what, const double *got, const double *ref, cons
     return bad;
 }
 
+#ifndef SPA_TEST_NO_THREADS
 const unsigned runner_threads[N_RUNNERS] = {0, 1, 2, 7};
 static spa_pool pools[N_RUNNERS];
 static spa_runner runners[N_RUNNERS];
@@ -294,3 +298,49 @@ void test_runners_stop(void)
         if (pools[i].impl)
             spa_pool_stop(&pools[i]);
 }
+#else
+const unsigned runner_threads[N_RUNNERS] = {0, 1, 1, 1};
+
+static uint32_t gcd_u32(uint32_t a, uint32_t b)
+{
+    while (b != 0) {
+        uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Task i runs as number (i * step + n - 1) mod n: a permutation whenever
+ * gcd(step, n) == 1. ctx 1: reversed; 2 and 3: strides near n/2 and n*5/8. */
+static void run_permuted(void *ctx, spa_task_fn task, void *arg, uint32_t n)
+{
+    const uintptr_t kind = (uintptr_t)ctx;
+    if (kind == 1) {
+        for (uint32_t i = n; i-- > 0;)
+            task(arg, i);
+        return;
+    }
+    uint32_t step = kind == 2 ? n / 2 + 1 : (uint32_t)((uint64_t)n * 5 / 8) + 1;
+    while (gcd_u32(step, n) != 1)
+        step++;
+    for (uint32_t i = 0; i < n; i++)
+        task(arg, (uint32_t)(((uint64_t)i * step + n - 1) % n));
+}
+
+static const spa_runner runners[N_RUNNERS] = {
+    {NULL, NULL},
+    {run_permuted, (void *)1},
+    {run_permuted, (void *)2},
+    {run_permuted, (void *)3},
+};
+
+const spa_runner *test_runner(int which)
+{
+    return which == 0 ? NULL : &runners[which];
+}
+
+void test_runners_stop(void)
+{
+}
+#endif

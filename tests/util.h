@@ -61,10 +61,12 @@ bool tws_guard_ok(const tws *w);
 void tws_free(tws *w);
 
 /* ---- tolerances ----
- * |got - ref| <= atol * mag + rtol * |ref|: mag (sum of |terms|) bounds the
- * f32 accumulation error, rtol the single rounding to the output dtype. */
+ * |got - ref| <= atol * mag + rtol * |ref| + floor: mag (sum of |terms|) bounds
+ * the f32 accumulation error, rtol the single rounding to the output dtype and
+ * floor that rounding among the dtype's subnormals. */
 typedef struct tol {
     double atol, rtol;
+    double floor; /* half the spacing of the dtype's subnormals */
 } tol;
 tol tol_for(spa_dtype dt, double f32_atol);
 /* Compares n values; reports the first few mismatches under `what`.
@@ -72,8 +74,23 @@ tol tol_for(spa_dtype dt, double f32_atol);
 int64_t check_close(const char *what, const double *got, const double *ref, const double *mag,
                     int64_t n, tol t);
 
+/* ---- problem sizes ----
+ * Small targets (a Cortex-M board under QEMU: 12 MiB of heap, a slow CPU)
+ * build the suites with -DSPA_TEST_SMALL=1 from their target.mk. Suites pick
+ * their sizes through these, so the same tests run everywhere, just smaller. */
+#ifndef SPA_TEST_SMALL
+#define SPA_TEST_SMALL 0
+#endif
+/* full on ordinary targets, small on small ones. */
+#define TEST_SIZE(full, small) (SPA_TEST_SMALL ? (small) : (full))
+/* v, capped at cap on small targets. */
+#define TEST_CAP(v, cap) (SPA_TEST_SMALL && (v) > (cap) ? (cap) : (v))
+
 /* ---- runners ---- */
-/* index 0: NULL runner (inline); 1, 2, 3: pools of 1, 2 and 7 threads. */
+/* index 0: NULL runner (inline); 1, 2, 3: pools of 1, 2 and 7 threads.
+ * Targets without threads (-DSPA_TEST_NO_THREADS: bare metal) get in-process
+ * runners instead that run the tasks in other orders (reversed, and two
+ * strided permutations), so order-dependent results still show up. */
 #define N_RUNNERS 4
 extern const unsigned runner_threads[N_RUNNERS];
 const spa_runner *test_runner(int which);

@@ -1,16 +1,23 @@
 #!/bin/sh
-# Installs what a host build needs (m4, CUnit, gcc, clang; g++ and pkg-config
-# for the aclnn compatibility layer's C++ examples and install check) when missing.
+# Installs what a build needs when missing: always m4, CUnit, gcc, clang and
+# make (and g++ and pkg-config, for the aclnn compatibility layer's C++
+# examples and install check); plus the target's own list, given as arguments
+# PROBE:PACKAGE (PROBE is a command name, or a file path when it holds a '/'; PACKAGE may name a
+# foreign architecture, libcunit1-dev:arm64, which is then added to dpkg).
 # Run as root on Debian; does nothing when everything is there.
 set -e
 need=""
-command -v m4 >/dev/null 2>&1 || need="$need m4"
-[ -f /usr/include/CUnit/Basic.h ] || need="$need libcunit1-dev"
-command -v gcc >/dev/null 2>&1 || need="$need gcc"
-command -v clang >/dev/null 2>&1 || need="$need clang"
-command -v g++ >/dev/null 2>&1 || need="$need g++"
-command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
-command -v make >/dev/null 2>&1 || need="$need make"
+have() { case $1 in */*) [ -e "$1" ] ;; *) command -v "$1" >/dev/null 2>&1 ;; esac; }
+have m4 || need="$need m4"
+have /usr/include/CUnit/Basic.h || need="$need libcunit1-dev"
+have gcc || need="$need gcc"
+have clang || need="$need clang"
+have make || need="$need make"
+have g++ || need="$need g++"
+have pkg-config || need="$need pkg-config"
+for pair in "$@"; do
+    have "${pair%%:*}" || need="$need ${pair#*:}"
+done
 [ -z "$need" ] && exit 0
 echo "installing:$need"
 if [ "$(id -u)" != 0 ]; then
@@ -18,5 +25,13 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+update=false
+for p in $need; do
+    case $p in *:*)
+        arch=${p#*:}
+        dpkg --print-foreign-architectures | grep -qx "$arch" || { dpkg --add-architecture "$arch"; update=true; } ;;
+    esac
+done
+$update && apt-get update >/dev/null
 apt-get install -y --no-install-recommends $need >/dev/null 2>&1 ||
     { apt-get update >/dev/null && apt-get install -y --no-install-recommends $need >/dev/null; }

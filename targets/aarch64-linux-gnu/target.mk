@@ -1,0 +1,15 @@
+# 64-bit Arm Linux (ARMv8.0-A baseline, so Cortex-A53 class cores run it):
+# static test program under qemu-user; CUnit from Debian's arm64 multiarch
+# package. No x86 instruction set: the portable C paths are what runs here.
+CC := aarch64-linux-gnu-gcc
+AR := aarch64-linux-gnu-ar
+NM := aarch64-linux-gnu-nm
+SIZE := aarch64-linux-gnu-size
+TARGET_CFLAGS := -O2 -march=armv8-a -fno-math-errno
+TEST_LDFLAGS := -static
+TEST_LDLIBS := -lcunit -lpthread -lm
+HAVE_PTHREAD := 1
+# -cpu cortex-a53: an ARMv8.0 core, so a v8.2 instruction would trap (SIGILL).
+RUN := timeout 600 qemu-aarch64 -cpu cortex-a53
+TARGET_DEPS := aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu /usr/aarch64-linux-gnu/include/stdio.h:libc6-dev-arm64-cross \
+	qemu-aarch64:qemu-user /usr/lib/aarch64-linux-gnu/libcunit.a:libcunit1-dev:arm64

@@ -1,0 +1,27 @@
+# Shared by the bare-metal Arm targets (included from their target.mk, which
+# sets ARCH_FLAGS, BOARD and BOARD_LD first). The library is built
+# freestanding; builtins stay on and errno is off so sqrtf becomes vsqrt.f32.
+# Tests: newlib with semihosting (rdimon) under qemu-system-arm, CUnit built
+# from Debian's source package, no threads (the test runners fall back to
+# reordered in-process runs), shapes scaled down to the board (SPA_TEST_SMALL).
+CC := arm-none-eabi-gcc
+AR := arm-none-eabi-ar
+NM := arm-none-eabi-nm
+SIZE := arm-none-eabi-size
+TARGET_CFLAGS := -O2 $(ARCH_FLAGS) -fno-math-errno
+LIB_CFLAGS := -ffreestanding -fbuiltin
+TEST_CFLAGS := -DSPA_TEST_SMALL=1 -DSPA_TEST_NO_THREADS
+TEST_LDFLAGS := --specs=rdimon.specs -T $(BOARD_LD)
+TEST_EXTRA_SRC := targets/bare-arm/startup.c
+TEST_LDLIBS := $(B)/cunit/libcunit.a -lm
+CUNIT_FROM_SOURCE := 1
+HAVE_PTHREAD :=
+RUN := timeout 600 qemu-system-arm -M $(BOARD) -nographic -semihosting -kernel
+# Compiler runtime helpers the core may call on 32-bit Arm: 64-bit integer
+# division and modulo (sizes, offsets and block arithmetic are int64; used
+# today), and the int64 <-> float conversions (sample coordinates to indices;
+# not used by the compress ops). Nothing else: no soft-float (both cores have
+# a double-precision FPU), no libgcc block moves.
+SYMCHECK_ALLOW := __aeabi_ldivmod|__aeabi_uldivmod|__aeabi_l2f|__aeabi_ul2f|__aeabi_f2lz|__aeabi_f2ulz
+TARGET_DEPS := arm-none-eabi-gcc:gcc-arm-none-eabi /usr/lib/arm-none-eabi/newlib/libc.a:libnewlib-arm-none-eabi \
+	qemu-system-arm:qemu-system-arm dpkg-source:dpkg-dev

@@ -1,0 +1,6 @@
+# Cortex-M7 with the double-precision FPU (fpv5-d16), hard-float ABI, as on
+# QEMU's mps2-an500 board, which runs the tests.
+ARCH_FLAGS := -mcpu=cortex-m7 -mfpu=fpv5-d16 -mfloat-abi=hard -mthumb
+BOARD := mps2-an500
+BOARD_LD := targets/cortex-m7/mps2-an500.ld
+include targets/bare-arm/semihost.mk
