@@ -13,6 +13,7 @@ void suite_acl(void)
 }
 #else
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -619,6 +620,53 @@ static void test_executor_rules(void)
     dev_free(&d);
 }
 
+/* ---- several host threads launching on one stream ---- */
+
+typedef struct thread_job {
+    const nsac_case *c;
+    fwd_io io;       /* x and w shared (read only), y per thread */
+    aclrtStream stream;
+    int failures;
+} thread_job;
+
+static void *thread_main(void *arg)
+{
+    thread_job *j = arg;
+    for (int k = 0; k < 20; k++)
+        j->failures += acl_fwd(j->c, &j->io, j->stream) != ACLNN_SUCCESS;
+    return NULL;
+}
+
+static void test_threads_share_stream(void)
+{
+    const int64_t lens[4] = {200, 64, 0, 130};
+    nsac_case c;
+    nsac_case_fixed(&c, SPA_FLOAT16, 4, 64, 64, 32, 4, lens, 0);
+    rng r = rng_seed(908);
+    fwd_io ref;
+    fwd_make(&ref, &c, &r);
+    CU_ASSERT_EQUAL_FATAL(native_fwd(&c, &ref), SPA_OK);
+    aclrtStream stream;
+    CU_ASSERT_EQUAL_FATAL(aclrtCreateStream(&stream), ACL_SUCCESS);
+    enum { THREADS = 4 };
+    thread_job jobs[THREADS];
+    pthread_t tid[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (thread_job){&c, ref, stream, 0};
+        const int64_t yd[3] = {c.windows, c.n, c.d};
+        tt_make(&jobs[i].io.y, c.dt, 3, yd, false, &r);
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&tid[i], NULL, thread_main, &jobs[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(tid[i], NULL);
+        CU_ASSERT_EQUAL(jobs[i].failures, 0);
+        CU_ASSERT(memcmp(jobs[i].io.y.t.data, ref.y.t.data, ref.y.span) == 0);
+        tt_free(&jobs[i].io.y);
+    }
+    CU_ASSERT_EQUAL(aclrtDestroyStream(stream), ACL_SUCCESS);
+    fwd_free(&ref);
+}
+
 #endif /* compress ops */
 
 /* ---- host runtime ---- */
@@ -737,6 +785,7 @@ void suite_acl(void)
     CU_add_test(s, "views: offset, strides, storage", test_views_offset_strides);
     CU_add_test(s, "views reaching outside refused", test_views_refused);
     CU_add_test(s, "executors: workspace, single use", test_executor_rules);
+    CU_add_test(s, "host threads sharing a stream", test_threads_share_stream);
 #else
     fprintf(stderr, "acl: NsaCompress not in libspattn.a; its compat tests skipped\n");
 #endif

@@ -5,6 +5,7 @@
 #ifndef SPA_ACL_INTERNAL_H
 #define SPA_ACL_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,8 @@ enum spa_acl_kind {
 };
 void spa_acl_lock(void);
 void spa_acl_unlock(void);
+/* pthread_cond_wait on the registry lock (held by the caller). */
+void spa_acl_wait_locked(pthread_cond_t *cond);
 /* The *_locked variants expect spa_acl_lock() to be held. */
 bool spa_acl_reg_add(const void *p, uint64_t size, int kind);
 bool spa_acl_reg_remove_locked(const void *p, int kind);

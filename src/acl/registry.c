@@ -28,6 +28,11 @@ void spa_acl_unlock(void)
     pthread_mutex_unlock(&reg_lock);
 }
 
+void spa_acl_wait_locked(pthread_cond_t *cond)
+{
+    pthread_cond_wait(cond, &reg_lock);
+}
+
 /* Index of the first entry with addr > a. */
 static size_t upper(uintptr_t a)
 {

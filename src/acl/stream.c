@@ -1,7 +1,8 @@
 /* Streams: each owns a spa_pool (the pthread runner) that runs the blocks of
- * the operators launched on it. A launch holds the stream's lock for its whole
- * run, so launches from several host threads on one stream are serialised, as
- * on a real stream; the launch returns when its blocks are done. */
+ * the operators launched on it. Launches on one stream run one at a time, as
+ * on a real stream, and return when their blocks are done. A stream counts
+ * the launches using it, so destroying it waits for them instead of pulling
+ * the pool away under a running operator. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -11,7 +12,9 @@
 typedef struct stream {
     spa_pool pool;
     spa_runner runner;
-    pthread_mutex_t lock;
+    pthread_mutex_t run_lock; /* one launch at a time */
+    pthread_cond_t idle;      /* users dropped to 0; waited on with the registry lock */
+    unsigned users;           /* launches holding the stream; guarded by the registry lock */
 } stream;
 
 /* SPATTN_STREAM_THREADS (1..256) or min(4, online CPUs). */
@@ -40,9 +43,11 @@ aclError aclrtCreateStream(aclrtStream *out)
         return ACL_ERROR_BAD_ALLOC;
     }
     s->runner = spa_pool_runner(&s->pool);
-    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->run_lock, NULL);
+    pthread_cond_init(&s->idle, NULL);
     if (!spa_acl_reg_add(s, sizeof *s, SPA_ACL_STREAM)) {
-        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->idle);
+        pthread_mutex_destroy(&s->run_lock);
         spa_pool_stop(&s->pool);
         free(s);
         return ACL_ERROR_BAD_ALLOC;
@@ -53,12 +58,17 @@ aclError aclrtCreateStream(aclrtStream *out)
 
 aclError aclrtDestroyStream(aclrtStream handle)
 {
-    if (!spa_acl_reg_remove(handle, SPA_ACL_STREAM))
-        return ACL_ERROR_INVALID_PARAM;
     stream *s = handle;
-    pthread_mutex_lock(&s->lock); /* wait for a launch still running on it */
-    pthread_mutex_unlock(&s->lock);
-    pthread_mutex_destroy(&s->lock);
+    spa_acl_lock();
+    if (!spa_acl_reg_remove_locked(handle, SPA_ACL_STREAM)) {
+        spa_acl_unlock();
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    while (s->users > 0) /* launches already holding it finish first */
+        spa_acl_wait_locked(&s->idle);
+    spa_acl_unlock();
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->run_lock);
     spa_pool_stop(&s->pool);
     free(s);
     return ACL_SUCCESS;
@@ -78,17 +88,22 @@ bool spa_acl_stream_launch(aclrtStream handle, spa_status (*fn)(void *ctx, const
         *result = fn(ctx, NULL);
         return true;
     }
-    /* Take the stream's lock while the registry still vouches for it, so it
-     * cannot be destroyed between the check and the launch. */
+    stream *s = handle;
     spa_acl_lock();
     if (!spa_acl_reg_has_locked(handle, SPA_ACL_STREAM)) {
         spa_acl_unlock();
         return false;
     }
-    stream *s = handle;
-    pthread_mutex_lock(&s->lock);
+    s->users++;
     spa_acl_unlock();
+
+    pthread_mutex_lock(&s->run_lock);
     *result = fn(ctx, &s->runner);
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->run_lock);
+
+    spa_acl_lock();
+    if (--s->users == 0)
+        pthread_cond_broadcast(&s->idle);
+    spa_acl_unlock();
     return true;
 }
