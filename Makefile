@@ -174,9 +174,9 @@ $(B)/bench/bench_ops.inc: Makefile $(wildcard bench/op_*.c)
 	@mkdir -p $(@D)
 	printf '$(foreach o,$(BENCH_OPS),SPA_BENCH($(o))\n)' > $@
 
-$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(B)/bench/bench_ops.inc $(LIB) $(RUNNER_LIB)
+$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(B)/bench/bench_ops.inc $(ACL_LIB) $(LIB) $(RUNNER_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L -I$(B)/bench $(filter %.c,$^) $(LIB) $(RUNNER_LIB) -o $@ -lpthread -lm
+	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L $(if $(ACL_LIB),-DSPA_HAVE_ACL=1) -I$(B)/bench $(filter %.c,$^) $(ACL_LIB) $(LIB) $(RUNNER_LIB) -o $@ -lpthread -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
