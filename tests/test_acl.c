@@ -356,7 +356,7 @@ static void test_compress_codes_as_native(void)
                                                            a.null_size ? NULL : &size,
                                                            a.null_ex ? NULL : &ex);
         if (got != want)
-            fprintf(stderr, "  %s: aclnn %d, native %d\n", fwd_mutations[k].name, got, want);
+            fprintf(stderr, "  %s: aclnn %d, native %d\n", fwd_mutations[k].name, (int)got, (int)want);
         CU_ASSERT_EQUAL(got, want);
         if (got == ACLNN_SUCCESS) {
             CU_ASSERT_EQUAL(size, nsize);
@@ -536,7 +536,7 @@ static void test_views_refused(void)
         CU_ASSERT_PTR_NOT_NULL(bad[k].y);
         aclnnStatus st = dev_phase1(&d, d.x, bad[k].y, &size, &ex);
         if (st != ACLNN_ERR_PARAM_INVALID)
-            fprintf(stderr, "  %s: %d\n", bad[k].name, st);
+            fprintf(stderr, "  %s: %d\n", bad[k].name, (int)st);
         CU_ASSERT_EQUAL(st, ACLNN_ERR_PARAM_INVALID);
         CU_ASSERT_EQUAL(size, 5);
         CU_ASSERT_PTR_NULL(ex);

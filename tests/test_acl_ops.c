@@ -142,7 +142,8 @@ static spa_status compare(const op_api *api, op_case *c, int hole, const char *w
     aclnnStatus got = api->acl(c, at, aa, layout, hole == c->n + 2 ? NULL : &size,
                                hole == c->n + 3 ? NULL : &ex);
     if (got != want)
-        fprintf(stderr, "  %s %s (hole %d): aclnn %d, native %d\n", api->name, what, hole, got, want);
+        fprintf(stderr, "  %s %s (hole %d): aclnn %d, native %d\n", api->name, what, hole, (int)got,
+                (int)want);
     CU_ASSERT_EQUAL(got, want);
     if (got == ACLNN_SUCCESS && want == SPA_OK) {
         CU_ASSERT_EQUAL(size, nsize);
