@@ -1,10 +1,11 @@
 /* aclOpExecutor: the native executor plus what it points into (copies of the
  * host int arrays), created by phase 1 and consumed by phase 2.
  *
- * Single use: a run retires the executor. A retired executor stays allocated
- * (as a tombstone still in the registry) until SPA_ACL_TOMBSTONES later
- * retirements, so a second run of it is refused instead of reading freed
- * memory, and its address cannot be handed out again meanwhile. */
+ * Single use: a run retires the executor and frees the plan and the arrays.
+ * Only the small handle stays allocated (a tombstone, still in the registry)
+ * until SPA_ACL_TOMBSTONES later retirements, so a second run of it is
+ * refused instead of reading freed memory, and its address cannot be handed
+ * out to a new executor meanwhile. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@ struct aclOpExecutor {
     uint64_t ws_size;
     int64_t *arrays[2];
     aclOpExecutor *next_spent;
-    spa_executor native;
+    spa_executor *native; /* NULL once retired */
 };
 
 /* Retired executors, oldest first; guarded by the registry lock. */
@@ -36,9 +37,16 @@ static void free_arrays(int64_t **arrays)
     }
 }
 
-static void retire_locked(aclOpExecutor *ex)
+static void release(aclOpExecutor *ex)
 {
     free_arrays(ex->arrays);
+    free(ex->native);
+    ex->native = NULL;
+}
+
+static void retire_locked(aclOpExecutor *ex)
+{
+    release(ex);
     ex->state = EXEC_SPENT;
     ex->next_spent = NULL;
     if (spent_tail != NULL)
@@ -61,11 +69,13 @@ void spa_acl_call_begin(spa_acl_call *c, aclOpExecutor **executor)
     if (executor == NULL)
         return; /* native phase 1 answers the NULL slot */
     c->ex = calloc(1, sizeof *c->ex);
-    if (c->ex == NULL) {
+    if (c->ex != NULL)
+        c->ex->native = malloc(sizeof *c->ex->native);
+    if (c->ex == NULL || c->ex->native == NULL) {
         c->alloc_failed = true;
         c->native = &c->spare; /* still validate, to report the right code */
     } else {
-        c->native = &c->ex->native;
+        c->native = c->ex->native;
     }
 }
 
@@ -112,6 +122,8 @@ aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
         r = ACLNN_ERR_INNER_CREATE_EXECUTOR;
     }
     free_arrays(c->owned);
+    if (c->ex != NULL)
+        free(c->ex->native);
     free(c->ex);
     return r;
 }
@@ -125,7 +137,7 @@ typedef struct launch {
 static spa_status launch_native(void *ctx, const spa_runner *runner)
 {
     launch *l = ctx;
-    return l->ex->run(l->ws, l->ws_size, &l->ex->native, runner);
+    return l->ex->run(l->ws, l->ws_size, l->ex->native, runner);
 }
 
 aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExecutor *executor,
@@ -192,7 +204,7 @@ aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor)
     }
     spa_acl_reg_remove_locked(executor, SPA_ACL_EXECUTOR);
     spa_acl_unlock();
-    free_arrays(executor->arrays);
+    release(executor);
     free(executor);
     return ACLNN_SUCCESS;
 }
