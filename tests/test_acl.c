@@ -542,6 +542,15 @@ static void test_views_refused(void)
         CU_ASSERT_PTR_NULL(ex);
         aclDestroyTensor(bad[k].y);
     }
+    /* aclrtMallocHost blocks are checked the same way. */
+    void *host = NULL;
+    CU_ASSERT_FATAL(aclrtMallocHost(&host, d.ybytes - 2) == ACL_SUCCESS);
+    aclTensor *short_host = dev_view(&d.io.y, host, 11, ystore, ACL_FORMAT_ND);
+    uint64_t hsize = 5;
+    aclOpExecutor *hex = NULL;
+    CU_ASSERT_EQUAL(dev_phase1(&d, d.x, short_host, &hsize, &hex), ACLNN_ERR_PARAM_INVALID);
+    aclDestroyTensor(short_host);
+    CU_ASSERT(aclrtFreeHost(host) == ACL_SUCCESS);
     /* A destroyed tensor and a pointer that never was a tensor. */
     aclTensor *gone = dev_view(&d.io.y, d.ydev, 11, ystore, ACL_FORMAT_ND);
     CU_ASSERT_EQUAL(aclDestroyTensor(gone), ACLNN_SUCCESS);

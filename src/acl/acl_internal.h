@@ -45,6 +45,8 @@ enum spa_acl_range {
     SPA_ACL_RANGE_OVERRUN = -1   /* p is in one, the range runs past its end */
 };
 int spa_acl_device_range(const void *p, uint64_t len);
+/* The same over aclrtMalloc and aclrtMallocHost blocks (tensor views). */
+int spa_acl_alloc_range(const void *p, uint64_t len);
 
 /* ---- tensors and arrays (tensor.c) ---- */
 /* spa_tensor view of t, or NULL when t is NULL. A tensor that cannot be used

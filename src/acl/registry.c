@@ -110,13 +110,14 @@ bool spa_acl_reg_has(const void *p, int kind)
     return ok;
 }
 
-int spa_acl_device_range(const void *p, uint64_t len)
+static int range_of(const void *p, uint64_t len, bool host_too)
 {
     uintptr_t a = (uintptr_t)p;
     int where = SPA_ACL_RANGE_UNTRACKED;
     spa_acl_lock();
     size_t i = upper(a);
-    if (i > 0 && reg[i - 1].kind == SPA_ACL_DEVICE_MEM) {
+    if (i > 0 && (reg[i - 1].kind == SPA_ACL_DEVICE_MEM ||
+                  (host_too && reg[i - 1].kind == SPA_ACL_HOST_MEM))) {
         const entry *e = &reg[i - 1];
         uint64_t at = (uint64_t)(a - e->addr);
         if (at < e->size)
@@ -124,4 +125,14 @@ int spa_acl_device_range(const void *p, uint64_t len)
     }
     spa_acl_unlock();
     return where;
+}
+
+int spa_acl_device_range(const void *p, uint64_t len)
+{
+    return range_of(p, len, false);
+}
+
+int spa_acl_alloc_range(const void *p, uint64_t len)
+{
+    return range_of(p, len, true);
 }

@@ -205,13 +205,13 @@ static bool view_usable(const aclTensor *t, size_t esz)
         return false; /* the view leaves its storage */
     if (t->data == NULL)
         return true; /* the native checks answer NULL data */
-    /* Device memory handed out here must hold the storage up to the view's
-     * last element; other memory (host buffers used directly) is the
-     * caller's to size. */
+    /* Memory handed out here (aclrtMalloc, aclrtMallocHost) must hold the
+     * storage up to the view's last element; other memory (host buffers
+     * used directly) is the caller's to size. */
     uint64_t end = (uint64_t)(t->offset + last) + 1;
     if (end > UINT64_MAX / esz)
         return false;
-    int where = spa_acl_device_range(t->data, end * esz);
+    int where = spa_acl_alloc_range(t->data, end * esz);
     return where != SPA_ACL_RANGE_OVERRUN;
 }
 
