@@ -72,12 +72,22 @@ static aclIntArray *acl_array_of(const spa_int_array *a)
     return aclCreateIntArray(a->data, a->size);
 }
 
+/* One stream shared by the tests, destroyed with the suite. */
+static aclrtStream shared_stream;
+
 static aclrtStream test_stream(void)
 {
-    static aclrtStream s;
-    if (s == NULL)
-        CU_ASSERT_FATAL(aclrtCreateStream(&s) == ACL_SUCCESS);
-    return s;
+    if (shared_stream == NULL)
+        CU_ASSERT_FATAL(aclrtCreateStream(&shared_stream) == ACL_SUCCESS);
+    return shared_stream;
+}
+
+static int suite_done(void)
+{
+    if (shared_stream != NULL && aclrtDestroyStream(shared_stream) != ACL_SUCCESS)
+        return 1;
+    shared_stream = NULL;
+    return 0;
 }
 
 #if SPA_HAVE_NSA_COMPRESS && SPA_HAVE_NSA_COMPRESS_GRAD
@@ -784,7 +794,7 @@ static void acl_ops_register(CU_pSuite s)
 void suite_acl(void);
 void suite_acl(void)
 {
-    CU_pSuite s = CU_add_suite("acl", NULL, NULL);
+    CU_pSuite s = CU_add_suite("acl", NULL, suite_done);
     CU_add_test(s, "host runtime", test_runtime);
 #if SPA_HAVE_NSA_COMPRESS && SPA_HAVE_NSA_COMPRESS_GRAD
     CU_add_test(s, "NsaCompress: same bytes as native", test_compress_same_as_native);
