@@ -1,5 +1,5 @@
 # spattn: one entry point.
-#   make [TARGET=host] [all|gen|check|bench|demo|examples|size|clean]
+#   make [TARGET=host] [all|gen|check|bench|demo|examples|size|install|clean]
 #   make bench OP=nsa_compress      one operator's benchmark lines
 #   make TARGET=<t> check           any targets/<t>/ (toolchain, flags, budget, runner)
 #   make SANITIZE=1 CC=clang check  ASan + UBSan; make valgrind; make fuzz FUZZ_SECONDS=N
@@ -47,6 +47,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o)
 LIB := $(B)/lib/libspattn.a
 RUNNER_LIB := $(B)/lib/libspattn_runner.a
 RUNNER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard runner/*.c))
+# aclnn compatibility layer (mk/acl.mk): hosted targets only
+ACL_LIB := $(if $(HAVE_PTHREAD),$(B)/lib/libspattn_acl.a)
 
 TEST_SRC := $(wildcard tests/*.c tests/ref/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/obj/%.o)
@@ -58,7 +60,7 @@ EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 .PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size fuzz
 .SECONDARY:
 
-all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB))
+all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
 
 deps:
 	@tools/deps.sh $(TARGET_DEPS)
@@ -119,10 +121,10 @@ $(B)/obj/targets/%.o: targets/%.c $(CONFIG)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -c $< -o $@
 
-$(TEST_BIN): $(TEST_OBJ) $(TEST_EXTRA_OBJ) $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) \
+$(TEST_BIN): $(TEST_OBJ) $(TEST_EXTRA_OBJ) $(ACL_LIB) $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) \
 		$(if $(CUNIT_FROM_SOURCE),$(B)/cunit/libcunit.a)
 	@mkdir -p $(@D)
-	$(CC) $(TARGET_CFLAGS) $(TEST_LDFLAGS) $(filter %.o,$^) $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) -o $@ $(TEST_LDLIBS)
+	$(CC) $(TARGET_CFLAGS) $(TEST_LDFLAGS) $(filter %.o,$^) $(ACL_LIB) $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) -o $@ $(TEST_LDLIBS)
 
 test: $(TEST_BIN)
 	$(RUN) $(TEST_BIN)
@@ -157,6 +159,7 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory gencheck symcheck
 	@$(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory acl-check
 
 # ---- memcheck of the host suite; valgrind stops at AVX-512, hence the march ----
 VALGRIND_MARCH ?= x86-64-v3
@@ -171,9 +174,9 @@ $(B)/bench/bench_ops.inc: Makefile $(wildcard bench/op_*.c)
 	@mkdir -p $(@D)
 	printf '$(foreach o,$(BENCH_OPS),SPA_BENCH($(o))\n)' > $@
 
-$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(B)/bench/bench_ops.inc $(LIB) $(RUNNER_LIB)
+$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(B)/bench/bench_ops.inc $(ACL_LIB) $(LIB) $(RUNNER_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L -I$(B)/bench $(filter %.c,$^) $(LIB) $(RUNNER_LIB) -o $@ -lpthread -lm
+	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L $(if $(ACL_LIB),-DSPA_HAVE_ACL=1) -I$(B)/bench $(filter %.c,$^) $(ACL_LIB) $(LIB) $(RUNNER_LIB) -o $@ -lpthread -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
@@ -193,3 +196,5 @@ demo: deps
 
 clean:
 	rm -rf $(BUILDROOT)
+
+include mk/acl.mk

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs what a build needs when missing: always m4, CUnit, gcc, clang and
-# make; plus the target's own list, given as arguments PROBE:PACKAGE (PROBE is
-# a command name, or a file path when it holds a '/'; PACKAGE may name a
+# make (and g++ and pkg-config, for the aclnn compatibility layer's C++
+# examples and install check); plus the target's own list, given as arguments
+# PROBE:PACKAGE (PROBE is a command name, or a file path when it holds a '/'; PACKAGE may name a
 # foreign architecture, libcunit1-dev:arm64, which is then added to dpkg).
 # Run as root on Debian; does nothing when everything is there.
 set -e
@@ -12,6 +13,8 @@ have /usr/include/CUnit/Basic.h || need="$need libcunit1-dev"
 have gcc || need="$need gcc"
 have clang || need="$need clang"
 have make || need="$need make"
+have g++ || need="$need g++"
+have pkg-config || need="$need pkg-config"
 for pair in "$@"; do
     have "${pair%%:*}" || need="$need ${pair#*:}"
 done

@@ -1,0 +1,97 @@
+# The aclnn compatibility layer (included by the Makefile): libspattn_acl.a
+# from src/acl/, the CANN-path headers, the C++ examples in examples/aclnn/,
+# the seed pages' usage examples, installation and pkg-config files.
+# Hosted targets only (it needs threads and the heap); the core archive
+# never contains any of it.
+
+ACL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/acl/*.c))
+ACL_HDR := $(wildcard include/acl/*.h include/aclnn/*.h include/aclnnop/*.h)
+ACL_OPS_H := $(B)/acl/spa_acl_ops.h
+ACL_EXAMPLES := $(wildcard examples/aclnn/*.cpp)
+SEEDCHECK := $(B)/acl/seedcheck
+SEEDS ?= ../shared/seeds
+CXX_WARN := -Wall -Wextra
+# Sanitized archives need the same runtime in the C++ programs (clang's with clang).
+ACL_SAN := $(filter -fsanitize% -fno-sanitize%,$(TARGET_CFLAGS))
+ACL_CXX := $(if $(ACL_SAN),$(if $(findstring clang,$(notdir $(CC))),clang++,$(CXX)),$(CXX))
+ACL_CXXFLAGS := -std=c++17 -O2 $(CXX_WARN) -Werror $(ACL_SAN) -Iinclude
+ACL_LDLIBS := $(ACL_SAN) $(ACL_LIB) $(LIB) $(RUNNER_LIB) -lpthread -lm
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+VERSION := 0.1.0
+STAGE := $(B)/stage
+
+.PHONY: acl acl-check acl-examples acl-seeds acl-install-check install
+
+$(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) src/half.h $(ACL_HDR) $(wildcard include/spattn/*.h) $(CONFIG)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -D_POSIX_C_SOURCE=200809L -c $< -o $@
+
+$(B)/lib/libspattn_acl.a: $(ACL_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+acl: $(ACL_LIB)
+
+# Which operators the core defines: the compat tests of the others are skipped.
+$(ACL_OPS_H): $(LIB) tools/acl_ops.sh
+	@mkdir -p $(@D)
+	NM=$(NM) tools/acl_ops.sh $(LIB) > $@.tmp && mv $@.tmp $@
+
+ACL_TEST_OBJ := $(B)/obj/tests/test_acl.o $(B)/obj/tests/test_acl_ops.o
+$(ACL_TEST_OBJ): $(ACL_OPS_H) $(ACL_HDR)
+$(ACL_TEST_OBJ): CFLAGS_TEST += -I$(B)/acl $(if $(ACL_LIB),-DSPA_HAVE_ACL=1)
+
+$(SEEDCHECK): tests/seeds/seedcheck.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) -O2 $< -o $@ -lm
+
+# The C++ programs are built for the host (the compat tests in the CUnit
+# suite run on every target with threads).
+ifeq ($(ACL_LIB),)
+acl-check:
+	@echo "acl: target $(TARGET) has no threads; compat layer not built"
+else ifneq ($(TARGET),host)
+acl-check:
+	@echo "acl: C++ examples, seed pages and install check run on the host target only"
+else
+acl-check: acl-examples acl-seeds acl-install-check
+endif
+
+acl-examples: $(ACL_LIB) $(LIB) $(RUNNER_LIB)
+	@CXX="$(ACL_CXX)" CXXFLAGS="$(ACL_CXXFLAGS)" LDLIBS="$(ACL_LDLIBS)" CORE_LIB=$(LIB) NM=$(NM) \
+	  OUT=$(B)/examples/aclnn RUN="$(RUN)" tools/acl_examples.sh $(ACL_EXAMPLES)
+
+acl-seeds: $(ACL_LIB) $(LIB) $(RUNNER_LIB) $(SEEDCHECK)
+	@SEEDS="$(SEEDS)" CXX="$(ACL_CXX)" LDLIBS="$(ACL_LDLIBS)" CORE_LIB=$(LIB) NM=$(NM) \
+	  OUT=$(B)/seeds RUN="$(RUN)" SEEDCHECK=$(SEEDCHECK) tools/acl_seeds.sh
+
+# ---- installation: archives, every header, pkg-config files ----
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/spattn
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/spattn/*.h $(DESTDIR)$(PREFIX)/include/spattn/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/spattn.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn.pc
+ifneq ($(ACL_LIB),)
+	install -m 644 $(RUNNER_LIB) $(ACL_LIB) $(DESTDIR)$(PREFIX)/lib/
+	for d in acl aclnn aclnnop; do \
+	  install -d $(DESTDIR)$(PREFIX)/include/$$d && \
+	  install -m 644 include/$$d/*.h $(DESTDIR)$(PREFIX)/include/$$d/ || exit 1; done
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/spattn-acl.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-acl.pc
+endif
+
+# The installed tree alone must be enough: stage an install under build/ and
+# build an example with nothing but what pkg-config reports for it.
+acl-install-check:
+	@rm -rf $(STAGE)
+	@$(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(STAGE)) PREFIX=/usr/local >/dev/null
+	@flags=$$(PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$(abspath $(STAGE))/usr/local/lib/pkgconfig \
+	  PKG_CONFIG_SYSROOT_DIR=$(abspath $(STAGE)) pkg-config --cflags --libs spattn-acl) && \
+	  echo "acl install: pkg-config --cflags --libs spattn-acl = $$flags" && \
+	  $(ACL_CXX) -std=c++17 -O2 $(CXX_WARN) -Werror $(ACL_SAN) examples/aclnn/nsa_compress.cpp $$flags \
+	    -o $(STAGE)/nsa_compress && \
+	  $(RUN) $(STAGE)/nsa_compress > $(STAGE)/nsa_compress.log && \
+	  echo "acl install: staged example: $$(tail -n 1 $(STAGE)/nsa_compress.log)"

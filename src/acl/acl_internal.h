@@ -1,0 +1,90 @@
+/* Internals of the aclnn compatibility layer (libspattn_acl.a). Unlike the
+ * core, this layer allocates, locks and owns threads: it is CANN's host
+ * runtime on the CPU. Every global it defines beyond the CANN API starts with
+ * spa_acl_. */
+#ifndef SPA_ACL_INTERNAL_H
+#define SPA_ACL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acl/acl.h"
+#include "aclnn/aclnn_base.h"
+#include "spattn/runner.h"
+#include "spattn/spattn.h"
+
+/* ---- handle and allocation registry (registry.c) ----
+ * Every object this layer hands out is recorded, so that a stale, foreign or
+ * freed pointer is answered with an error instead of being dereferenced, and
+ * device ranges can be checked against their allocation. */
+enum spa_acl_kind {
+    SPA_ACL_DEVICE_MEM = 1, /* aclrtMalloc */
+    SPA_ACL_HOST_MEM,       /* aclrtMallocHost */
+    SPA_ACL_CONTEXT,
+    SPA_ACL_STREAM,
+    SPA_ACL_TENSOR,
+    SPA_ACL_INT_ARRAY,
+    SPA_ACL_EXECUTOR
+};
+void spa_acl_lock(void);
+void spa_acl_unlock(void);
+/* pthread_cond_wait on the registry lock (held by the caller). */
+void spa_acl_wait_locked(pthread_cond_t *cond);
+/* The *_locked variants expect spa_acl_lock() to be held. */
+bool spa_acl_reg_add(const void *p, uint64_t size, int kind);
+bool spa_acl_reg_remove_locked(const void *p, int kind);
+bool spa_acl_reg_remove(const void *p, int kind);
+bool spa_acl_reg_has_locked(const void *p, int kind);
+bool spa_acl_reg_has(const void *p, int kind);
+/* Where [p, p+len) lies relative to the device allocations. */
+enum spa_acl_range {
+    SPA_ACL_RANGE_UNTRACKED = 0, /* p is in no device allocation */
+    SPA_ACL_RANGE_INSIDE = 1,    /* the whole range is inside one */
+    SPA_ACL_RANGE_OVERRUN = -1   /* p is in one, the range runs past its end */
+};
+int spa_acl_device_range(const void *p, uint64_t len);
+/* The same over aclrtMalloc and aclrtMallocHost blocks (tensor views). */
+int spa_acl_alloc_range(const void *p, uint64_t len);
+
+/* ---- tensors and arrays (tensor.c) ---- */
+/* spa_tensor view of t, or NULL when t is NULL. A tensor that cannot be used
+ * (unknown handle, private format, negative offset, view outside its storage
+ * or its device allocation) becomes a descriptor the native checks refuse with
+ * SPA_ERR_INVALID, so NULL-before-invalid ordering stays the native one. */
+const spa_tensor *spa_acl_tensor(const aclTensor *t, spa_tensor *out);
+/* A heap copy of a registered array's values (an unknown handle gives an
+ * empty array, which the native checks refuse). False on allocation failure. */
+bool spa_acl_int_array_copy(const aclIntArray *a, int64_t **values, uint64_t *size);
+
+/* ---- executors (executor.c) ---- */
+typedef spa_status (*spa_acl_run_fn)(void *workspace, uint64_t workspace_size,
+                                     const spa_executor *executor, const spa_runner *runner);
+/* One phase-1 call: owns the executor under construction and the copies of
+ * the host int arrays that the native plan will point into. */
+typedef struct spa_acl_call {
+    aclOpExecutor *ex;     /* NULL when the caller passed no executor slot */
+    spa_executor spare;    /* planning target when ex could not be allocated */
+    spa_executor *native;  /* what the native phase 1 receives */
+    bool alloc_failed;
+    spa_int_array arrays[2];
+    int64_t *owned[2]; /* heap copies behind arrays[] */
+    unsigned narrays;
+} spa_acl_call;
+void spa_acl_call_begin(spa_acl_call *c, aclOpExecutor **executor);
+/* Array argument: NULL stays NULL; otherwise an executor-owned copy. */
+const spa_int_array *spa_acl_call_array(spa_acl_call *c, const aclIntArray *a);
+aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
+                             const uint64_t *workspace_size, aclOpExecutor **executor);
+/* Phase 2 of every op. */
+aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExecutor *executor,
+                             aclrtStream stream, spa_acl_run_fn run);
+
+/* ---- streams (stream.c) ---- */
+/* Runs fn(ctx, runner) with the stream's runner (NULL stream: inline), one
+ * launch at a time per stream. False if stream is not a live stream. */
+bool spa_acl_stream_launch(aclrtStream stream, spa_status (*fn)(void *ctx, const spa_runner *r),
+                           void *ctx, spa_status *result);
+
+#endif

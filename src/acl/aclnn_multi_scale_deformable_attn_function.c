@@ -1,0 +1,25 @@
+/* aclnnMultiScaleDeformableAttnFunction over spa_msda. */
+#include "aclnnop/aclnn_multi_scale_deformable_attn_function.h"
+
+#include "acl_internal.h"
+
+aclnnStatus aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize(
+    const aclTensor *value, const aclTensor *spatialShape, const aclTensor *levelStartIndex,
+    const aclTensor *location, const aclTensor *attnWeight, aclTensor *output,
+    uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    spa_acl_call c;
+    spa_tensor v, shape, start, loc, attn, out;
+    spa_acl_call_begin(&c, executor);
+    spa_status st = spa_msda_get_workspace_size(
+        spa_acl_tensor(value, &v), spa_acl_tensor(spatialShape, &shape),
+        spa_acl_tensor(levelStartIndex, &start), spa_acl_tensor(location, &loc),
+        spa_acl_tensor(attnWeight, &attn), spa_acl_tensor(output, &out), workspaceSize, c.native);
+    return spa_acl_call_end(&c, st, spa_msda, workspaceSize, executor);
+}
+
+aclnnStatus aclnnMultiScaleDeformableAttnFunction(void *workspace, uint64_t workspaceSize,
+                                                  aclOpExecutor *executor, aclrtStream stream)
+{
+    return spa_acl_exec_run(workspace, workspaceSize, executor, stream, spa_msda);
+}

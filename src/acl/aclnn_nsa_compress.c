@@ -1,0 +1,27 @@
+/* aclnnNsaCompress over spa_nsa_compress. */
+#include "aclnnop/aclnn_nsa_compress.h"
+
+#include "acl_internal.h"
+
+aclnnStatus aclnnNsaCompressGetWorkspaceSize(const aclTensor *input, const aclTensor *weight,
+                                             const aclIntArray *actSeqLenOptional,
+                                             char *layoutOptional, int64_t compressBlockSize,
+                                             int64_t compressStride, int64_t actSeqLenType,
+                                             aclTensor *output, uint64_t *workspaceSize,
+                                             aclOpExecutor **executor)
+{
+    spa_acl_call c;
+    spa_tensor x, w, y;
+    spa_acl_call_begin(&c, executor);
+    spa_status st = spa_nsa_compress_get_workspace_size(
+        spa_acl_tensor(input, &x), spa_acl_tensor(weight, &w),
+        spa_acl_call_array(&c, actSeqLenOptional), layoutOptional, compressBlockSize,
+        compressStride, actSeqLenType, spa_acl_tensor(output, &y), workspaceSize, c.native);
+    return spa_acl_call_end(&c, st, spa_nsa_compress, workspaceSize, executor);
+}
+
+aclnnStatus aclnnNsaCompress(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                             aclrtStream stream)
+{
+    return spa_acl_exec_run(workspace, workspaceSize, executor, stream, spa_nsa_compress);
+}

@@ -1,0 +1,28 @@
+/* aclnnNsaCompressGrad over spa_nsa_compress_grad. */
+#include "aclnnop/aclnn_nsa_compress_grad.h"
+
+#include "acl_internal.h"
+
+aclnnStatus aclnnNsaCompressGradGetWorkspaceSize(
+    const aclTensor *outputGrad, const aclTensor *input, const aclTensor *weight,
+    const aclIntArray *actSeqLenOptionalOptional, int64_t compressBlockSize,
+    int64_t compressStride, int64_t actSeqLenType, char *layoutOptionalOptional,
+    const aclTensor *inputGradOut, const aclTensor *weightGradOut, uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    spa_acl_call c;
+    spa_tensor dy, x, w, dx, dw;
+    spa_acl_call_begin(&c, executor);
+    spa_status st = spa_nsa_compress_grad_get_workspace_size(
+        spa_acl_tensor(outputGrad, &dy), spa_acl_tensor(input, &x), spa_acl_tensor(weight, &w),
+        spa_acl_call_array(&c, actSeqLenOptionalOptional), compressBlockSize, compressStride,
+        actSeqLenType, layoutOptionalOptional, spa_acl_tensor(inputGradOut, &dx),
+        spa_acl_tensor(weightGradOut, &dw), workspaceSize, c.native);
+    return spa_acl_call_end(&c, st, spa_nsa_compress_grad, workspaceSize, executor);
+}
+
+aclnnStatus aclnnNsaCompressGrad(void *workspace, uint64_t workspaceSize,
+                                 aclOpExecutor *executor, aclrtStream stream)
+{
+    return spa_acl_exec_run(workspace, workspaceSize, executor, stream, spa_nsa_compress_grad);
+}

@@ -1,0 +1,33 @@
+/* aclnnNsaSelectedAttention over spa_nsa_select. */
+#include "aclnnop/aclnn_nsa_selected_attention.h"
+
+#include "acl_internal.h"
+
+aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
+    const aclTensor *query, const aclTensor *key, const aclTensor *value,
+    const aclTensor *topkIndices, const aclTensor *attenMaskOptional,
+    const aclIntArray *actualSeqQLenOptional, const aclIntArray *actualSeqKvLenOptional,
+    double scaleValue, int64_t headNum, char *inputLayout, int64_t sparseMode,
+    int64_t selectedBlockSize, int64_t selectedBlockCount, const aclTensor *softmaxMaxOut,
+    const aclTensor *softmaxSumOut, const aclTensor *attentionOut, uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    spa_acl_call c;
+    spa_tensor q, k, v, idx, mask, mx, sm, out;
+    spa_acl_call_begin(&c, executor);
+    const spa_int_array *seq_q = spa_acl_call_array(&c, actualSeqQLenOptional);
+    const spa_int_array *seq_kv = spa_acl_call_array(&c, actualSeqKvLenOptional);
+    spa_status st = spa_nsa_select_get_workspace_size(
+        spa_acl_tensor(query, &q), spa_acl_tensor(key, &k), spa_acl_tensor(value, &v),
+        spa_acl_tensor(topkIndices, &idx), spa_acl_tensor(attenMaskOptional, &mask), seq_q,
+        seq_kv, scaleValue, headNum, inputLayout, sparseMode, selectedBlockSize,
+        selectedBlockCount, spa_acl_tensor(softmaxMaxOut, &mx), spa_acl_tensor(softmaxSumOut, &sm),
+        spa_acl_tensor(attentionOut, &out), workspaceSize, c.native);
+    return spa_acl_call_end(&c, st, spa_nsa_select, workspaceSize, executor);
+}
+
+aclnnStatus aclnnNsaSelectedAttention(void *workspace, uint64_t workspaceSize,
+                                      aclOpExecutor *executor, const aclrtStream stream)
+{
+    return spa_acl_exec_run(workspace, workspaceSize, executor, stream, spa_nsa_select);
+}

@@ -1,0 +1,36 @@
+/* aclnnNsaSelectedAttentionGrad over spa_nsa_select_grad. */
+#include "aclnnop/aclnn_nsa_selected_attention_grad.h"
+
+#include "acl_internal.h"
+
+aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
+    const aclTensor *query, const aclTensor *key, const aclTensor *value,
+    const aclTensor *attentionOut, const aclTensor *attentionOutGrad,
+    const aclTensor *softmaxMax, const aclTensor *softmaxSum, const aclTensor *topkIndices,
+    const aclIntArray *actualSeqQLenOptional, const aclIntArray *actualSeqKvLenOptional,
+    const aclTensor *attenMaskOptional, double scaleValue, int64_t selectedBlockSize,
+    int64_t selectedBlockCount, int64_t headNum, char *inputLayout, int64_t sparseMode,
+    const aclTensor *dqOut, const aclTensor *dkOut, const aclTensor *dvOut,
+    uint64_t *workspaceSize, aclOpExecutor **executor)
+{
+    spa_acl_call c;
+    spa_tensor q, k, v, o, dy, mx, sm, idx, mask, dq, dk, dv;
+    spa_acl_call_begin(&c, executor);
+    const spa_int_array *seq_q = spa_acl_call_array(&c, actualSeqQLenOptional);
+    const spa_int_array *seq_kv = spa_acl_call_array(&c, actualSeqKvLenOptional);
+    spa_status st = spa_nsa_select_grad_get_workspace_size(
+        spa_acl_tensor(query, &q), spa_acl_tensor(key, &k), spa_acl_tensor(value, &v),
+        spa_acl_tensor(attentionOut, &o), spa_acl_tensor(attentionOutGrad, &dy),
+        spa_acl_tensor(softmaxMax, &mx), spa_acl_tensor(softmaxSum, &sm),
+        spa_acl_tensor(topkIndices, &idx), seq_q, seq_kv, spa_acl_tensor(attenMaskOptional, &mask),
+        scaleValue, selectedBlockSize, selectedBlockCount, headNum, inputLayout, sparseMode,
+        spa_acl_tensor(dqOut, &dq), spa_acl_tensor(dkOut, &dk), spa_acl_tensor(dvOut, &dv),
+        workspaceSize, c.native);
+    return spa_acl_call_end(&c, st, spa_nsa_select_grad, workspaceSize, executor);
+}
+
+aclnnStatus aclnnNsaSelectedAttentionGrad(void *workspace, uint64_t workspaceSize,
+                                          aclOpExecutor *executor, aclrtStream stream)
+{
+    return spa_acl_exec_run(workspace, workspaceSize, executor, stream, spa_nsa_select_grad);
+}

@@ -1,0 +1,560 @@
+/* The aclnn wrappers of NsaSelectedAttention(+Grad) and
+ * MultiScaleDeformableAttention(+Grad): for a valid problem they produce the
+ * native bytes, and for every NULL argument and a set of invalid ones they
+ * answer the native code. Each operator's cases are built only when the core
+ * archive defines it (spa_acl_ops.h); otherwise the suite says so. */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+
+#if !defined(SPA_HAVE_ACL)
+void suite_acl_ops(void);
+void suite_acl_ops(void)
+{
+}
+#else
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "acl/acl.h"
+#include "aclnnop/aclnn_multi_scale_deformable_attention_grad.h"
+#include "aclnnop/aclnn_multi_scale_deformable_attn_function.h"
+#include "aclnnop/aclnn_nsa_selected_attention.h"
+#include "aclnnop/aclnn_nsa_selected_attention_grad.h"
+#include "spa_acl_ops.h"
+#include "util.h"
+
+#define ANY_OP (SPA_HAVE_NSA_SELECT || SPA_HAVE_NSA_SELECT_GRAD || SPA_HAVE_MSDA || SPA_HAVE_MSDA_GRAD)
+#if ANY_OP
+
+#define MAX_T 12
+
+/* One problem of an operator: its tensors (owned), the descriptors passed
+ * (mutable by the invalid cases), its host arrays and attributes. */
+typedef struct op_case {
+    int n;                   /* tensors, in aclnn argument order */
+    ttensor tt[MAX_T];
+    spa_tensor t[MAX_T];
+    bool absent[MAX_T];      /* optional tensor not given */
+    int64_t seq[2][4];
+    spa_int_array arr[2];
+    const char *layout;
+    double scale;
+    int64_t attr[4];         /* op-specific integer attributes */
+    int outputs[3], nout;    /* indices of the outputs */
+} op_case;
+
+typedef spa_status (*native_fn)(const op_case *c, const spa_tensor **t, const spa_int_array **a,
+                                uint64_t *ws, spa_executor *ex);
+typedef aclnnStatus (*acl_fn)(const op_case *c, aclTensor **t, aclIntArray **a, char *layout,
+                              uint64_t *ws, aclOpExecutor **ex);
+typedef spa_status (*native_run_fn)(void *ws, uint64_t size, const spa_executor *ex,
+                                    const spa_runner *r);
+typedef aclnnStatus (*acl_run_fn)(void *ws, uint64_t size, aclOpExecutor *ex, aclrtStream s);
+
+typedef struct op_api {
+    const char *name;
+    int narrays;
+    native_fn native;
+    acl_fn acl;
+    native_run_fn native_run;
+    acl_run_fn acl_run;
+} op_api;
+
+static int64_t span_elems(const spa_tensor *t)
+{
+    int64_t last = 0;
+    for (int32_t k = 0; k < t->rank && k < SPA_MAX_RANK; k++) {
+        if (t->dims[k] < 0 || t->strides[k] < 0)
+            return 1;
+        if (t->dims[k] == 0)
+            return 0;
+    }
+    for (int32_t k = 0; k < t->rank && k < SPA_MAX_RANK; k++) {
+        int64_t d = t->dims[k] - 1;
+        if (d != 0 && t->strides[k] > (INT64_MAX - 1 - last) / d)
+            return 1;
+        last += d * t->strides[k];
+    }
+    return last + 1;
+}
+
+/* Same view over a 1-D storage just large enough; ranks above 8 are kept. */
+static aclTensor *acl_of(const spa_tensor *t)
+{
+    int64_t dims[10], strides[10];
+    uint64_t rank = t->rank < 0 ? 0 : (uint64_t)t->rank;
+    if (rank > 10)
+        rank = 10;
+    for (uint64_t k = 0; k < rank; k++) {
+        dims[k] = k < SPA_MAX_RANK ? t->dims[k] : 1;
+        strides[k] = k < SPA_MAX_RANK ? t->strides[k] : 1;
+    }
+    int64_t storage = span_elems(t);
+    return aclCreateTensor(dims, rank, (aclDataType)t->dtype, strides, 0, ACL_FORMAT_ND, &storage, 1,
+                           t->data);
+}
+
+static void case_tensor(op_case *c, int i, spa_dtype dt, int32_t rank, const int64_t *dims, rng *r)
+{
+    tt_make(&c->tt[i], dt, rank, dims, rng_int(r, 0, 2) == 0, r);
+    if (dt == SPA_FLOAT32 || dt == SPA_FLOAT16 || dt == SPA_BFLOAT16)
+        tt_fill_random(&c->tt[i], r, -1.0, 1.0);
+    c->t[i] = c->tt[i].t;
+}
+
+static void case_free(op_case *c)
+{
+    for (int i = 0; i < c->n; i++)
+        tt_free(&c->tt[i]);
+}
+
+static void case_reset(op_case *c)
+{
+    for (int i = 0; i < c->n; i++)
+        c->t[i] = c->tt[i].t;
+}
+
+/* Phase 1 through both APIs with argument `hole` NULL (-1: none; n..n+1: an
+ * array; n+2: workspaceSize; n+3: executor); the codes must agree, and on
+ * success both executors run and write the same bytes. */
+static spa_status compare(const op_api *api, op_case *c, int hole, const char *what)
+{
+    const spa_tensor *nt[MAX_T];
+    aclTensor *at[MAX_T];
+    const spa_int_array *na[2] = {NULL, NULL};
+    aclIntArray *aa[2] = {NULL, NULL};
+    for (int i = 0; i < c->n; i++) {
+        bool null = hole == i || c->absent[i];
+        nt[i] = null ? NULL : &c->t[i];
+        at[i] = null ? NULL : acl_of(&c->t[i]);
+    }
+    for (int i = 0; i < api->narrays; i++) {
+        na[i] = hole == c->n + i ? NULL : &c->arr[i];
+        aa[i] = hole == c->n + i ? NULL : aclCreateIntArray(c->arr[i].data, c->arr[i].size);
+    }
+    uint64_t nsize = 0, size = 0;
+    spa_executor nex;
+    aclOpExecutor *ex = NULL;
+    char *layout = c->layout ? strdup(c->layout) : NULL;
+    spa_status want = api->native(c, nt, na, hole == c->n + 2 ? NULL : &nsize,
+                                  hole == c->n + 3 ? NULL : &nex);
+    aclnnStatus got = api->acl(c, at, aa, layout, hole == c->n + 2 ? NULL : &size,
+                               hole == c->n + 3 ? NULL : &ex);
+    if (got != want)
+        fprintf(stderr, "  %s %s (hole %d): aclnn %d, native %d\n", api->name, what, hole, (int)got,
+                (int)want);
+    CU_ASSERT_EQUAL(got, want);
+    if (got == ACLNN_SUCCESS && want == SPA_OK) {
+        CU_ASSERT_EQUAL(size, nsize);
+        tws ws;
+        tws_make(&ws, nsize, 1);
+        CU_ASSERT_EQUAL(api->native_run(ws.ptr, nsize, &nex, NULL), SPA_OK);
+        unsigned char *snap[3];
+        for (int k = 0; k < c->nout; k++) {
+            snap[k] = tt_snapshot(&c->tt[c->outputs[k]]);
+            tt_fill_canary(&c->tt[c->outputs[k]]);
+        }
+        CU_ASSERT_EQUAL(api->acl_run(ws.ptr, nsize, ex, NULL), ACLNN_SUCCESS);
+        CU_ASSERT_EQUAL(api->acl_run(ws.ptr, nsize, ex, NULL), ACLNN_ERR_PARAM_INVALID);
+        for (int k = 0; k < c->nout; k++) {
+            CU_ASSERT(tt_same_bytes(&c->tt[c->outputs[k]], snap[k]));
+            free(snap[k]);
+        }
+        CU_ASSERT(tws_guard_ok(&ws));
+        tws_free(&ws);
+    } else if (got == ACLNN_SUCCESS) {
+        aclDestroyAclOpExecutor(ex);
+    }
+    for (int i = 0; i < c->n; i++)
+        aclDestroyTensor(at[i]);
+    for (int i = 0; i < api->narrays; i++)
+        aclDestroyIntArray(aa[i]);
+    free(layout);
+    return want;
+}
+
+typedef void (*mutation)(op_case *c);
+typedef struct named_mutation {
+    const char *name;
+    mutation fn;
+} named_mutation;
+
+static void run_all(const op_api *api, op_case *c, const named_mutation *m, size_t nm)
+{
+    op_case base = *c;
+    /* The base problem is valid (spec), so the byte comparison runs. */
+    CU_ASSERT_EQUAL(compare(api, c, -1, "valid"), SPA_OK);
+    for (int hole = 0; hole < c->n + 4; hole++) {
+        if (hole >= c->n && hole < c->n + 2 && hole - c->n >= api->narrays)
+            continue;
+        compare(api, c, hole, "NULL argument");
+    }
+    for (size_t k = 0; k < nm; k++) {
+        *c = base;
+        case_reset(c);
+        m[k].fn(c);
+        compare(api, c, -1, m[k].name);
+    }
+    *c = base;
+}
+
+#endif /* ANY_OP */
+
+/* ---------------- NsaSelectedAttention ---------------- */
+#if SPA_HAVE_NSA_SELECT || SPA_HAVE_NSA_SELECT_GRAD
+
+enum { SEL_BS, SEL_K, SEL_HEADS, SEL_SPARSE };
+
+static void sel_common(op_case *c)
+{
+    c->seq[0][0] = 32;
+    c->seq[1][0] = 48;
+    c->arr[0] = (spa_int_array){c->seq[0], 1};
+    c->arr[1] = (spa_int_array){c->seq[1], 1};
+    c->layout = "TND";
+    c->scale = 0.25;
+    c->attr[SEL_BS] = 16;
+    c->attr[SEL_K] = 2;
+    c->attr[SEL_HEADS] = 4;
+    c->attr[SEL_SPARSE] = 0;
+}
+
+static void fill_topk(ttensor *tt, rng *r)
+{
+    for (int64_t i = 0; i < tt_numel(tt); i++)
+        tt_set_int(tt, i, rng_int(r, 0, 2)); /* 48 keys: blocks 0..2 */
+}
+
+#endif
+
+#if SPA_HAVE_NSA_SELECT
+/* query, key, value, topk, mask, softmaxMax, softmaxSum, attentionOut */
+static void sel_make(op_case *c, rng *r)
+{
+    memset(c, 0, sizeof *c);
+    sel_common(c);
+    c->n = 8;
+    const int64_t q[3] = {32, 4, 32}, k[3] = {48, 2, 32}, v[3] = {48, 2, 16}, ti[3] = {32, 2, 2},
+                  mk[2] = {32, 48}, st[3] = {32, 4, 8}, o[3] = {32, 4, 16};
+    case_tensor(c, 0, SPA_FLOAT16, 3, q, r);
+    case_tensor(c, 1, SPA_FLOAT16, 3, k, r);
+    case_tensor(c, 2, SPA_FLOAT16, 3, v, r);
+    case_tensor(c, 3, SPA_INT32, 3, ti, r);
+    fill_topk(&c->tt[3], r);
+    c->t[3] = c->tt[3].t;
+    case_tensor(c, 4, SPA_BOOL, 2, mk, r);
+    case_tensor(c, 5, SPA_FLOAT32, 3, st, r);
+    case_tensor(c, 6, SPA_FLOAT32, 3, st, r);
+    case_tensor(c, 7, SPA_FLOAT16, 3, o, r);
+    c->absent[4] = true;
+    c->outputs[0] = 5, c->outputs[1] = 6, c->outputs[2] = 7, c->nout = 3;
+}
+
+static spa_status sel_native(const op_case *c, const spa_tensor **t, const spa_int_array **a,
+                             uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_select_get_workspace_size(t[0], t[1], t[2], t[3], t[4], a[0], a[1], c->scale,
+                                             c->attr[SEL_HEADS], c->layout, c->attr[SEL_SPARSE],
+                                             c->attr[SEL_BS], c->attr[SEL_K], t[5], t[6], t[7], ws,
+                                             ex);
+}
+
+static aclnnStatus sel_acl(const op_case *c, aclTensor **t, aclIntArray **a, char *layout,
+                           uint64_t *ws, aclOpExecutor **ex)
+{
+    return aclnnNsaSelectedAttentionGetWorkspaceSize(t[0], t[1], t[2], t[3], t[4], a[0], a[1],
+                                                     c->scale, c->attr[SEL_HEADS], layout,
+                                                     c->attr[SEL_SPARSE], c->attr[SEL_BS],
+                                                     c->attr[SEL_K], t[5], t[6], t[7], ws, ex);
+}
+
+static void sm_layout(op_case *c) { c->layout = "BSH"; }
+static void sm_layout_null(op_case *c) { c->layout = NULL; }
+static void sm_sparse1(op_case *c) { c->attr[SEL_SPARSE] = 1; }
+static void sm_causal(op_case *c) { c->attr[SEL_SPARSE] = 2; c->absent[4] = false; }
+static void sm_bs24(op_case *c) { c->attr[SEL_BS] = 24; }
+static void sm_k3(op_case *c) { c->attr[SEL_K] = 3; }
+static void sm_heads(op_case *c) { c->attr[SEL_HEADS] = 2; }
+static void sm_key_f32(op_case *c) { c->t[1].dtype = SPA_FLOAT32; }
+static void sm_topk_i64(op_case *c) { c->t[3].dtype = SPA_INT64; }
+static void sm_mask_f32(op_case *c) { c->absent[4] = false; c->t[4].dtype = SPA_FLOAT32; }
+static void sm_out_rank(op_case *c) { c->t[7].rank = 2; }
+static void sm_seq_short(op_case *c) { c->arr[0].data = c->seq[1]; }
+static void sm_q_bad_rank9(op_case *c) { c->t[0].rank = 9; }
+static int32_t saved_index;
+static void sm_index_range(op_case *c)
+{
+    int32_t *p = c->tt[3].t.data;
+    saved_index = p[0];
+    p[0] = 3; /* block 3 of a 48-key batch: out of range */
+}
+
+static const named_mutation sel_mutations[] = {
+    {"layout BSH", sm_layout},        {"layout NULL", sm_layout_null},
+    {"sparseMode 1", sm_sparse1},     {"causal with mask", sm_causal},
+    {"blockSize 24", sm_bs24},        {"blockCount 3", sm_k3},
+    {"headNum 2", sm_heads},          {"key FLOAT", sm_key_f32},
+    {"topk INT64", sm_topk_i64},      {"mask FLOAT", sm_mask_f32},
+    {"output rank 2", sm_out_rank},   {"q lengths total 48", sm_seq_short},
+    {"query rank 9", sm_q_bad_rank9}, {"index out of range", sm_index_range},
+};
+
+static void test_select(void)
+{
+    static const op_api api = {"NsaSelectedAttention", 2, sel_native, sel_acl, spa_nsa_select,
+                               aclnnNsaSelectedAttention};
+    rng r = rng_seed(951);
+    op_case c;
+    sel_make(&c, &r);
+    run_all(&api, &c, sel_mutations, sizeof sel_mutations / sizeof sel_mutations[0]);
+    ((int32_t *)c.tt[3].t.data)[0] = saved_index;
+    case_free(&c);
+}
+#endif
+
+#if SPA_HAVE_NSA_SELECT_GRAD
+/* query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum,
+ * topk, mask, dq, dk, dv */
+static void selg_make(op_case *c, rng *r)
+{
+    memset(c, 0, sizeof *c);
+    sel_common(c);
+    c->n = 12;
+    const int64_t q[3] = {32, 4, 32}, k[3] = {48, 2, 32}, v[3] = {48, 2, 16}, o[3] = {32, 4, 16},
+                  st[3] = {32, 4, 8}, ti[3] = {32, 2, 2}, mk[2] = {32, 48};
+    case_tensor(c, 0, SPA_FLOAT16, 3, q, r);
+    case_tensor(c, 1, SPA_FLOAT16, 3, k, r);
+    case_tensor(c, 2, SPA_FLOAT16, 3, v, r);
+    case_tensor(c, 3, SPA_FLOAT16, 3, o, r);
+    case_tensor(c, 4, SPA_FLOAT16, 3, o, r);
+    case_tensor(c, 5, SPA_FLOAT32, 3, st, r);
+    case_tensor(c, 6, SPA_FLOAT32, 3, st, r);
+    tt_fill_random(&c->tt[6], r, 20.0, 30.0); /* a plausible sum: > 1 */
+    case_tensor(c, 7, SPA_INT32, 3, ti, r);
+    fill_topk(&c->tt[7], r);
+    case_tensor(c, 8, SPA_BOOL, 2, mk, r);
+    case_tensor(c, 9, SPA_FLOAT16, 3, q, r);
+    case_tensor(c, 10, SPA_FLOAT16, 3, k, r);
+    case_tensor(c, 11, SPA_FLOAT16, 3, v, r);
+    c->absent[8] = true;
+    c->outputs[0] = 9, c->outputs[1] = 10, c->outputs[2] = 11, c->nout = 3;
+}
+
+static spa_status selg_native(const op_case *c, const spa_tensor **t, const spa_int_array **a,
+                              uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_select_grad_get_workspace_size(
+        t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], a[0], a[1], t[8], c->scale,
+        c->attr[SEL_BS], c->attr[SEL_K], c->attr[SEL_HEADS], c->layout, c->attr[SEL_SPARSE], t[9],
+        t[10], t[11], ws, ex);
+}
+
+static aclnnStatus selg_acl(const op_case *c, aclTensor **t, aclIntArray **a, char *layout,
+                            uint64_t *ws, aclOpExecutor **ex)
+{
+    return aclnnNsaSelectedAttentionGradGetWorkspaceSize(
+        t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], a[0], a[1], t[8], c->scale,
+        c->attr[SEL_BS], c->attr[SEL_K], c->attr[SEL_HEADS], layout, c->attr[SEL_SPARSE], t[9],
+        t[10], t[11], ws, ex);
+}
+
+static void gm_layout(op_case *c) { c->layout = "TN"; }
+static void gm_sparse3(op_case *c) { c->attr[SEL_SPARSE] = 3; }
+static void gm_k33(op_case *c) { c->attr[SEL_K] = 33; }
+static void gm_softmax_f16(op_case *c) { c->t[5].dtype = SPA_FLOAT16; }
+static void gm_dq_shape(op_case *c) { c->t[9].dims[1] = 2; }
+static void gm_o_dtype(op_case *c) { c->t[3].dtype = SPA_BFLOAT16; }
+static void gm_causal(op_case *c) { c->attr[SEL_SPARSE] = 2; c->absent[8] = false; }
+
+static const named_mutation selg_mutations[] = {
+    {"layout TN", gm_layout},          {"sparseMode 3", gm_sparse3},
+    {"blockCount 33", gm_k33},         {"softmax FLOAT16", gm_softmax_f16},
+    {"dq shape", gm_dq_shape},         {"attentionOut BF16", gm_o_dtype},
+    {"causal with mask", gm_causal},
+};
+
+static void test_select_grad(void)
+{
+    static const op_api api = {"NsaSelectedAttentionGrad", 2, selg_native, selg_acl,
+                               spa_nsa_select_grad, aclnnNsaSelectedAttentionGrad};
+    rng r = rng_seed(952);
+    op_case c;
+    selg_make(&c, &r);
+    run_all(&api, &c, selg_mutations, sizeof selg_mutations / sizeof selg_mutations[0]);
+    case_free(&c);
+}
+#endif
+
+/* ---------------- MultiScaleDeformableAttention ---------------- */
+#if SPA_HAVE_MSDA || SPA_HAVE_MSDA_GRAD
+/* value [1,30,2,8]; levels 4x6 and 2x3 starting at 0 and 24; 32 queries,
+ * 2 levels, 2 points. Tensors 0..4: value, spatialShape, levelStartIndex,
+ * location, attnWeight. */
+static void msda_inputs(op_case *c, rng *r)
+{
+    const int64_t v[4] = {1, 30, 2, 8}, sh[2] = {2, 2}, ls[1] = {2}, loc[6] = {1, 32, 2, 2, 2, 2},
+                  aw[5] = {1, 32, 2, 2, 2};
+    case_tensor(c, 0, SPA_FLOAT32, 4, v, r);
+    case_tensor(c, 1, SPA_INT32, 2, sh, r);
+    static const int64_t hw[4] = {4, 6, 2, 3};
+    for (int i = 0; i < 4; i++)
+        tt_set_int(&c->tt[1], i, hw[i]);
+    case_tensor(c, 2, SPA_INT64, 1, ls, r);
+    tt_set_int(&c->tt[2], 0, 0);
+    tt_set_int(&c->tt[2], 1, 24);
+    case_tensor(c, 3, SPA_FLOAT32, 6, loc, r);
+    tt_fill_random(&c->tt[3], r, -0.2, 1.2);
+    case_tensor(c, 4, SPA_FLOAT32, 5, aw, r);
+}
+
+static int64_t saved_hw;
+static void mm_value_int(op_case *c) { c->t[0].dtype = SPA_INT32; }
+static void mm_shape_f32(op_case *c) { c->t[1].dtype = SPA_FLOAT32; }
+static void mm_loc_rank(op_case *c) { c->t[3].rank = 5; }
+static void mm_attn_levels(op_case *c) { c->t[4].dims[3] = 3; }
+static void mm_start_len(op_case *c) { c->t[2].dims[0] = 1; }
+static void mm_huge_level(op_case *c)
+{
+    saved_hw = (int64_t)tt_get(&c->tt[1], 0);
+    tt_set_int(&c->tt[1], 0, 1065353216); /* float 1.0 bits read as INT32 (seed 004) */
+}
+#endif
+
+#if SPA_HAVE_MSDA
+static void msda_make(op_case *c, rng *r)
+{
+    memset(c, 0, sizeof *c);
+    c->n = 6;
+    msda_inputs(c, r);
+    const int64_t o[3] = {1, 32, 16};
+    case_tensor(c, 5, SPA_FLOAT32, 3, o, r);
+    c->outputs[0] = 5, c->nout = 1;
+}
+
+static spa_status msda_native(const op_case *c, const spa_tensor **t, const spa_int_array **a,
+                              uint64_t *ws, spa_executor *ex)
+{
+    (void)c, (void)a;
+    return spa_msda_get_workspace_size(t[0], t[1], t[2], t[3], t[4], t[5], ws, ex);
+}
+
+static aclnnStatus msda_acl(const op_case *c, aclTensor **t, aclIntArray **a, char *layout,
+                            uint64_t *ws, aclOpExecutor **ex)
+{
+    (void)c, (void)a, (void)layout;
+    return aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize(t[0], t[1], t[2], t[3], t[4], t[5],
+                                                                 ws, ex);
+}
+
+static void mm_out_shape(op_case *c) { c->t[5].dims[2] = 8; }
+
+static const named_mutation msda_mutations[] = {
+    {"value INT32", mm_value_int},       {"spatialShape FLOAT", mm_shape_f32},
+    {"location rank 5", mm_loc_rank},    {"attnWeight levels", mm_attn_levels},
+    {"levelStartIndex length", mm_start_len}, {"output shape", mm_out_shape},
+    {"level of 1065353216 rows", mm_huge_level},
+};
+
+static void test_msda(void)
+{
+    static const op_api api = {"MultiScaleDeformableAttnFunction", 0, msda_native, msda_acl,
+                               spa_msda, aclnnMultiScaleDeformableAttnFunction};
+    rng r = rng_seed(953);
+    op_case c;
+    msda_make(&c, &r);
+    run_all(&api, &c, msda_mutations, sizeof msda_mutations / sizeof msda_mutations[0]);
+    tt_set_int(&c.tt[1], 0, saved_hw);
+    case_free(&c);
+}
+#endif
+
+#if SPA_HAVE_MSDA_GRAD
+static void msdag_make(op_case *c, rng *r)
+{
+    memset(c, 0, sizeof *c);
+    c->n = 9;
+    msda_inputs(c, r);
+    const int64_t go[3] = {1, 32, 16}, v[4] = {1, 30, 2, 8}, loc[6] = {1, 32, 2, 2, 2, 2},
+                  aw[5] = {1, 32, 2, 2, 2};
+    case_tensor(c, 5, SPA_FLOAT32, 3, go, r);
+    case_tensor(c, 6, SPA_FLOAT32, 4, v, r);
+    case_tensor(c, 7, SPA_FLOAT32, 6, loc, r);
+    case_tensor(c, 8, SPA_FLOAT32, 5, aw, r);
+    c->outputs[0] = 6, c->outputs[1] = 7, c->outputs[2] = 8, c->nout = 3;
+}
+
+static spa_status msdag_native(const op_case *c, const spa_tensor **t, const spa_int_array **a,
+                               uint64_t *ws, spa_executor *ex)
+{
+    (void)c, (void)a;
+    return spa_msda_grad_get_workspace_size(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], ws,
+                                            ex);
+}
+
+static aclnnStatus msdag_acl(const op_case *c, aclTensor **t, aclIntArray **a, char *layout,
+                             uint64_t *ws, aclOpExecutor **ex)
+{
+    (void)c, (void)a, (void)layout;
+    return aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(t[0], t[1], t[2], t[3], t[4], t[5],
+                                                                  t[6], t[7], t[8], ws, ex);
+}
+
+static void mg_grad_4d(op_case *c)
+{
+    c->t[5].rank = 4; /* seed 004 passes (bs, nq, nh, C) */
+    c->t[5].dims[2] = 2;
+    c->t[5].dims[3] = 8;
+    c->t[5].strides[3] = c->t[5].strides[2];
+    c->t[5].strides[2] = 8 * c->t[5].strides[3];
+}
+static void mg_dvalue_shape(op_case *c) { c->t[6].dims[1] = 29; }
+
+static const named_mutation msdag_mutations[] = {
+    {"value INT32", mm_value_int},       {"spatialShape FLOAT", mm_shape_f32},
+    {"location rank 5", mm_loc_rank},    {"attnWeight levels", mm_attn_levels},
+    {"levelStartIndex length", mm_start_len}, {"gradOutput 4-D", mg_grad_4d},
+    {"gradValue shape", mg_dvalue_shape}, {"level of 1065353216 rows", mm_huge_level},
+};
+
+static void test_msda_grad(void)
+{
+    static const op_api api = {"MultiScaleDeformableAttentionGrad", 0, msdag_native, msdag_acl,
+                               spa_msda_grad, aclnnMultiScaleDeformableAttentionGrad};
+    rng r = rng_seed(954);
+    op_case c;
+    msdag_make(&c, &r);
+    run_all(&api, &c, msdag_mutations, sizeof msdag_mutations / sizeof msdag_mutations[0]);
+    tt_set_int(&c.tt[1], 0, saved_hw);
+    case_free(&c);
+}
+#endif
+
+void suite_acl_ops(void);
+void suite_acl_ops(void)
+{
+    CU_pSuite s = CU_add_suite("acl_ops", NULL, NULL);
+    (void)s;
+#if SPA_HAVE_NSA_SELECT
+    CU_add_test(s, "NsaSelectedAttention: native codes and bytes", test_select);
+#else
+    fprintf(stderr, "acl_ops: spa_nsa_select not in libspattn.a; its compat tests skipped\n");
+#endif
+#if SPA_HAVE_NSA_SELECT_GRAD
+    CU_add_test(s, "NsaSelectedAttentionGrad: native codes and bytes", test_select_grad);
+#else
+    fprintf(stderr, "acl_ops: spa_nsa_select_grad not in libspattn.a; its compat tests skipped\n");
+#endif
+#if SPA_HAVE_MSDA
+    CU_add_test(s, "MultiScaleDeformableAttnFunction: native codes and bytes", test_msda);
+#else
+    fprintf(stderr, "acl_ops: spa_msda not in libspattn.a; its compat tests skipped\n");
+#endif
+#if SPA_HAVE_MSDA_GRAD
+    CU_add_test(s, "MultiScaleDeformableAttentionGrad: native codes and bytes", test_msda_grad);
+#else
+    fprintf(stderr, "acl_ops: spa_msda_grad not in libspattn.a; its compat tests skipped\n");
+#endif
+}
+
+#endif /* SPA_HAVE_ACL */
