@@ -1,7 +1,9 @@
 /* MultiScaleDeformableAttnFunction: phase 1 (validate, plan, size) and
- * phase 2 (run the blocks). Work units are (pair, tile) with pair = (b, h)
- * and tile = a run of queries; each block takes a contiguous range of units
- * and writes each of their output rows exactly once. */
+ * phase 2 (run). Phase 2 has two parallel steps: value is packed pair by pair
+ * (pair = (b, h)) into f32 slices [nk][C] in the workspace, so that the
+ * corners one sample reads lie close together whatever the caller's layout;
+ * then work units (pair, tile of queries) run in contiguous ranges per block,
+ * each output row written exactly once. */
 #include <string.h>
 
 #include "msda_plan.h"
@@ -14,6 +16,8 @@ typedef struct msda_plan {
     int64_t tile_queries, tiles, units, per_block;
     uint32_t blocks;
     uint64_t scratch_bytes; /* per block */
+    int64_t pairs, pairs_per_block; /* the packing step */
+    uint32_t pack_blocks;
 } msda_plan;
 
 typedef struct msda_exec {
@@ -103,7 +107,9 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_REQUIRE(spa_mul_ok(d->bs * d->nh, p->tiles, &p->units)); /* bs*nh: value's numel bounds it */
     p->per_block = spa_msda_split(p->units, &p->blocks);
     p->scratch_bytes = (uint64_t)(p->tile_queries * nlp) * sizeof(spa_msda_fwd_sample) +
-                       SPA_MSDA_MAX_C * sizeof(float) + 4 * SPA_MSDA_MAX_C * k.elem;
+                       SPA_MSDA_MAX_C * sizeof(float);
+    p->pairs = d->bs * d->nh;
+    p->pairs_per_block = spa_msda_split(p->pairs, &p->pack_blocks);
     return SPA_OK;
 }
 
@@ -112,12 +118,25 @@ static bool same_plan(const msda_plan *a, const msda_plan *b)
     return memcmp(&a->d, &b->d, sizeof a->d) == 0 && a->empty == b->empty &&
            a->tile_queries == b->tile_queries && a->tiles == b->tiles && a->units == b->units &&
            a->per_block == b->per_block && a->blocks == b->blocks &&
-           a->scratch_bytes == b->scratch_bytes;
+           a->scratch_bytes == b->scratch_bytes && a->pairs == b->pairs &&
+           a->pairs_per_block == b->pairs_per_block && a->pack_blocks == b->pack_blocks;
 }
 
-static void *carve(spa_ws *ws, const msda_plan *p)
+typedef struct msda_slices {
+    unsigned char *scratch; /* [blocks][scratch_bytes] */
+    float *vpack;           /* [pairs][nk][C] */
+} msda_slices;
+
+static void carve(spa_ws *ws, const msda_plan *p, msda_slices *s)
 {
-    return spa_ws_take(ws, p->blocks, p->scratch_bytes);
+    int64_t n = 0;
+    s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
+    s->vpack = NULL;
+    if (!spa_mul_ok(p->pairs, p->d.nk, &n) || !spa_mul_ok(n, p->d.c, &n)) {
+        ws->overflow = true;
+        return;
+    }
+    s->vpack = spa_ws_take(ws, (uint64_t)n, sizeof(float));
 }
 
 spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor *spatial_shape,
@@ -134,9 +153,10 @@ spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor
     memset(&e, 0, sizeof e);
     SPA_TRY(plan(value, spatial_shape, level_start_index, location, attn_weight, output, &e.plan, &lv));
     spa_ws ws;
+    msda_slices sl;
     spa_ws_plan(&ws);
     if (!e.plan.empty)
-        (void)carve(&ws, &e.plan);
+        carve(&ws, &e.plan, &sl);
     SPA_REQUIRE(!ws.overflow);
     e.value = *value;
     e.spatial_shape = *spatial_shape;
@@ -152,17 +172,30 @@ spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor
 
 typedef struct msda_run {
     const msda_plan *p;
+    const spa_tensor *value;
     spa_msda_args args;
-    unsigned char *scratch;
+    msda_slices s;
     spa_msda_fwd_kernel *kernel;
 } msda_run;
+
+/* Step 1: the pairs of one block, packed. */
+static void run_pack(void *arg, uint32_t blk)
+{
+    const msda_run *r = arg;
+    const msda_plan *p = r->p;
+    const int64_t first = (int64_t)blk * p->pairs_per_block;
+    const int64_t end = first + p->pairs_per_block < p->pairs ? first + p->pairs_per_block : p->pairs;
+    for (int64_t pair = first; pair < end; pair++)
+        spa_msda_pack_pair(r->value, pair / p->d.nh, pair % p->d.nh,
+                           r->s.vpack + pair * p->d.nk * p->d.c);
+}
 
 /* One block: its units, merged into one query range per pair. */
 static void run_block(void *arg, uint32_t blk)
 {
     const msda_run *r = arg;
     const msda_plan *p = r->p;
-    void *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
+    void *scratch = r->s.scratch + (uint64_t)blk * p->scratch_bytes;
     int64_t u = (int64_t)blk * p->per_block;
     const int64_t end = u + p->per_block < p->units ? u + p->per_block : p->units;
     while (u < end) {
@@ -170,7 +203,8 @@ static void run_block(void *arg, uint32_t blk)
         const int64_t pair_end = (pair + 1) * p->tiles < end ? (pair + 1) * p->tiles : end;
         const int64_t q0 = tile * p->tile_queries;
         const int64_t q1 = (pair_end - pair * p->tiles) * p->tile_queries;
-        r->kernel(&r->args, pair / p->d.nh, pair % p->d.nh, q0, q1 < p->d.nq ? q1 : p->d.nq, scratch);
+        r->kernel(&r->args, pair / p->d.nh, pair % p->d.nh, r->s.vpack + pair * p->d.nk * p->d.c, q0,
+                  q1 < p->d.nq ? q1 : p->d.nq, scratch);
         u = pair_end;
     }
 }
@@ -193,15 +227,17 @@ spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor
     }
     spa_ws ws;
     spa_ws_attach(&ws, workspace, workspace_size);
-    r.scratch = carve(&ws, &p);
+    carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
     const spa_msda_levels lv = r.args.lv;
-    spa_msda_args_init(&r.args, &e.value, &e.location, &e.attn_weight, &p.d);
+    spa_msda_args_init(&r.args, &e.location, &e.attn_weight, &p.d);
     r.args.lv = lv;
     r.args.out = e.output.data;
     memcpy(r.args.os, e.output.strides, sizeof r.args.os);
     r.p = &p;
+    r.value = &e.value;
     r.kernel = kernel_for(e.value.dtype).fn;
+    spa_run_blocks(runner, run_pack, &r, p.pack_blocks);
     spa_run_blocks(runner, run_block, &r, p.blocks);
     return SPA_OK;
 }

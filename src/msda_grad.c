@@ -1,10 +1,11 @@
 /* MultiScaleDeformableAttentionGrad: phase 1 (validate, plan, size) and
  * phase 2 (run). Blocks take contiguous ranges of (b, h) pairs; a pair's
  * gradValue slice [b, :, h, :] belongs to the block that runs it, so every
- * accumulation happens in one fixed order whatever the runner. gradValue is
- * accumulated in f32: in place when it is an f32 tensor with unit channel
- * stride, otherwise in a workspace slice [pair][nk][C] narrowed (RNE) at the
- * end of the pair. */
+ * accumulation happens in one fixed order whatever the runner. Per pair the
+ * block packs value[b, :, h, :] into an f32 slice [nk][C] of its workspace,
+ * accumulates gradValue in a second f32 slice of that layout (the corners of
+ * a sample lie close together there, whatever the caller's layout), then
+ * stores it into gradValue with one RNE rounding. */
 #include <string.h>
 
 #include "msda_plan.h"
@@ -13,10 +14,10 @@
 
 typedef struct msdag_plan {
     spa_msda_dims d;
-    int64_t empty;    /* some input has no element: outputs are zero-filled */
-    int64_t in_place; /* gradValue is its own f32 accumulator */
+    int64_t empty; /* some input has no element: outputs are zero-filled */
     int64_t tile_queries, pairs, per_block;
-    uint64_t scratch_bytes; /* per block */
+    uint64_t scratch_bytes; /* per block: descriptors and rows */
+    uint64_t slice_floats;  /* nk * C */
     uint32_t blocks;
 } msdag_plan;
 
@@ -111,40 +112,42 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, lv));
     const msdag_kernel k = kernel_for(value->dtype);
     const int64_t nlp = d->nl * d->np; /* <= 256 <= ts */
-    p->in_place = grad_value->dtype == SPA_FLOAT32 && grad_value->strides[3] == 1;
     p->tile_queries = k.ts / nlp > 0 ? k.ts / nlp : 1;
     p->pairs = d->bs * d->nh; /* bounded by value's element count */
     p->per_block = spa_msda_split(p->pairs, &p->blocks);
     p->scratch_bytes = (uint64_t)(p->tile_queries * nlp) * sizeof(spa_msda_grad_sample) +
-                       5 * SPA_MSDA_MAX_C * sizeof(float) + 4 * SPA_MSDA_MAX_C * k.elem;
+                       8 * SPA_MSDA_MAX_C * sizeof(float);
+    int64_t slice;
+    SPA_REQUIRE(spa_mul_ok(d->nk, d->c, &slice));
+    p->slice_floats = (uint64_t)slice;
     return SPA_OK;
 }
 
 static bool same_plan(const msdag_plan *a, const msdag_plan *b)
 {
     return memcmp(&a->d, &b->d, sizeof a->d) == 0 && a->empty == b->empty &&
-           a->in_place == b->in_place && a->tile_queries == b->tile_queries &&
+           a->slice_floats == b->slice_floats && a->tile_queries == b->tile_queries &&
            a->pairs == b->pairs && a->per_block == b->per_block &&
            a->scratch_bytes == b->scratch_bytes && a->blocks == b->blocks;
 }
 
 typedef struct msdag_slices {
     unsigned char *scratch; /* [blocks][scratch_bytes] */
-    float *acc;             /* [pairs][nk][C] unless in place */
+    float *vpack;           /* [blocks][nk][C] */
+    float *gacc;            /* [blocks][nk][C] */
 } msdag_slices;
 
 static void carve(spa_ws *ws, const msdag_plan *p, msdag_slices *s)
 {
     s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
-    s->acc = NULL;
-    if (!p->in_place) {
-        int64_t n;
-        if (!spa_mul_ok(p->pairs, p->d.nk, &n) || !spa_mul_ok(n, p->d.c, &n)) {
-            ws->overflow = true;
-            return;
-        }
-        s->acc = spa_ws_take(ws, (uint64_t)n, sizeof(float));
+    s->vpack = NULL;
+    s->gacc = NULL;
+    if (p->slice_floats > UINT64_MAX / 4 / p->blocks) {
+        ws->overflow = true;
+        return;
     }
+    s->vpack = spa_ws_take(ws, p->blocks * p->slice_floats, sizeof(float));
+    s->gacc = spa_ws_take(ws, p->blocks * p->slice_floats, sizeof(float));
 }
 
 spa_status spa_msda_grad_get_workspace_size(
@@ -187,67 +190,27 @@ spa_status spa_msda_grad_get_workspace_size(
 
 typedef struct msdag_run {
     const msdag_plan *p;
-    const spa_tensor *grad_value;
+    const spa_tensor *value, *grad_value;
     spa_msda_args args;
     msdag_slices s;
     spa_msda_grad_kernel *kernel;
 } msdag_run;
-
-/* The accumulator rows of pair (b, h) start at +0. */
-static void zero_pair(const msdag_run *r, int64_t b, int64_t h)
-{
-    const spa_msda_args *a = &r->args;
-    float *base = a->gacc + b * a->gacc_sb + h * a->gacc_sh;
-    for (int64_t k = 0; k < a->nk; k++)
-        memset(base + k * a->gacc_sk, 0, (size_t)a->c * sizeof(float));
-}
-
-/* Workspace accumulator of pair (b, h) -> gradValue, one RNE rounding. */
-static void narrow_pair(const msdag_run *r, int64_t b, int64_t h)
-{
-    const spa_msda_args *a = &r->args;
-    const spa_tensor *gv = r->grad_value;
-    const float *src = a->gacc + b * a->gacc_sb + h * a->gacc_sh;
-    const int64_t cs = gv->strides[3];
-    for (int64_t k = 0; k < a->nk; k++) {
-        const float *row = src + k * a->gacc_sk;
-        const int64_t off = b * gv->strides[0] + k * gv->strides[1] + h * gv->strides[2];
-        switch (gv->dtype) {
-        case SPA_FLOAT16: {
-            uint16_t *dst = (uint16_t *)gv->data + off;
-            for (int64_t c = 0; c < a->c; c++)
-                dst[c * cs] = spa_f32_to_f16(row[c]);
-            break;
-        }
-        case SPA_BFLOAT16: {
-            uint16_t *dst = (uint16_t *)gv->data + off;
-            for (int64_t c = 0; c < a->c; c++)
-                dst[c * cs] = spa_f32_to_bf16(row[c]);
-            break;
-        }
-        default: {
-            float *dst = (float *)gv->data + off;
-            for (int64_t c = 0; c < a->c; c++)
-                dst[c * cs] = row[c];
-            break;
-        }
-        }
-    }
-}
 
 static void run_block(void *arg, uint32_t blk)
 {
     const msdag_run *r = arg;
     const msdag_plan *p = r->p;
     void *scratch = r->s.scratch + (uint64_t)blk * p->scratch_bytes;
+    float *vpack = r->s.vpack + (uint64_t)blk * p->slice_floats;
+    float *gacc = r->s.gacc + (uint64_t)blk * p->slice_floats;
     const int64_t first = (int64_t)blk * p->per_block;
     const int64_t end = first + p->per_block < p->pairs ? first + p->per_block : p->pairs;
     for (int64_t pair = first; pair < end; pair++) {
         const int64_t b = pair / p->d.nh, h = pair % p->d.nh;
-        zero_pair(r, b, h);
-        r->kernel(&r->args, b, h, scratch);
-        if (!p->in_place)
-            narrow_pair(r, b, h);
+        spa_msda_pack_pair(r->value, b, h, vpack);
+        memset(gacc, 0, p->slice_floats * sizeof(float));
+        r->kernel(&r->args, b, h, vpack, gacc, scratch);
+        spa_msda_unpack_pair(gacc, r->grad_value, b, h);
     }
 }
 
@@ -275,22 +238,11 @@ spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_exe
     carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
     const spa_msda_levels lv = r.args.lv;
-    spa_msda_args_init(&r.args, &e.value, &e.location, &e.attn_weight, &p.d);
+    spa_msda_args_init(&r.args, &e.location, &e.attn_weight, &p.d);
     r.args.lv = lv;
     r.args.gout = e.grad_output.data;
     r.args.gout_dt = e.grad_output.dtype;
     memcpy(r.args.gos, e.grad_output.strides, sizeof r.args.gos);
-    if (p.in_place) {
-        r.args.gacc = e.grad_value.data;
-        r.args.gacc_sb = e.grad_value.strides[0];
-        r.args.gacc_sk = e.grad_value.strides[1];
-        r.args.gacc_sh = e.grad_value.strides[2];
-    } else {
-        r.args.gacc = r.s.acc;
-        r.args.gacc_sk = p.d.c;
-        r.args.gacc_sh = p.d.nk * p.d.c;
-        r.args.gacc_sb = p.d.nh * r.args.gacc_sh;
-    }
     r.args.gloc = e.grad_location.data;
     r.args.gloc_dt = e.grad_location.dtype;
     memcpy(r.args.gls, e.grad_location.strides, sizeof r.args.gls);
@@ -298,6 +250,7 @@ spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_exe
     r.args.gattn_dt = e.grad_attn_weight.dtype;
     memcpy(r.args.gas, e.grad_attn_weight.strides, sizeof r.args.gas);
     r.p = &p;
+    r.value = &e.value;
     r.grad_value = &e.grad_value;
     r.kernel = kernel_for(e.value.dtype).fn;
     spa_run_blocks(runner, run_block, &r, p.blocks);

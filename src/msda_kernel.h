@@ -30,9 +30,11 @@ typedef struct spa_msda_levels {
     float fw[SPA_MSDA_MAX_LEVELS];
 } spa_msda_levels;
 
+/* Kernels read value from a packed f32 copy: the slice of pair (b, h) is
+ * [nk][C] contiguous (row k at k*C), so the corners of a sample lie in one
+ * small region and adjacent keys in adjacent rows. gradValue is accumulated in
+ * an f32 slice of the same layout. */
 typedef struct spa_msda_args {
-    const void *value; /* [bs, nk, nh, C], dtype of the kernel */
-    int64_t vs[4];
     const void *loc; /* [bs, nq, nh, nl, np, 2] */
     int32_t loc_dt;
     int64_t ls[6];
@@ -46,8 +48,6 @@ typedef struct spa_msda_args {
     const void *gout; /* gradOutput [bs, nq, nh*C] */
     int32_t gout_dt;
     int64_t gos[3];
-    float *gacc; /* f32 gradValue accumulator: row (b, k, h) at b*gacc_sb + k*gacc_sk + h*gacc_sh, unit channel stride */
-    int64_t gacc_sb, gacc_sk, gacc_sh;
     void *gloc; /* gradLocation, shaped like location */
     int32_t gloc_dt;
     int64_t gls[6];
@@ -59,11 +59,11 @@ typedef struct spa_msda_args {
     spa_msda_levels lv;
 } spa_msda_args;
 
-/* Staged forward sample: corner rows 00, 01, 10, 11 (a zero row, or NULL
- * when the value rows are copied first, for corners outside the map), their
- * bilinear weights and the attention weight. live == 0: skipped sample. */
+/* Staged forward sample: corner rows 00, 01, 10, 11 (a zero row for corners
+ * outside the map), their bilinear weights and the attention weight.
+ * live == 0: skipped sample. */
 typedef struct spa_msda_fwd_sample {
-    const void *v[4];
+    const float *v[4];
     float w[4];
     float a;
     int32_t live;
@@ -72,24 +72,25 @@ typedef struct spa_msda_fwd_sample {
 /* Staged grad sample: as above, plus the gradValue accumulator rows (a sink
  * row for corners outside the map), the fractions and the level's W, H. */
 typedef struct spa_msda_grad_sample {
-    const void *v[4];
+    const float *v[4];
     float *g[4];
     float w[4];
     float a, lx, ly, fw, fh;
     int32_t live;
 } spa_msda_grad_sample;
 
-/* Forward: queries [q0, q1) of pair (b, h). scratch: the tile's descriptors
- * (tile_queries * nl * np of them), then 5 rows of C_MAX f32 (accumulator
- * and copied corner rows). */
-typedef void spa_msda_fwd_kernel(const spa_msda_args *a, int64_t b, int64_t h, int64_t q0,
-                                 int64_t q1, void *scratch);
+/* Forward: queries [q0, q1) of pair (b, h), whose packed value slice starts
+ * at vpair. scratch: the tile's descriptors (tile_queries * nl * np of them),
+ * then one row of C_MAX f32 (the accumulator). */
+typedef void spa_msda_fwd_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
+                                 int64_t q0, int64_t q1, void *scratch);
 
-/* Grad: every query of pair (b, h); the accumulator rows of the pair are
- * already zero. Adds into them, writes gradLocation and gradAttnWeight.
- * scratch: the tile's descriptors, then 9 rows of C_MAX f32 (gradOutput row,
- * four sink rows, four copied corner rows). */
-typedef void spa_msda_grad_kernel(const spa_msda_args *a, int64_t b, int64_t h, void *scratch);
+/* Grad: every query of pair (b, h); vpair is its packed value slice and
+ * gpair its f32 gradValue slice, already zero. Adds into gpair, writes
+ * gradLocation and gradAttnWeight. scratch: the tile's descriptors, then 8
+ * rows of C_MAX f32 (gradOutput row, four sink rows, three rows of per-channel terms). */
+typedef void spa_msda_grad_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
+                                  float *gpair, void *scratch);
 
 /* Element access for tensors whose float dtype is not the kernel's. */
 static inline float spa_msda_load(const void *p, int32_t dt, int64_t off)

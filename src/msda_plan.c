@@ -75,12 +75,10 @@ void spa_msda_zero_fill(const spa_tensor *t)
     }
 }
 
-void spa_msda_args_init(spa_msda_args *a, const spa_tensor *value, const spa_tensor *location,
-                        const spa_tensor *attn_weight, const spa_msda_dims *d)
+void spa_msda_args_init(spa_msda_args *a, const spa_tensor *location, const spa_tensor *attn_weight,
+                        const spa_msda_dims *d)
 {
     memset(a, 0, sizeof *a);
-    a->value = value->data;
-    memcpy(a->vs, value->strides, sizeof a->vs);
     a->loc = location->data;
     a->loc_dt = location->dtype;
     memcpy(a->ls, location->strides, sizeof a->ls);
@@ -93,4 +91,70 @@ void spa_msda_args_init(spa_msda_args *a, const spa_tensor *value, const spa_ten
     a->c = d->c;
     a->nl = d->nl;
     a->np = d->np;
+}
+
+/* One row of C channels; the unit-stride case apart so that it vectorises. */
+#define SPA_MSDA_ROW(unit, strided)           \
+    do {                                      \
+        if (cs == 1)                          \
+            for (int64_t c = 0; c < cl; c++)  \
+                unit;                         \
+        else                                  \
+            for (int64_t c = 0; c < cl; c++)  \
+                strided;                      \
+    } while (0)
+
+void spa_msda_pack_pair(const spa_tensor *value, int64_t b, int64_t h, float *dst)
+{
+    const int64_t nk = value->dims[1], cl = value->dims[3], cs = value->strides[3];
+    const int64_t base = b * value->strides[0] + h * value->strides[2];
+    for (int64_t k = 0; k < nk; k++) {
+        const int64_t off = base + k * value->strides[1];
+        float *row = dst + k * cl;
+        switch (value->dtype) {
+        case SPA_FLOAT16: {
+            const uint16_t *src = (const uint16_t *)value->data + off;
+            SPA_MSDA_ROW(row[c] = spa_f16_to_f32(src[c]), row[c] = spa_f16_to_f32(src[c * cs]));
+            break;
+        }
+        case SPA_BFLOAT16: {
+            const uint16_t *src = (const uint16_t *)value->data + off;
+            SPA_MSDA_ROW(row[c] = spa_bf16_to_f32(src[c]), row[c] = spa_bf16_to_f32(src[c * cs]));
+            break;
+        }
+        default: {
+            const float *src = (const float *)value->data + off;
+            SPA_MSDA_ROW(row[c] = src[c], row[c] = src[c * cs]);
+            break;
+        }
+        }
+    }
+}
+
+void spa_msda_unpack_pair(const float *src, const spa_tensor *grad_value, int64_t b, int64_t h)
+{
+    const spa_tensor *gv = grad_value;
+    const int64_t nk = gv->dims[1], cl = gv->dims[3], cs = gv->strides[3];
+    const int64_t base = b * gv->strides[0] + h * gv->strides[2];
+    for (int64_t k = 0; k < nk; k++) {
+        const int64_t off = base + k * gv->strides[1];
+        const float *row = src + k * cl;
+        switch (gv->dtype) {
+        case SPA_FLOAT16: {
+            uint16_t *dst = (uint16_t *)gv->data + off;
+            SPA_MSDA_ROW(dst[c] = spa_f32_to_f16(row[c]), dst[c * cs] = spa_f32_to_f16(row[c]));
+            break;
+        }
+        case SPA_BFLOAT16: {
+            uint16_t *dst = (uint16_t *)gv->data + off;
+            SPA_MSDA_ROW(dst[c] = spa_f32_to_bf16(row[c]), dst[c * cs] = spa_f32_to_bf16(row[c]));
+            break;
+        }
+        default: {
+            float *dst = (float *)gv->data + off;
+            SPA_MSDA_ROW(dst[c] = row[c], dst[c * cs] = row[c]);
+            break;
+        }
+        }
+    }
 }

@@ -30,7 +30,12 @@ int64_t spa_msda_split(int64_t units, uint32_t *blocks);
 void spa_msda_zero_fill(const spa_tensor *t);
 
 /* Kernel arguments of the inputs shared by both ops. */
-void spa_msda_args_init(spa_msda_args *a, const spa_tensor *value, const spa_tensor *location,
-                        const spa_tensor *attn_weight, const spa_msda_dims *d);
+void spa_msda_args_init(spa_msda_args *a, const spa_tensor *location, const spa_tensor *attn_weight,
+                        const spa_msda_dims *d);
+
+/* value[b, :, h, :] widened into dst [nk][C] (f32, contiguous). */
+void spa_msda_pack_pair(const spa_tensor *value, int64_t b, int64_t h, float *dst);
+/* src [nk][C] (f32) into grad_value[b, :, h, :], one RNE rounding. */
+void spa_msda_unpack_pair(const float *src, const spa_tensor *grad_value, int64_t b, int64_t h);
 
 #endif

@@ -1,13 +1,14 @@
 SPA_STAMP
 /* MultiScaleDeformableAttnFunction, queries [q0, q1) of one (batch, head)
- * pair (spec/msda.md 5). Tile: TS staged samples (enum below), that is
- * max(1, TS / (nl*np)) whole queries. Per tile, pass 1 turns every sample's
- * location into its four corner rows and bilinear weights (the range check
- * and the per-corner bounds are done here, in float before any conversion,
- * so no location can address memory outside the level); pass 2 combines the
- * corner rows of each query in the canonical order (levels, then points,
- * ascending; corners 00, 01, 10, 11; acc += a * samp) and stores the output
- * row once, while the corners of samples PF places ahead are prefetched. */
+ * pair (spec/msda.md 5), reading the pair's packed f32 value slice. Tile: TS
+ * staged samples (enum below), that is max(1, TS / (nl*np)) whole queries.
+ * Per tile, pass 1 turns every sample's location into its four corner rows
+ * and bilinear weights (the range check and the per-corner bounds are done
+ * here, in float before any conversion, so no location can address memory
+ * outside its level); pass 2 combines the corner rows of each query in the
+ * canonical order (levels, then points, ascending; corners 00, 01, 10, 11;
+ * acc += a * samp) and stores the output row once, while the corners of the
+ * samples PF places ahead are prefetched. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
@@ -18,25 +19,22 @@ SPA_STAMP
 
 #include "msda_kernel.h"
 
-enum { TS = MSDA_TS, CMAX = SPA_MSDA_MAX_C, PF = 6, PFQ = 8 };
+enum { TS = MSDA_TS, CMAX = SPA_MSDA_MAX_C, PF = 8, PFQ = 8 };
 
 /* Corners outside the map read this row: their value is 0 (spec 5), even
  * where the map itself holds Inf or NaN. */
-static const SPA_T zero_row[CMAX];
+static const float zero_row[CMAX];
 
 /* Pass 1 for queries [t0, t0 + tn): one descriptor per (query, level, point). */
-static void stage(const spa_msda_args *a, int64_t b, int64_t h, int64_t t0, int64_t tn,
-                  spa_msda_fwd_sample *d)
+static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, int64_t t0,
+                  int64_t tn, spa_msda_fwd_sample *d)
 {
     const SPA_T *loc = a->loc;
     const SPA_T *attn = a->attn;
-    const SPA_T *vbase = (const SPA_T *)a->value + b * a->vs[0] + h * a->vs[2];
-    const int64_t ks = a->vs[1];
-    /* Copied corner rows (strided channels) mark outside corners with NULL. */
-    const SPA_T *none = a->vs[3] == 1 ? zero_row : NULL;
+    const int64_t cl = a->c;
     /* A pair reads one short row of location and attnWeight per query, a
-     * stride of several rows apart: too far for the hardware prefetchers to
-     * follow across pages, so the rows PFQ queries ahead are requested here. */
+     * stride of nh rows apart: too far for the hardware prefetchers to follow
+     * across pages, so the rows PFQ queries ahead are requested here. */
     const int64_t loc_bytes = (a->nl * a->ls[3]) * (int64_t)sizeof(SPA_T);
     const int64_t attn_bytes = (a->nl * a->as[3]) * (int64_t)sizeof(SPA_T);
     for (int64_t q = t0; q < t0 + tn; q++) {
@@ -49,8 +47,9 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, int64_t t0, int6
                 SPA_PREFETCH((const char *)(aq + PFQ * a->as[1]) + off);
         }
         for (int64_t l = 0; l < a->nl; l++) {
-            const int64_t hh = a->lv.h[l], ww = a->lv.w[l], start = a->lv.start[l];
+            const int64_t hh = a->lv.h[l], ww = a->lv.w[l];
             const float fh = a->lv.fh[l], fw = a->lv.fw[l];
+            const float *vlev = vpair + a->lv.start[l] * cl;
             for (int64_t p = 0; p < a->np; p++, d++) {
                 const SPA_T *lp = lq + l * a->ls[3] + p * a->ls[4];
                 /* Two roundings each, as in spec 5: the product, then the shift. */
@@ -68,11 +67,11 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, int64_t t0, int6
                 const float lx = x - x0f, ly = y - y0f, hx = 1.0f - lx, hy = 1.0f - ly;
                 const bool in_x0 = x0 >= 0, in_x1 = x0 + 1 <= ww - 1;
                 const bool in_y0 = y0 >= 0, in_y1 = y0 + 1 <= hh - 1;
-                const int64_t k00 = start + y0 * ww + x0;
-                d->v[0] = in_y0 && in_x0 ? vbase + k00 * ks : none;
-                d->v[1] = in_y0 && in_x1 ? vbase + (k00 + 1) * ks : none;
-                d->v[2] = in_y1 && in_x0 ? vbase + (k00 + ww) * ks : none;
-                d->v[3] = in_y1 && in_x1 ? vbase + (k00 + ww + 1) * ks : none;
+                const int64_t k00 = y0 * ww + x0; /* in the level */
+                d->v[0] = in_y0 && in_x0 ? vlev + k00 * cl : zero_row;
+                d->v[1] = in_y0 && in_x1 ? vlev + (k00 + 1) * cl : zero_row;
+                d->v[2] = in_y1 && in_x0 ? vlev + (k00 + ww) * cl : zero_row;
+                d->v[3] = in_y1 && in_x1 ? vlev + (k00 + ww + 1) * cl : zero_row;
                 d->w[0] = hy * hx;
                 d->w[1] = hy * lx;
                 d->w[2] = ly * hx;
@@ -83,62 +82,47 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, int64_t t0, int6
     }
 }
 
-/* Strided channels: copy the four corner rows (zeros outside the map). */
-static void copy_rows(const spa_msda_fwd_sample *e, int64_t cs, int64_t cl, SPA_T *rows)
+static inline void prefetch_corners(const spa_msda_fwd_sample *e, int64_t row_bytes)
 {
-    for (int k = 0; k < 4; k++) {
-        const SPA_T *src = e->v[k];
-        SPA_T *dst = rows + k * CMAX;
-        for (int64_t c = 0; c < cl; c++)
-            dst[c] = src ? src[c * cs] : zero_row[c];
+    for (int64_t off = 0; off < row_bytes; off += 64) {
+        SPA_PREFETCH((const char *)e->v[0] + off);
+        SPA_PREFETCH((const char *)e->v[1] + off);
+        SPA_PREFETCH((const char *)e->v[2] + off);
+        SPA_PREFETCH((const char *)e->v[3] + off);
     }
 }
 
-static void prefetch_corners(const spa_msda_fwd_sample *e, int64_t row_bytes)
+void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, int64_t q0,
+                 int64_t q1, void *scratch)
 {
-    if (!e->live)
-        return;
-    for (int k = 0; k < 4; k++)
-        for (int64_t off = 0; off < row_bytes; off += 64)
-            SPA_PREFETCH((const char *)e->v[k] + off);
-}
-
-void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, int64_t q0, int64_t q1, void *scratch)
-{
-    const int64_t nlp = a->nl * a->np, cl = a->c, cs = a->vs[3];
+    const int64_t nlp = a->nl * a->np, cl = a->c;
     const int64_t tq = TS / nlp > 0 ? TS / nlp : 1;
     spa_msda_fwd_sample *desc = scratch;
     float *restrict acc = (float *)(desc + tq * nlp);
-    SPA_T *rows = (SPA_T *)(acc + CMAX);
-    const int64_t row_bytes = cs == 1 ? cl * (int64_t)sizeof(SPA_T) : 0;
+    const int64_t row_bytes = cl * (int64_t)sizeof(float);
     SPA_T *out = a->out;
 
     for (int64_t t0 = q0; t0 < q1; t0 += tq) {
         const int64_t tn = q1 - t0 < tq ? q1 - t0 : tq;
-        stage(a, b, h, t0, tn, desc);
+        stage(a, b, h, vpair, t0, tn, desc);
         const int64_t ns = tn * nlp;
         for (int64_t s = 0; s < PF && s < ns; s++)
-            prefetch_corners(&desc[s], row_bytes);
+            if (desc[s].live)
+                prefetch_corners(&desc[s], row_bytes);
         for (int64_t i = 0; i < tn; i++) {
             for (int64_t c = 0; c < cl; c++)
                 acc[c] = 0.0f;
             for (int64_t s = i * nlp; s < (i + 1) * nlp; s++) {
-                if (s + PF < ns)
+                if (s + PF < ns && desc[s + PF].live)
                     prefetch_corners(&desc[s + PF], row_bytes);
                 const spa_msda_fwd_sample *e = &desc[s];
                 if (!e->live)
                     continue;
-                const SPA_T *src = rows;
-                if (cs != 1)
-                    copy_rows(e, cs, cl, rows);
-                const SPA_T *restrict r0 = cs == 1 ? e->v[0] : src;
-                const SPA_T *restrict r1 = cs == 1 ? e->v[1] : src + CMAX;
-                const SPA_T *restrict r2 = cs == 1 ? e->v[2] : src + 2 * CMAX;
-                const SPA_T *restrict r3 = cs == 1 ? e->v[3] : src + 3 * CMAX;
+                const float *restrict r0 = e->v[0], *restrict r1 = e->v[1];
+                const float *restrict r2 = e->v[2], *restrict r3 = e->v[3];
                 const float w0 = e->w[0], w1 = e->w[1], w2 = e->w[2], w3 = e->w[3], av = e->a;
                 for (int64_t c = 0; c < cl; c++) {
-                    const float samp = w0 * SPA_LOAD(r0[c]) + w1 * SPA_LOAD(r1[c]) +
-                                       w2 * SPA_LOAD(r2[c]) + w3 * SPA_LOAD(r3[c]);
+                    const float samp = w0 * r0[c] + w1 * r1[c] + w2 * r2[c] + w3 * r3[c];
                     acc[c] += av * samp;
                 }
             }

@@ -1,6 +1,7 @@
 SPA_STAMP
 /* MultiScaleDeformableAttentionGrad, every query of one (batch, head) pair
- * (spec/msda.md 6). The pair owns its gradValue slice, so the scatter-adds
+ * (spec/msda.md 6), reading the pair's packed f32 value slice and adding
+ * into its f32 gradValue slice. The pair owns that slice, so the scatter-adds
  * need no atomics and happen in one fixed order: queries, levels, points
  * ascending; corners 00, 01, 10, 11. Tile: TS staged samples (enum below),
  * that is max(1, TS / (nl*np)) whole queries. Pass 1 turns each location into
@@ -19,26 +20,44 @@ SPA_STAMP
 
 #include "msda_kernel.h"
 
-enum { TS = MSDAG_TS, CMAX = SPA_MSDA_MAX_C, PF = 4, L = 8 };
+enum { TS = MSDAG_TS, CMAX = SPA_MSDA_MAX_C, PF = 4, PFQ = 8, L = 8 };
 
 /* Corners outside the map read this row (value 0, spec 6). */
-static const SPA_T zero_row[CMAX];
+static const float zero_row[CMAX];
 
-/* Pass 1 for queries [t0, t0 + tn). Outside corners read zero_row (NULL when
- * rows are copied) and add into their own sink row, never read back. */
-static void stage(const spa_msda_args *a, int64_t b, int64_t h, int64_t t0, int64_t tn,
-                  float *sink, spa_msda_grad_sample *d)
+/* Pass 1 for queries [t0, t0 + tn). Outside corners read zero_row and add
+ * into their own sink row, never read back. */
+static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, float *gpair,
+                  int64_t t0, int64_t tn, float *sink, spa_msda_grad_sample *d)
 {
-    const SPA_T *vbase = (const SPA_T *)a->value + b * a->vs[0] + h * a->vs[2];
-    float *gbase = a->gacc + b * a->gacc_sb + h * a->gacc_sh;
-    const int64_t ks = a->vs[1], gks = a->gacc_sk;
-    const SPA_T *none = a->vs[3] == 1 ? zero_row : NULL;
+    const int64_t cl = a->c;
+    /* Short rows of location, attnWeight and gradOutput, a stride of nh rows
+     * apart: the rows PFQ queries ahead are requested here. */
+    const size_t lsz = a->loc_dt == SPA_FLOAT32 ? 4 : 2, asz = a->attn_dt == SPA_FLOAT32 ? 4 : 2;
+    const size_t gsz = a->gout_dt == SPA_FLOAT32 ? 4 : 2;
+    const int64_t loc_bytes = (a->nl * a->ls[3]) * (int64_t)lsz;
+    const int64_t attn_bytes = (a->nl * a->as[3]) * (int64_t)asz;
+    const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
     for (int64_t q = t0; q < t0 + tn; q++) {
         const int64_t lq = b * a->ls[0] + q * a->ls[1] + h * a->ls[2];
         const int64_t aq = b * a->as[0] + q * a->as[1] + h * a->as[2];
+        if (q + PFQ < a->nq) {
+            const char *lp = (const char *)a->loc + (size_t)(lq + PFQ * a->ls[1]) * lsz;
+            const char *ap = (const char *)a->attn + (size_t)(aq + PFQ * a->as[1]) * asz;
+            const char *gp = (const char *)a->gout +
+                             (size_t)(b * a->gos[0] + (q + PFQ) * a->gos[1] + h * cl * a->gos[2]) * gsz;
+            for (int64_t off = 0; off < loc_bytes; off += 64)
+                SPA_PREFETCH(lp + off);
+            for (int64_t off = 0; off < attn_bytes; off += 64)
+                SPA_PREFETCH(ap + off);
+            for (int64_t off = 0; off < gout_bytes; off += 64)
+                SPA_PREFETCH(gp + off);
+        }
         for (int64_t l = 0; l < a->nl; l++) {
-            const int64_t hh = a->lv.h[l], ww = a->lv.w[l], start = a->lv.start[l];
+            const int64_t hh = a->lv.h[l], ww = a->lv.w[l];
             const float fh = a->lv.fh[l], fw = a->lv.fw[l];
+            const float *vlev = vpair + a->lv.start[l] * cl;
+            float *glev = gpair + a->lv.start[l] * cl;
             for (int64_t p = 0; p < a->np; p++, d++) {
                 const int64_t lp = lq + l * a->ls[3] + p * a->ls[4];
                 /* Two roundings each, as in spec 5: the product, then the shift. */
@@ -56,12 +75,12 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, int64_t t0, int6
                 const float lx = x - x0f, ly = y - y0f, hx = 1.0f - lx, hy = 1.0f - ly;
                 const bool in_x0 = x0 >= 0, in_x1 = x0 + 1 <= ww - 1;
                 const bool in_y0 = y0 >= 0, in_y1 = y0 + 1 <= hh - 1;
-                const int64_t k00 = start + y0 * ww + x0;
+                const int64_t k00 = y0 * ww + x0; /* in the level */
                 const bool in[4] = {in_y0 && in_x0, in_y0 && in_x1, in_y1 && in_x0, in_y1 && in_x1};
                 const int64_t key[4] = {k00, k00 + 1, k00 + ww, k00 + ww + 1};
                 for (int k = 0; k < 4; k++) {
-                    d->v[k] = in[k] ? vbase + key[k] * ks : none;
-                    d->g[k] = in[k] ? gbase + key[k] * gks : sink + k * CMAX;
+                    d->v[k] = in[k] ? vlev + key[k] * cl : zero_row;
+                    d->g[k] = in[k] ? glev + key[k] * cl : sink + k * CMAX;
                 }
                 d->w[0] = hy * hx;
                 d->w[1] = hy * lx;
@@ -77,27 +96,49 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, int64_t t0, int6
     }
 }
 
-/* Strided channels: copy the four corner rows (zeros outside the map). */
-static void copy_rows(const spa_msda_grad_sample *e, int64_t cs, int64_t cl, SPA_T *rows)
+static inline void prefetch_corners(const spa_msda_grad_sample *e, int64_t row_bytes)
 {
-    for (int k = 0; k < 4; k++) {
-        const SPA_T *src = e->v[k];
-        SPA_T *dst = rows + k * CMAX;
-        for (int64_t c = 0; c < cl; c++)
-            dst[c] = src ? src[c * cs] : zero_row[c];
+    for (int64_t off = 0; off < row_bytes; off += 64)
+        for (int k = 0; k < 4; k++) {
+            SPA_PREFETCH((const char *)e->v[k] + off);
+            SPA_PREFETCH_W((char *)e->g[k] + off);
+        }
+}
+
+/* One live sample, channel by channel: the scatter-adds w * g * a into the
+ * four gradValue rows, and the per-channel terms of the three reductions.
+ * The rows are distinct (outside corners have their own sink rows; the zero
+ * row is only read), which the restrict parameters tell the vectoriser. */
+static inline void channels(int64_t cl, const float *restrict grow, const float *restrict r0,
+                            const float *restrict r1, const float *restrict r2,
+                            const float *restrict r3, float *restrict g0, float *restrict g1,
+                            float *restrict g2, float *restrict g3, const float *w, float av,
+                            float lx, float ly, float fw, float fh, float *restrict ta,
+                            float *restrict tx, float *restrict ty)
+{
+    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    const float hx = 1.0f - lx, hy = 1.0f - ly;
+    for (int64_t c = 0; c < cl; c++) {
+        const float g = grow[c], t = g * av;
+        const float v0 = r0[c], v1 = r1[c], v2 = r2[c], v3 = r3[c];
+        g0[c] += w0 * t;
+        g1[c] += w1 * t;
+        g2[c] += w2 * t;
+        g3[c] += w3 * t;
+        const float val = w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3;
+        const float dx = -hy * v0 + hy * v1 - ly * v2 + ly * v3;
+        const float dy = -hx * v0 - lx * v1 + hx * v2 + lx * v3;
+        ta[c] = g * val;
+        tx[c] = (t * dx) * fw;
+        ty[c] = (t * dy) * fh;
     }
 }
 
-static void prefetch_corners(const spa_msda_grad_sample *e, int64_t row_bytes, int64_t acc_bytes)
+static inline void sample_channels(int64_t cl, const float *grow, const spa_msda_grad_sample *e,
+                                   float *ta, float *tx, float *ty)
 {
-    if (!e->live)
-        return;
-    for (int k = 0; k < 4; k++) {
-        for (int64_t off = 0; off < row_bytes; off += 64)
-            SPA_PREFETCH((const char *)e->v[k] + off);
-        for (int64_t off = 0; off < acc_bytes; off += 64)
-            SPA_PREFETCH_W((char *)e->g[k] + off);
-    }
+    channels(cl, grow, e->v[0], e->v[1], e->v[2], e->v[3], e->g[0], e->g[1], e->g[2], e->g[3],
+             e->w, e->a, e->lx, e->ly, e->fw, e->fh, ta, tx, ty);
 }
 
 /* gradOutput row of (b, q, h), widened. */
@@ -127,23 +168,25 @@ static void load_gout(const spa_msda_args *a, int64_t b, int64_t q, int64_t h, f
     }
 }
 
-void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, void *scratch)
+void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, float *gpair,
+                 void *scratch)
 {
-    const int64_t nlp = a->nl * a->np, cl = a->c, cs = a->vs[3];
+    const int64_t nlp = a->nl * a->np, cl = a->c;
     const int64_t tq = TS / nlp > 0 ? TS / nlp : 1;
     spa_msda_grad_sample *desc = scratch;
     float *restrict grow = (float *)(desc + tq * nlp);
-    float *sink = grow + CMAX; /* 4 rows */
-    SPA_T *rows = (SPA_T *)(sink + 4 * CMAX);
-    const int64_t row_bytes = cs == 1 ? cl * (int64_t)sizeof(SPA_T) : 0;
-    const int64_t acc_bytes = cl * (int64_t)sizeof(float);
+    float *sink = grow + CMAX;                   /* 4 rows */
+    float *restrict ta = sink + 4 * CMAX;        /* per-channel terms of gradAttnWeight, */
+    float *restrict tx = ta + CMAX, *restrict ty = tx + CMAX; /* d/dloc_x and d/dloc_y */
+    const int64_t row_bytes = cl * (int64_t)sizeof(float);
 
     for (int64_t t0 = 0; t0 < a->nq; t0 += tq) {
         const int64_t tn = a->nq - t0 < tq ? a->nq - t0 : tq;
-        stage(a, b, h, t0, tn, sink, desc);
+        stage(a, b, h, vpair, gpair, t0, tn, sink, desc);
         const int64_t ns = tn * nlp;
         for (int64_t s = 0; s < PF && s < ns; s++)
-            prefetch_corners(&desc[s], row_bytes, acc_bytes);
+            if (desc[s].live)
+                prefetch_corners(&desc[s], row_bytes);
         for (int64_t i = 0; i < tn; i++) {
             const int64_t q = t0 + i;
             load_gout(a, b, q, h, grow);
@@ -153,8 +196,8 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, void *scratch)
             for (int64_t l = 0; l < a->nl; l++) {
                 for (int64_t p = 0; p < a->np; p++, e++) {
                     const int64_t s = e - desc;
-                    if (s + PF < ns)
-                        prefetch_corners(&desc[s + PF], row_bytes, acc_bytes);
+                    if (s + PF < ns && desc[s + PF].live)
+                        prefetch_corners(&desc[s + PF], row_bytes);
                     const int64_t go = gq + l * a->gls[3] + p * a->gls[4];
                     const int64_t ao = aq + l * a->gas[3] + p * a->gas[4];
                     if (!e->live) { /* skipped sample: zero gradients, nothing to value */
@@ -163,37 +206,14 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, void *scratch)
                         spa_msda_store(a->gattn, a->gattn_dt, ao, 0.0f);
                         continue;
                     }
-                    const SPA_T *src = rows;
-                    if (cs != 1)
-                        copy_rows(e, cs, cl, rows);
-                    const SPA_T *restrict r0 = cs == 1 ? e->v[0] : src;
-                    const SPA_T *restrict r1 = cs == 1 ? e->v[1] : src + CMAX;
-                    const SPA_T *restrict r2 = cs == 1 ? e->v[2] : src + 2 * CMAX;
-                    const SPA_T *restrict r3 = cs == 1 ? e->v[3] : src + 3 * CMAX;
-                    float *restrict g0 = e->g[0], *restrict g1 = e->g[1];
-                    float *restrict g2 = e->g[2], *restrict g3 = e->g[3];
-                    const float w0 = e->w[0], w1 = e->w[1], w2 = e->w[2], w3 = e->w[3];
-                    const float av = e->a, lx = e->lx, ly = e->ly, hx = 1.0f - lx, hy = 1.0f - ly;
-                    const float fw = e->fw, fh = e->fh;
+                    sample_channels(cl, grow, e, ta, tx, ty);
                     float lane_a[L] = {0}, lane_x[L] = {0}, lane_y[L] = {0};
-                    for (int64_t c0 = 0; c0 < cl; c0 += L) {
+                    for (int64_t c0 = 0; c0 < cl; c0 += L)
                         for (int j = 0; j < L; j++) {
-                            const int64_t c = c0 + j;
-                            const float g = grow[c], t = g * av;
-                            const float v0 = SPA_LOAD(r0[c]), v1 = SPA_LOAD(r1[c]);
-                            const float v2 = SPA_LOAD(r2[c]), v3 = SPA_LOAD(r3[c]);
-                            g0[c] += w0 * t;
-                            g1[c] += w1 * t;
-                            g2[c] += w2 * t;
-                            g3[c] += w3 * t;
-                            const float val = w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3;
-                            const float dx = -hy * v0 + hy * v1 - ly * v2 + ly * v3;
-                            const float dy = -hx * v0 - lx * v1 + hx * v2 + lx * v3;
-                            lane_a[j] += g * val;
-                            lane_x[j] += (t * dx) * fw;
-                            lane_y[j] += (t * dy) * fh;
+                            lane_a[j] += ta[c0 + j];
+                            lane_x[j] += tx[c0 + j];
+                            lane_y[j] += ty[c0 + j];
                         }
-                    }
                     for (int half = L / 2; half > 0; half /= 2)
                         for (int j = 0; j < half; j++) {
                             lane_a[j] += lane_a[j + half];
