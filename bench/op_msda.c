@@ -42,8 +42,6 @@ static void *alloc_locations(spa_dtype dt, size_t count, uint64_t seed)
     for (size_t i = 0; i < count; i++) {
         s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
         float v = (float)((double)((s * 0x2545F4914F6CDD1Dull) >> 40) * 0x1p-24);
-        if (getenv("MSDA_LOCFIX"))
-            v = v * 0.01f + 0.3f;
         uint32_t u;
         memcpy(&u, &v, 4);
         if (dt == SPA_FLOAT32) {
@@ -93,9 +91,6 @@ static void bench_dtype(spa_dtype dt, int grad)
     spa_tensor tv = bench_tensor(dt, 4, vd, v), tss = bench_tensor(SPA_INT64, 2, ssd, ss_data),
                tlsi = bench_tensor(SPA_INT64, 1, lsid, lsi_data), tl = bench_tensor(dt, 6, ld, loc),
                ta = bench_tensor(dt, 5, ad, att), to = bench_tensor(dt, 3, od, go);
-    if (getenv("MSDA_PACKED")) {
-        tv.strides[0] = NH * NK * C, tv.strides[1] = C, tv.strides[2] = NK * C, tv.strides[3] = 1;
-    }
     const double idx_bytes = 3.0 * NL * 8;
     const double v_bytes = (double)nv * (double)es, l_bytes = 2.0 * (double)na * (double)es;
     const double a_bytes = (double)na * (double)es, o_bytes = (double)no * (double)es;

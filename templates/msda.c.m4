@@ -65,8 +65,10 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                 const float x0f = floorf(x), y0f = floorf(y);
                 const int64_t x0 = (int64_t)x0f, y0 = (int64_t)y0f; /* in [-1, 2^31] here */
                 const float lx = x - x0f, ly = y - y0f, hx = 1.0f - lx, hy = 1.0f - ly;
-                const bool in_x0 = x0 >= 0, in_x1 = x0 + 1 <= ww - 1;
-                const bool in_y0 = y0 >= 0, in_y1 = y0 + 1 <= hh - 1;
+                /* Both bounds on every corner: for W or H above 2^24 the
+                 * float range check alone could let x0 reach W. */
+                const bool in_x0 = x0 >= 0 && x0 <= ww - 1, in_x1 = x0 + 1 >= 0 && x0 + 1 <= ww - 1;
+                const bool in_y0 = y0 >= 0 && y0 <= hh - 1, in_y1 = y0 + 1 >= 0 && y0 + 1 <= hh - 1;
                 const int64_t k00 = y0 * ww + x0; /* in the level */
                 d->v[0] = in_y0 && in_x0 ? vlev + k00 * cl : zero_row;
                 d->v[1] = in_y0 && in_x1 ? vlev + (k00 + 1) * cl : zero_row;
