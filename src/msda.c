@@ -54,8 +54,7 @@ static bool is_index_dtype(int32_t dt)
  * and the index contents of open point 6 (levels filled when non-empty). */
 static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
                        const spa_tensor *level_start, const spa_tensor *location,
-                       const spa_tensor *attn_weight, const spa_tensor *output, msda_plan *p,
-                       spa_msda_levels *lv)
+                       const spa_tensor *attn_weight, const spa_tensor *output, msda_plan *p)
 {
     memset(p, 0, sizeof *p);
     /* rule 2: dtypes */
@@ -99,7 +98,8 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
         p->empty = 1;
         return SPA_OK;
     }
-    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, lv));
+    spa_msda_levels lv; /* checked here; phase 2 reads them again into its kernel arguments */
+    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, &lv));
     const msda_kernel k = kernel_for(dt);
     const int64_t nlp = d->nl * d->np; /* <= 256 <= ts */
     p->tile_queries = k.ts / nlp > 0 ? k.ts / nlp : 1;
@@ -123,6 +123,7 @@ static bool same_plan(const msda_plan *a, const msda_plan *b)
 }
 
 typedef struct msda_slices {
+    spa_msda_args *args;
     unsigned char *scratch; /* [blocks][scratch_bytes] */
     float *vpack;           /* [pairs][nk][C] */
 } msda_slices;
@@ -130,6 +131,7 @@ typedef struct msda_slices {
 static void carve(spa_ws *ws, const msda_plan *p, msda_slices *s)
 {
     int64_t n = 0;
+    s->args = spa_ws_take(ws, 1, sizeof(spa_msda_args));
     s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
     s->vpack = NULL;
     if (!spa_mul_ok(p->pairs, p->d.nk, &n) || !spa_mul_ok(n, p->d.c, &n)) {
@@ -149,9 +151,8 @@ spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor
         attn_weight == NULL || output == NULL || workspace_size == NULL || executor == NULL)
         return SPA_ERR_NULLPTR;
     msda_exec e;
-    spa_msda_levels lv;
     memset(&e, 0, sizeof e);
-    SPA_TRY(plan(value, spatial_shape, level_start_index, location, attn_weight, output, &e.plan, &lv));
+    SPA_TRY(plan(value, spatial_shape, level_start_index, location, attn_weight, output, &e.plan));
     spa_ws ws;
     msda_slices sl;
     spa_ws_plan(&ws);
@@ -173,7 +174,7 @@ spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor
 typedef struct msda_run {
     const msda_plan *p;
     const spa_tensor *value;
-    spa_msda_args args;
+    spa_msda_args *args; /* in the workspace: keeps phase 2 stack small */
     msda_slices s;
     spa_msda_fwd_kernel *kernel;
 } msda_run;
@@ -203,7 +204,7 @@ static void run_block(void *arg, uint32_t blk)
         const int64_t pair_end = (pair + 1) * p->tiles < end ? (pair + 1) * p->tiles : end;
         const int64_t q0 = tile * p->tile_queries;
         const int64_t q1 = (pair_end - pair * p->tiles) * p->tile_queries;
-        r->kernel(&r->args, pair / p->d.nh, pair % p->d.nh, r->s.vpack + pair * p->d.nk * p->d.c, q0,
+        r->kernel(r->args, pair / p->d.nh, pair % p->d.nh, r->s.vpack + pair * p->d.nk * p->d.c, q0,
                   q1 < p->d.nq ? q1 : p->d.nq, scratch);
         u = pair_end;
     }
@@ -219,7 +220,7 @@ spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
     /* The caller's tensors and index data may have changed since phase 1: check again. */
     SPA_TRY(plan(&e.value, &e.spatial_shape, &e.level_start, &e.location, &e.attn_weight,
-                 &e.output, &p, &r.args.lv));
+                 &e.output, &p));
     SPA_REQUIRE(same_plan(&p, &e.plan));
     if (p.empty) {
         spa_msda_zero_fill(&e.output);
@@ -229,11 +230,13 @@ spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor
     spa_ws_attach(&ws, workspace, workspace_size);
     carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
-    const spa_msda_levels lv = r.args.lv;
-    spa_msda_args_init(&r.args, &e.location, &e.attn_weight, &p.d);
-    r.args.lv = lv;
-    r.args.out = e.output.data;
-    memcpy(r.args.os, e.output.strides, sizeof r.args.os);
+    r.args = r.s.args;
+    spa_msda_args_init(r.args, &e.location, &e.attn_weight, &p.d);
+    /* The levels were checked by plan(); read (and check) them once more
+     * into the copy the kernels use. */
+    SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, &r.args->lv));
+    r.args->out = e.output.data;
+    memcpy(r.args->os, e.output.strides, sizeof r.args->os);
     r.p = &p;
     r.value = &e.value;
     r.kernel = kernel_for(e.value.dtype).fn;

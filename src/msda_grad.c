@@ -58,7 +58,7 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
                        const spa_tensor *level_start, const spa_tensor *location,
                        const spa_tensor *attn_weight, const spa_tensor *grad_output,
                        const spa_tensor *grad_value, const spa_tensor *grad_location,
-                       const spa_tensor *grad_attn_weight, msdag_plan *p, spa_msda_levels *lv)
+                       const spa_tensor *grad_attn_weight, msdag_plan *p)
 {
     memset(p, 0, sizeof *p);
     /* rule 2: dtypes, no equality between the float tensors */
@@ -109,7 +109,8 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
         p->empty = 1;
         return SPA_OK;
     }
-    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, lv));
+    spa_msda_levels lv; /* checked here; phase 2 reads them again into its kernel arguments */
+    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, &lv));
     const msdag_kernel k = kernel_for(value->dtype);
     const int64_t nlp = d->nl * d->np; /* <= 256 <= ts */
     p->tile_queries = k.ts / nlp > 0 ? k.ts / nlp : 1;
@@ -132,6 +133,7 @@ static bool same_plan(const msdag_plan *a, const msdag_plan *b)
 }
 
 typedef struct msdag_slices {
+    spa_msda_args *args;
     unsigned char *scratch; /* [blocks][scratch_bytes] */
     float *vpack;           /* [blocks][nk][C] */
     float *gacc;            /* [blocks][nk][C] */
@@ -139,6 +141,7 @@ typedef struct msdag_slices {
 
 static void carve(spa_ws *ws, const msdag_plan *p, msdag_slices *s)
 {
+    s->args = spa_ws_take(ws, 1, sizeof(spa_msda_args));
     s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
     s->vpack = NULL;
     s->gacc = NULL;
@@ -163,10 +166,9 @@ spa_status spa_msda_grad_get_workspace_size(
         executor == NULL)
         return SPA_ERR_NULLPTR;
     msdag_exec e;
-    spa_msda_levels lv;
     memset(&e, 0, sizeof e);
     SPA_TRY(plan(value, spatial_shape, level_start_index, location, attn_weight, grad_output,
-                 grad_value, grad_location, grad_attn_weight, &e.plan, &lv));
+                 grad_value, grad_location, grad_attn_weight, &e.plan));
     spa_ws ws;
     msdag_slices s;
     spa_ws_plan(&ws);
@@ -191,7 +193,7 @@ spa_status spa_msda_grad_get_workspace_size(
 typedef struct msdag_run {
     const msdag_plan *p;
     const spa_tensor *value, *grad_value;
-    spa_msda_args args;
+    spa_msda_args *args; /* in the workspace: keeps phase 2 stack small */
     msdag_slices s;
     spa_msda_grad_kernel *kernel;
 } msdag_run;
@@ -209,7 +211,7 @@ static void run_block(void *arg, uint32_t blk)
         const int64_t b = pair / p->d.nh, h = pair % p->d.nh;
         spa_msda_pack_pair(r->value, b, h, vpack);
         memset(gacc, 0, p->slice_floats * sizeof(float));
-        r->kernel(&r->args, b, h, vpack, gacc, scratch);
+        r->kernel(r->args, b, h, vpack, gacc, scratch);
         spa_msda_unpack_pair(gacc, r->grad_value, b, h);
     }
 }
@@ -224,8 +226,7 @@ spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_exe
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
     /* The caller's tensors and index data may have changed since phase 1: check again. */
     SPA_TRY(plan(&e.value, &e.spatial_shape, &e.level_start, &e.location, &e.attn_weight,
-                 &e.grad_output, &e.grad_value, &e.grad_location, &e.grad_attn_weight, &p,
-                 &r.args.lv));
+                 &e.grad_output, &e.grad_value, &e.grad_location, &e.grad_attn_weight, &p));
     SPA_REQUIRE(same_plan(&p, &e.plan));
     if (p.empty) {
         spa_msda_zero_fill(&e.grad_value);
@@ -237,18 +238,20 @@ spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_exe
     spa_ws_attach(&ws, workspace, workspace_size);
     carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
-    const spa_msda_levels lv = r.args.lv;
-    spa_msda_args_init(&r.args, &e.location, &e.attn_weight, &p.d);
-    r.args.lv = lv;
-    r.args.gout = e.grad_output.data;
-    r.args.gout_dt = e.grad_output.dtype;
-    memcpy(r.args.gos, e.grad_output.strides, sizeof r.args.gos);
-    r.args.gloc = e.grad_location.data;
-    r.args.gloc_dt = e.grad_location.dtype;
-    memcpy(r.args.gls, e.grad_location.strides, sizeof r.args.gls);
-    r.args.gattn = e.grad_attn_weight.data;
-    r.args.gattn_dt = e.grad_attn_weight.dtype;
-    memcpy(r.args.gas, e.grad_attn_weight.strides, sizeof r.args.gas);
+    r.args = r.s.args;
+    spa_msda_args_init(r.args, &e.location, &e.attn_weight, &p.d);
+    /* The levels were checked by plan(); read (and check) them once more
+     * into the copy the kernels use. */
+    SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, &r.args->lv));
+    r.args->gout = e.grad_output.data;
+    r.args->gout_dt = e.grad_output.dtype;
+    memcpy(r.args->gos, e.grad_output.strides, sizeof r.args->gos);
+    r.args->gloc = e.grad_location.data;
+    r.args->gloc_dt = e.grad_location.dtype;
+    memcpy(r.args->gls, e.grad_location.strides, sizeof r.args->gls);
+    r.args->gattn = e.grad_attn_weight.data;
+    r.args->gattn_dt = e.grad_attn_weight.dtype;
+    memcpy(r.args->gas, e.grad_attn_weight.strides, sizeof r.args->gas);
     r.p = &p;
     r.value = &e.value;
     r.grad_value = &e.grad_value;
