@@ -65,6 +65,17 @@ void msda_case_draw(msda_case *c, int i, rng *r, bool grad)
         c->h[l] = rng_int(r, 1, 13);
         c->w[l] = rng_int(r, 1, 13);
     }
+    /* and the maps: at most ~64K value elements */
+    for (bool big = true; big;) {
+        int64_t keys = 0;
+        for (int64_t l = 0; l < c->nl; l++)
+            keys += c->h[l] * c->w[l];
+        big = keys > c->nl && keys * c->nh * c->c > 65536;
+        for (int64_t l = 0; big && l < c->nl; l++) {
+            c->h[l] = (c->h[l] + 1) / 2;
+            c->w[l] = (c->w[l] + 1) / 2;
+        }
+    }
     finish_levels(c, r, (int)rng_int(r, 0, 2));
     c->loc_mode = (int)rng_int(r, 0, 2);
     c->strided = rng_int(r, 0, 2) == 0;
