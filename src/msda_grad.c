@@ -117,7 +117,7 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     p->pairs = d->bs * d->nh; /* bounded by value's element count */
     p->per_block = spa_msda_split(p->pairs, &p->blocks);
     p->scratch_bytes = (uint64_t)(p->tile_queries * nlp) * sizeof(spa_msda_grad_sample) +
-                       8 * SPA_MSDA_MAX_C * sizeof(float);
+                       5 * SPA_MSDA_MAX_C * sizeof(float);
     int64_t slice;
     SPA_REQUIRE(spa_mul_ok(d->nk, d->c, &slice));
     p->slice_floats = (uint64_t)slice;

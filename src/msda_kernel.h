@@ -87,8 +87,8 @@ typedef void spa_msda_fwd_kernel(const spa_msda_args *a, int64_t b, int64_t h, c
 
 /* Grad: every query of pair (b, h); vpair is its packed value slice and
  * gpair its f32 gradValue slice, already zero. Adds into gpair, writes
- * gradLocation and gradAttnWeight. scratch: the tile's descriptors, then 8
- * rows of C_MAX f32 (gradOutput row, four sink rows, three rows of per-channel terms). */
+ * gradLocation and gradAttnWeight. scratch: the tile's descriptors, then 5
+ * rows of C_MAX f32 (gradOutput row, four sink rows). */
 typedef void spa_msda_grad_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
                                   float *gpair, void *scratch);
 

@@ -31,27 +31,21 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                   int64_t t0, int64_t tn, float *sink, spa_msda_grad_sample *d)
 {
     const int64_t cl = a->c;
-    /* Short rows of location, attnWeight and gradOutput, a stride of nh rows
-     * apart: the rows PFQ queries ahead are requested here. */
+    /* Short rows of location and attnWeight, a stride of nh rows apart: the
+     * rows PFQ queries ahead are requested here. */
     const size_t lsz = a->loc_dt == SPA_FLOAT32 ? 4 : 2, asz = a->attn_dt == SPA_FLOAT32 ? 4 : 2;
-    const size_t gsz = a->gout_dt == SPA_FLOAT32 ? 4 : 2;
     const int64_t loc_bytes = (a->nl * a->ls[3]) * (int64_t)lsz;
     const int64_t attn_bytes = (a->nl * a->as[3]) * (int64_t)asz;
-    const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
     for (int64_t q = t0; q < t0 + tn; q++) {
         const int64_t lq = b * a->ls[0] + q * a->ls[1] + h * a->ls[2];
         const int64_t aq = b * a->as[0] + q * a->as[1] + h * a->as[2];
         if (q + PFQ < a->nq) {
             const char *lp = (const char *)a->loc + (size_t)(lq + PFQ * a->ls[1]) * lsz;
             const char *ap = (const char *)a->attn + (size_t)(aq + PFQ * a->as[1]) * asz;
-            const char *gp = (const char *)a->gout +
-                             (size_t)(b * a->gos[0] + (q + PFQ) * a->gos[1] + h * cl * a->gos[2]) * gsz;
             for (int64_t off = 0; off < loc_bytes; off += 64)
                 SPA_PREFETCH(lp + off);
             for (int64_t off = 0; off < attn_bytes; off += 64)
                 SPA_PREFETCH(ap + off);
-            for (int64_t off = 0; off < gout_bytes; off += 64)
-                SPA_PREFETCH(gp + off);
         }
         for (int64_t l = 0; l < a->nl; l++) {
             const int64_t hh = a->lv.h[l], ww = a->lv.w[l];
@@ -108,39 +102,53 @@ static inline void prefetch_corners(const spa_msda_grad_sample *e, int64_t row_b
 }
 
 /* One live sample, channel by channel: the scatter-adds w * g * a into the
- * four gradValue rows, and the per-channel terms of the three reductions.
- * The rows are distinct (outside corners have their own sink rows; the zero
- * row is only read), which the restrict parameters tell the vectoriser. */
+ * four gradValue rows, and the three reductions over the channels in L lanes
+ * (lane j sums channels j, j+L, ... in order), the lanes then folded
+ * pairwise (j + L/2, j + L/4, ...): a fixed order. The rows are distinct
+ * (outside corners have their own sink rows; the zero row is only read),
+ * which the restrict parameters tell the vectoriser. */
 static inline void channels(int64_t cl, const float *restrict grow, const float *restrict r0,
                             const float *restrict r1, const float *restrict r2,
                             const float *restrict r3, float *restrict g0, float *restrict g1,
                             float *restrict g2, float *restrict g3, const float *w, float av,
-                            float lx, float ly, float fw, float fh, float *restrict ta,
-                            float *restrict tx, float *restrict ty)
+                            float lx, float ly, float fw, float fh, float *restrict sums)
 {
     const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
     const float hx = 1.0f - lx, hy = 1.0f - ly;
-    for (int64_t c = 0; c < cl; c++) {
-        const float g = grow[c], t = g * av;
-        const float v0 = r0[c], v1 = r1[c], v2 = r2[c], v3 = r3[c];
-        g0[c] += w0 * t;
-        g1[c] += w1 * t;
-        g2[c] += w2 * t;
-        g3[c] += w3 * t;
-        const float val = w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3;
-        const float dx = -hy * v0 + hy * v1 - ly * v2 + ly * v3;
-        const float dy = -hx * v0 - lx * v1 + hx * v2 + lx * v3;
-        ta[c] = g * val;
-        tx[c] = (t * dx) * fw;
-        ty[c] = (t * dy) * fh;
+    float la[L] = {0}, lxs[L] = {0}, lys[L] = {0};
+    for (int64_t c0 = 0; c0 < cl; c0 += L) {
+        for (int j = 0; j < L; j++) {
+            const int64_t c = c0 + j;
+            const float g = grow[c], t = g * av;
+            const float v0 = r0[c], v1 = r1[c], v2 = r2[c], v3 = r3[c];
+            g0[c] += w0 * t;
+            g1[c] += w1 * t;
+            g2[c] += w2 * t;
+            g3[c] += w3 * t;
+            const float val = w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3;
+            const float dx = -hy * v0 + hy * v1 - ly * v2 + ly * v3;
+            const float dy = -hx * v0 - lx * v1 + hx * v2 + lx * v3;
+            la[j] += g * val;
+            lxs[j] += (t * dx) * fw;
+            lys[j] += (t * dy) * fh;
+        }
     }
+    for (int half = L / 2; half > 0; half /= 2)
+        for (int j = 0; j < half; j++) {
+            la[j] += la[j + half];
+            lxs[j] += lxs[j + half];
+            lys[j] += lys[j + half];
+        }
+    sums[0] = lxs[0];
+    sums[1] = lys[0];
+    sums[2] = la[0];
 }
 
 static inline void sample_channels(int64_t cl, const float *grow, const spa_msda_grad_sample *e,
-                                   float *ta, float *tx, float *ty)
+                                   float *sums)
 {
     channels(cl, grow, e->v[0], e->v[1], e->v[2], e->v[3], e->g[0], e->g[1], e->g[2], e->g[3],
-             e->w, e->a, e->lx, e->ly, e->fw, e->fh, ta, tx, ty);
+             e->w, e->a, e->lx, e->ly, e->fw, e->fh, sums);
 }
 
 /* gradOutput row of (b, q, h), widened. */
@@ -177,10 +185,10 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
     const int64_t tq = TS / nlp > 0 ? TS / nlp : 1;
     spa_msda_grad_sample *desc = scratch;
     float *restrict grow = (float *)(desc + tq * nlp);
-    float *sink = grow + CMAX;                   /* 4 rows */
-    float *restrict ta = sink + 4 * CMAX;        /* per-channel terms of gradAttnWeight, */
-    float *restrict tx = ta + CMAX, *restrict ty = tx + CMAX; /* d/dloc_x and d/dloc_y */
+    float *sink = grow + CMAX; /* 4 rows */
     const int64_t row_bytes = cl * (int64_t)sizeof(float);
+    const size_t gsz = a->gout_dt == SPA_FLOAT32 ? 4 : 2;
+    const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
 
     for (int64_t t0 = 0; t0 < a->nq; t0 += tq) {
         const int64_t tn = a->nq - t0 < tq ? a->nq - t0 : tq;
@@ -191,6 +199,10 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                 prefetch_corners(&desc[s], row_bytes);
         for (int64_t i = 0; i < tn; i++) {
             const int64_t q = t0 + i;
+            if (q + 2 < a->nq) /* the gradOutput row two queries ahead */
+                for (int64_t off = 0; off < gout_bytes; off += 64)
+                    SPA_PREFETCH((const char *)a->gout +
+                                 (size_t)(b * a->gos[0] + (q + 2) * a->gos[1] + h * cl * a->gos[2]) * gsz + off);
             load_gout(a, b, q, h, grow);
             const int64_t gq = b * a->gls[0] + q * a->gls[1] + h * a->gls[2];
             const int64_t aq = b * a->gas[0] + q * a->gas[1] + h * a->gas[2];
@@ -208,23 +220,11 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                         spa_msda_store(a->gattn, a->gattn_dt, ao, 0.0f);
                         continue;
                     }
-                    sample_channels(cl, grow, e, ta, tx, ty);
-                    float lane_a[L] = {0}, lane_x[L] = {0}, lane_y[L] = {0};
-                    for (int64_t c0 = 0; c0 < cl; c0 += L)
-                        for (int j = 0; j < L; j++) {
-                            lane_a[j] += ta[c0 + j];
-                            lane_x[j] += tx[c0 + j];
-                            lane_y[j] += ty[c0 + j];
-                        }
-                    for (int half = L / 2; half > 0; half /= 2)
-                        for (int j = 0; j < half; j++) {
-                            lane_a[j] += lane_a[j + half];
-                            lane_x[j] += lane_x[j + half];
-                            lane_y[j] += lane_y[j + half];
-                        }
-                    spa_msda_store(a->gloc, a->gloc_dt, go, lane_x[0]);
-                    spa_msda_store(a->gloc, a->gloc_dt, go + a->gls[5], lane_y[0]);
-                    spa_msda_store(a->gattn, a->gattn_dt, ao, lane_a[0]);
+                    float sums[3];
+                    sample_channels(cl, grow, e, sums);
+                    spa_msda_store(a->gloc, a->gloc_dt, go, sums[0]);
+                    spa_msda_store(a->gloc, a->gloc_dt, go + a->gls[5], sums[1]);
+                    spa_msda_store(a->gattn, a->gattn_dt, ao, sums[2]);
                 }
             }
         }
