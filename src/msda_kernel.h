@@ -11,6 +11,7 @@
 #define SPA_MSDA_KERNEL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "half.h"
 #include "spattn/types.h"
@@ -119,6 +120,51 @@ static inline void spa_msda_store(void *p, int32_t dt, int64_t off, float v)
         break;
     }
 }
+
+/* Eight f32 lanes through the GCC / Clang vector extension (SSE, AVX, NEON
+ * or plain registers, whatever the target has): the kernels' channel loops
+ * use it when SPA_MSDA_V8 is 1, and a plain C loop doing the same operations
+ * in the same order otherwise (C is a multiple of 8). Loads and stores go
+ * through memcpy: no alignment or aliasing assumption. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SPA_MSDA_NO_V8)
+#define SPA_MSDA_V8 1
+typedef float spa_v8 __attribute__((vector_size(32)));
+static inline spa_v8 spa_v8_load(const float *p)
+{
+    spa_v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void spa_v8_store(float *p, spa_v8 v)
+{
+    memcpy(p, &v, sizeof v);
+}
+static inline spa_v8 spa_v8_splat(float x)
+{
+    const spa_v8 v = {x, x, x, x, x, x, x, x};
+    return v;
+}
+/* Sum of the 8 lanes folded pairwise: lanes j + j+4, then j + j+2, then
+ * 0 + 1 (the order the plain C path uses). */
+typedef float spa_v4 __attribute__((vector_size(16)));
+typedef float spa_v2 __attribute__((vector_size(8)));
+static inline float spa_v8_fold(spa_v8 v)
+{
+    spa_v4 lo, hi;
+    memcpy(&lo, &v, sizeof lo);
+    memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
+    const spa_v4 s4 = lo + hi;
+    spa_v2 l2, h2;
+    memcpy(&l2, &s4, sizeof l2);
+    memcpy(&h2, (const char *)&s4 + sizeof l2, sizeof h2);
+    const spa_v2 s2 = l2 + h2;
+    float r[2];
+    memcpy(r, &s2, sizeof r);
+    return r[0] + r[1];
+}
+#else
+#define SPA_MSDA_V8 0
+#endif
 
 /* Prefetch hint for the corner rows of a later sample (no-op elsewhere). */
 #if defined(__GNUC__) || defined(__clang__)

@@ -65,15 +65,16 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                 const float x0f = floorf(x), y0f = floorf(y);
                 const int64_t x0 = (int64_t)x0f, y0 = (int64_t)y0f; /* in [-1, 2^31] here */
                 const float lx = x - x0f, ly = y - y0f, hx = 1.0f - lx, hy = 1.0f - ly;
-                /* Both bounds on every corner: for W or H above 2^24 the
-                 * float range check alone could let x0 reach W. */
-                const bool in_x0 = x0 >= 0 && x0 <= ww - 1, in_x1 = x0 + 1 >= 0 && x0 + 1 <= ww - 1;
-                const bool in_y0 = y0 >= 0 && y0 <= hh - 1, in_y1 = y0 + 1 >= 0 && y0 + 1 <= hh - 1;
-                const int64_t k00 = y0 * ww + x0; /* in the level */
-                d->v[0] = in_y0 && in_x0 ? vlev + k00 * cl : zero_row;
-                d->v[1] = in_y0 && in_x1 ? vlev + (k00 + 1) * cl : zero_row;
-                d->v[2] = in_y1 && in_x0 ? vlev + (k00 + ww) * cl : zero_row;
-                d->v[3] = in_y1 && in_x1 ? vlev + (k00 + ww + 1) * cl : zero_row;
+                /* Both bounds on every corner (one unsigned compare each):
+                 * for W or H above 2^24 the float range check alone could
+                 * let x0 reach W. */
+                const bool in_x0 = (uint64_t)x0 < (uint64_t)ww, in_x1 = (uint64_t)(x0 + 1) < (uint64_t)ww;
+                const bool in_y0 = (uint64_t)y0 < (uint64_t)hh, in_y1 = (uint64_t)(y0 + 1) < (uint64_t)hh;
+                const int64_t o00 = (y0 * ww + x0) * cl, o10 = o00 + ww * cl; /* in the level */
+                d->v[0] = in_y0 && in_x0 ? vlev + o00 : zero_row;
+                d->v[1] = in_y0 && in_x1 ? vlev + (o00 + cl) : zero_row;
+                d->v[2] = in_y1 && in_x0 ? vlev + o10 : zero_row;
+                d->v[3] = in_y1 && in_x1 ? vlev + (o10 + cl) : zero_row;
                 d->w[0] = hy * hx;
                 d->w[1] = hy * lx;
                 d->w[2] = ly * hx;
@@ -82,6 +83,30 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
             }
         }
     }
+}
+
+/* acc[c] += a * (w0*r0[c] + w1*r1[c] + w2*r2[c] + w3*r3[c]) for every
+ * channel, in that order (spec 5). The corner rows may coincide (the zero
+ * row) but are only read; acc is distinct from them. */
+static inline void accumulate(int64_t cl, float *restrict acc, const float *restrict r0,
+                              const float *restrict r1, const float *restrict r2,
+                              const float *restrict r3, const float *w, float av)
+{
+#if SPA_MSDA_V8
+    const spa_v8 w0 = spa_v8_splat(w[0]), w1 = spa_v8_splat(w[1]), w2 = spa_v8_splat(w[2]);
+    const spa_v8 w3 = spa_v8_splat(w[3]), a8 = spa_v8_splat(av);
+    for (int64_t c = 0; c < cl; c += 8) {
+        const spa_v8 samp = w0 * spa_v8_load(r0 + c) + w1 * spa_v8_load(r1 + c) +
+                            w2 * spa_v8_load(r2 + c) + w3 * spa_v8_load(r3 + c);
+        spa_v8_store(acc + c, spa_v8_load(acc + c) + a8 * samp);
+    }
+#else
+    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    for (int64_t c = 0; c < cl; c++) {
+        const float samp = w0 * r0[c] + w1 * r1[c] + w2 * r2[c] + w3 * r3[c];
+        acc[c] += av * samp;
+    }
+#endif
 }
 
 static inline void prefetch_corners(const spa_msda_fwd_sample *e, int64_t row_bytes)
@@ -100,7 +125,7 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
     const int64_t nlp = a->nl * a->np, cl = a->c;
     const int64_t tq = TS / nlp > 0 ? TS / nlp : 1;
     spa_msda_fwd_sample *desc = scratch;
-    float *restrict acc = (float *)(desc + tq * nlp);
+    float *acc = (float *)(desc + tq * nlp);
     const int64_t row_bytes = cl * (int64_t)sizeof(float);
     SPA_T *out = a->out;
 
@@ -120,13 +145,7 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
                 const spa_msda_fwd_sample *e = &desc[s];
                 if (!e->live)
                     continue;
-                const float *restrict r0 = e->v[0], *restrict r1 = e->v[1];
-                const float *restrict r2 = e->v[2], *restrict r3 = e->v[3];
-                const float w0 = e->w[0], w1 = e->w[1], w2 = e->w[2], w3 = e->w[3], av = e->a;
-                for (int64_t c = 0; c < cl; c++) {
-                    const float samp = w0 * r0[c] + w1 * r1[c] + w2 * r2[c] + w3 * r3[c];
-                    acc[c] += av * samp;
-                }
+                accumulate(cl, acc, e->v[0], e->v[1], e->v[2], e->v[3], e->w, e->a);
             }
             SPA_T *orow = out + b * a->os[0] + (t0 + i) * a->os[1] + h * cl * a->os[2];
             SPA_NARROW_ROW(orow, a->os[2], acc, cl);

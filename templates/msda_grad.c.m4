@@ -67,17 +67,22 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                 const float x0f = floorf(x), y0f = floorf(y);
                 const int64_t x0 = (int64_t)x0f, y0 = (int64_t)y0f; /* in [-1, 2^31] here */
                 const float lx = x - x0f, ly = y - y0f, hx = 1.0f - lx, hy = 1.0f - ly;
-                /* Both bounds on every corner: for W or H above 2^24 the
-                 * float range check alone could let x0 reach W. */
-                const bool in_x0 = x0 >= 0 && x0 <= ww - 1, in_x1 = x0 + 1 >= 0 && x0 + 1 <= ww - 1;
-                const bool in_y0 = y0 >= 0 && y0 <= hh - 1, in_y1 = y0 + 1 >= 0 && y0 + 1 <= hh - 1;
-                const int64_t k00 = y0 * ww + x0; /* in the level */
-                const bool in[4] = {in_y0 && in_x0, in_y0 && in_x1, in_y1 && in_x0, in_y1 && in_x1};
-                const int64_t key[4] = {k00, k00 + 1, k00 + ww, k00 + ww + 1};
-                for (int k = 0; k < 4; k++) {
-                    d->v[k] = in[k] ? vlev + key[k] * cl : zero_row;
-                    d->g[k] = in[k] ? glev + key[k] * cl : sink + k * CMAX;
-                }
+                /* Both bounds on every corner (one unsigned compare each):
+                 * for W or H above 2^24 the float range check alone could
+                 * let x0 reach W. */
+                const bool in_x0 = (uint64_t)x0 < (uint64_t)ww, in_x1 = (uint64_t)(x0 + 1) < (uint64_t)ww;
+                const bool in_y0 = (uint64_t)y0 < (uint64_t)hh, in_y1 = (uint64_t)(y0 + 1) < (uint64_t)hh;
+                const int64_t o00 = (y0 * ww + x0) * cl, o10 = o00 + ww * cl; /* in the level */
+                const bool i00 = in_y0 && in_x0, i01 = in_y0 && in_x1;
+                const bool i10 = in_y1 && in_x0, i11 = in_y1 && in_x1;
+                d->v[0] = i00 ? vlev + o00 : zero_row;
+                d->v[1] = i01 ? vlev + (o00 + cl) : zero_row;
+                d->v[2] = i10 ? vlev + o10 : zero_row;
+                d->v[3] = i11 ? vlev + (o10 + cl) : zero_row;
+                d->g[0] = i00 ? glev + o00 : sink;
+                d->g[1] = i01 ? glev + (o00 + cl) : sink + CMAX;
+                d->g[2] = i10 ? glev + o10 : sink + 2 * CMAX;
+                d->g[3] = i11 ? glev + (o10 + cl) : sink + 3 * CMAX;
                 d->w[0] = hy * hx;
                 d->w[1] = hy * lx;
                 d->w[2] = ly * hx;
@@ -113,8 +118,34 @@ static inline void channels(int64_t cl, const float *restrict grow, const float 
                             float *restrict g2, float *restrict g3, const float *w, float av,
                             float lx, float ly, float fw, float fh, float *restrict sums)
 {
-    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
     const float hx = 1.0f - lx, hy = 1.0f - ly;
+#if SPA_MSDA_V8
+    const spa_v8 w0 = spa_v8_splat(w[0]), w1 = spa_v8_splat(w[1]), w2 = spa_v8_splat(w[2]);
+    const spa_v8 w3 = spa_v8_splat(w[3]), a8 = spa_v8_splat(av), fw8 = spa_v8_splat(fw);
+    const spa_v8 fh8 = spa_v8_splat(fh), lx8 = spa_v8_splat(lx), ly8 = spa_v8_splat(ly);
+    const spa_v8 hx8 = spa_v8_splat(hx), hy8 = spa_v8_splat(hy);
+    const spa_v8 nhx8 = spa_v8_splat(-hx), nhy8 = spa_v8_splat(-hy);
+    spa_v8 va = spa_v8_splat(0.0f), vx = va, vy = va;
+    for (int64_t c = 0; c < cl; c += L) {
+        const spa_v8 g = spa_v8_load(grow + c), t = g * a8;
+        const spa_v8 v0 = spa_v8_load(r0 + c), v1 = spa_v8_load(r1 + c);
+        const spa_v8 v2 = spa_v8_load(r2 + c), v3 = spa_v8_load(r3 + c);
+        spa_v8_store(g0 + c, spa_v8_load(g0 + c) + w0 * t);
+        spa_v8_store(g1 + c, spa_v8_load(g1 + c) + w1 * t);
+        spa_v8_store(g2 + c, spa_v8_load(g2 + c) + w2 * t);
+        spa_v8_store(g3 + c, spa_v8_load(g3 + c) + w3 * t);
+        const spa_v8 val = w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3;
+        const spa_v8 dx = nhy8 * v0 + hy8 * v1 - ly8 * v2 + ly8 * v3;
+        const spa_v8 dy = nhx8 * v0 - lx8 * v1 + hx8 * v2 + lx8 * v3;
+        va += g * val;
+        vx += (t * dx) * fw8;
+        vy += (t * dy) * fh8;
+    }
+    sums[0] = spa_v8_fold(vx);
+    sums[1] = spa_v8_fold(vy);
+    sums[2] = spa_v8_fold(va);
+#else
+    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
     float la[L] = {0}, lxs[L] = {0}, lys[L] = {0};
     for (int64_t c0 = 0; c0 < cl; c0 += L) {
         for (int j = 0; j < L; j++) {
@@ -142,6 +173,7 @@ static inline void channels(int64_t cl, const float *restrict grow, const float 
     sums[0] = lxs[0];
     sums[1] = lys[0];
     sums[2] = la[0];
+#endif
 }
 
 static inline void sample_channels(int64_t cl, const float *grow, const spa_msda_grad_sample *e,
