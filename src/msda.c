@@ -30,18 +30,17 @@ _Static_assert(sizeof(msda_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 typedef struct msda_kernel {
     spa_msda_fwd_kernel *fn;
     int64_t ts;
-    size_t elem;
 } msda_kernel;
 
 static msda_kernel kernel_for(int32_t dtype)
 {
     switch (dtype) {
     case SPA_FLOAT16:
-        return (msda_kernel){SPA_K_MSDA_F16, SPA_MSDA_TS_F16, 2};
+        return (msda_kernel){SPA_K_MSDA_F16, SPA_MSDA_TS_F16};
     case SPA_BFLOAT16:
-        return (msda_kernel){SPA_K_MSDA_BF16, SPA_MSDA_TS_BF16, 2};
+        return (msda_kernel){SPA_K_MSDA_BF16, SPA_MSDA_TS_BF16};
     default:
-        return (msda_kernel){SPA_K_MSDA_F32, SPA_MSDA_TS_F32, 4};
+        return (msda_kernel){SPA_K_MSDA_F32, SPA_MSDA_TS_F32};
     }
 }
 

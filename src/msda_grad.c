@@ -32,18 +32,17 @@ _Static_assert(sizeof(msdag_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 typedef struct msdag_kernel {
     spa_msda_grad_kernel *fn;
     int64_t ts;
-    size_t elem;
 } msdag_kernel;
 
 static msdag_kernel kernel_for(int32_t dtype)
 {
     switch (dtype) {
     case SPA_FLOAT16:
-        return (msdag_kernel){SPA_K_MSDA_GRAD_F16, SPA_MSDAG_TS_F16, 2};
+        return (msdag_kernel){SPA_K_MSDA_GRAD_F16, SPA_MSDAG_TS_F16};
     case SPA_BFLOAT16:
-        return (msdag_kernel){SPA_K_MSDA_GRAD_BF16, SPA_MSDAG_TS_BF16, 2};
+        return (msdag_kernel){SPA_K_MSDA_GRAD_BF16, SPA_MSDAG_TS_BF16};
     default:
-        return (msdag_kernel){SPA_K_MSDA_GRAD_F32, SPA_MSDAG_TS_F32, 4};
+        return (msdag_kernel){SPA_K_MSDA_GRAD_F32, SPA_MSDAG_TS_F32};
     }
 }
 
