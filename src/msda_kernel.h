@@ -121,11 +121,12 @@ static inline void spa_msda_store(void *p, int32_t dt, int64_t off, float v)
     }
 }
 
-/* Eight f32 lanes through the GCC / Clang vector extension (SSE, AVX, NEON
- * or plain registers, whatever the target has): the kernels' channel loops
- * use it when SPA_MSDA_V8 is 1, and a plain C loop doing the same operations
- * in the same order otherwise (C is a multiple of 8). Loads and stores go
- * through memcpy: no alignment or aliasing assumption. */
+/* Eight and sixteen f32 lanes through the GCC / Clang vector extension (SSE,
+ * AVX, AVX-512, NEON or plain registers, whatever the target has): the
+ * kernels' channel loops use them when SPA_MSDA_V8 is 1 (16 lanes when C is
+ * a multiple of 16, else 8), and a plain C loop doing the same operations in
+ * the same order otherwise. Loads and stores go through memcpy: no alignment
+ * or aliasing assumption. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(SPA_MSDA_NO_V8)
 #define SPA_MSDA_V8 1
 typedef float spa_v8 __attribute__((vector_size(32)));
@@ -161,6 +162,30 @@ static inline float spa_v8_fold(spa_v8 v)
     float r[2];
     memcpy(r, &s2, sizeof r);
     return r[0] + r[1];
+}
+typedef float spa_v16 __attribute__((vector_size(64)));
+static inline spa_v16 spa_v16_load(const float *p)
+{
+    spa_v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void spa_v16_store(float *p, spa_v16 v)
+{
+    memcpy(p, &v, sizeof v);
+}
+static inline spa_v16 spa_v16_splat(float x)
+{
+    const spa_v16 v = {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+    return v;
+}
+/* Lanes j + j+8, then the 8-lane fold. */
+static inline float spa_v16_fold(spa_v16 v)
+{
+    spa_v8 lo, hi;
+    memcpy(&lo, &v, sizeof lo);
+    memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
+    return spa_v8_fold(lo + hi);
 }
 #else
 #define SPA_MSDA_V8 0

@@ -93,9 +93,19 @@ static inline void accumulate(int64_t cl, float *restrict acc, const float *rest
                               const float *restrict r3, const float *w, float av)
 {
 #if SPA_MSDA_V8
+    int64_t c = 0;
+    if (cl % 16 == 0) {
+        const spa_v16 w0 = spa_v16_splat(w[0]), w1 = spa_v16_splat(w[1]);
+        const spa_v16 w2 = spa_v16_splat(w[2]), w3 = spa_v16_splat(w[3]), a16 = spa_v16_splat(av);
+        for (; c < cl; c += 16) {
+            const spa_v16 samp = w0 * spa_v16_load(r0 + c) + w1 * spa_v16_load(r1 + c) +
+                                 w2 * spa_v16_load(r2 + c) + w3 * spa_v16_load(r3 + c);
+            spa_v16_store(acc + c, spa_v16_load(acc + c) + a16 * samp);
+        }
+    }
     const spa_v8 w0 = spa_v8_splat(w[0]), w1 = spa_v8_splat(w[1]), w2 = spa_v8_splat(w[2]);
     const spa_v8 w3 = spa_v8_splat(w[3]), a8 = spa_v8_splat(av);
-    for (int64_t c = 0; c < cl; c += 8) {
+    for (; c < cl; c += 8) {
         const spa_v8 samp = w0 * spa_v8_load(r0 + c) + w1 * spa_v8_load(r1 + c) +
                             w2 * spa_v8_load(r2 + c) + w3 * spa_v8_load(r3 + c);
         spa_v8_store(acc + c, spa_v8_load(acc + c) + a8 * samp);
