@@ -209,7 +209,7 @@ static void run_block(void *arg, uint32_t blk)
     for (int64_t pair = first; pair < end; pair++) {
         const int64_t b = pair / p->d.nh, h = pair % p->d.nh;
         spa_msda_pack_pair(r->value, b, h, vpack);
-        memset(gacc, 0, p->slice_floats * sizeof(float));
+        memset(gacc, 0, (size_t)(p->slice_floats * sizeof(float)));
         r->kernel(r->args, b, h, vpack, gacc, scratch);
         spa_msda_unpack_pair(gacc, r->grad_value, b, h);
     }
