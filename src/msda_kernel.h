@@ -142,9 +142,9 @@ static inline spa_v8 spa_v8_load(const float *p)
     memcpy(&v, p, sizeof v);
     return v;
 }
-static inline void spa_v8_store(float *p, spa_v8 v)
+static inline void spa_v8_store(float *p, const spa_v8 *v)
 {
-    memcpy(p, &v, sizeof v);
+    memcpy(p, v, sizeof *v);
 }
 static inline spa_v8 spa_v8_splat(float x)
 {
@@ -155,11 +155,11 @@ static inline spa_v8 spa_v8_splat(float x)
  * 0 + 1 (the order the plain C path uses). */
 typedef float spa_v4 __attribute__((vector_size(16)));
 typedef float spa_v2 __attribute__((vector_size(8)));
-static inline float spa_v8_fold(spa_v8 v)
+static inline float spa_v8_fold(const spa_v8 *v)
 {
     spa_v4 lo, hi;
-    memcpy(&lo, &v, sizeof lo);
-    memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
+    memcpy(&lo, v, sizeof lo);
+    memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
     const spa_v4 s4 = lo + hi;
     spa_v2 l2, h2;
     memcpy(&l2, &s4, sizeof l2);
@@ -169,6 +169,10 @@ static inline float spa_v8_fold(spa_v8 v)
     memcpy(r, &s2, sizeof r);
     return r[0] + r[1];
 }
+#if defined(__AVX512F__)
+/* Sixteen lanes where the target has 64-byte registers; elsewhere the
+ * 16-lane kernels use pairs of 8-lane vectors (same lanes, same results). */
+#define SPA_MSDA_V16 1
 typedef float spa_v16 __attribute__((vector_size(64)));
 static inline spa_v16 spa_v16_load(const float *p)
 {
@@ -176,9 +180,9 @@ static inline spa_v16 spa_v16_load(const float *p)
     memcpy(&v, p, sizeof v);
     return v;
 }
-static inline void spa_v16_store(float *p, spa_v16 v)
+static inline void spa_v16_store(float *p, const spa_v16 *v)
 {
-    memcpy(p, &v, sizeof v);
+    memcpy(p, v, sizeof *v);
 }
 static inline spa_v16 spa_v16_splat(float x)
 {
@@ -186,13 +190,17 @@ static inline spa_v16 spa_v16_splat(float x)
     return v;
 }
 /* Lanes j + j+8, then the 8-lane fold. */
-static inline float spa_v16_fold(spa_v16 v)
+static inline float spa_v16_fold(const spa_v16 *v)
 {
     spa_v8 lo, hi;
-    memcpy(&lo, &v, sizeof lo);
-    memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
-    return spa_v8_fold(lo + hi);
+    memcpy(&lo, v, sizeof lo);
+    memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
+    const spa_v8 s8 = lo + hi;
+    return spa_v8_fold(&s8);
 }
+#else
+#define SPA_MSDA_V16 0
+#endif
 #else
 #define SPA_MSDA_V8 0
 #endif

@@ -70,11 +70,14 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                  * let x0 reach W. */
                 const bool in_x0 = (uint64_t)x0 < (uint64_t)ww, in_x1 = (uint64_t)(x0 + 1) < (uint64_t)ww;
                 const bool in_y0 = (uint64_t)y0 < (uint64_t)hh, in_y1 = (uint64_t)(y0 + 1) < (uint64_t)hh;
-                const int64_t o00 = (y0 * ww + x0) * cl, o10 = o00 + ww * cl; /* in the level */
-                d->v[0] = in_y0 && in_x0 ? vlev + o00 : zero_row;
-                d->v[1] = in_y0 && in_x1 ? vlev + (o00 + cl) : zero_row;
-                d->v[2] = in_y1 && in_x0 ? vlev + o10 : zero_row;
-                d->v[3] = in_y1 && in_x1 ? vlev + (o10 + cl) : zero_row;
+                /* Corner offsets in the level; an outside corner gets the
+                 * zero row at offset 0 (both selects compile to cmov). */
+                const int64_t o00 = (y0 * ww + x0) * cl, o10 = o00 + ww * cl;
+                const bool i00 = in_y0 & in_x0, i01 = in_y0 & in_x1, i10 = in_y1 & in_x0, i11 = in_y1 & in_x1;
+                d->v[0] = (i00 ? vlev : zero_row) + (i00 ? o00 : 0);
+                d->v[1] = (i01 ? vlev : zero_row) + (i01 ? o00 + cl : 0);
+                d->v[2] = (i10 ? vlev : zero_row) + (i10 ? o10 : 0);
+                d->v[3] = (i11 ? vlev : zero_row) + (i11 ? o10 + cl : 0);
                 d->w[0] = hy * hx;
                 d->w[1] = hy * lx;
                 d->w[2] = ly * hx;
@@ -94,21 +97,25 @@ static inline void accumulate(int64_t cl, float *restrict acc, const float *rest
 {
 #if SPA_MSDA_V8
     int64_t c = 0;
+#if SPA_MSDA_V16
     if (cl % 16 == 0) {
         const spa_v16 w0 = spa_v16_splat(w[0]), w1 = spa_v16_splat(w[1]);
         const spa_v16 w2 = spa_v16_splat(w[2]), w3 = spa_v16_splat(w[3]), a16 = spa_v16_splat(av);
         for (; c < cl; c += 16) {
             const spa_v16 samp = w0 * spa_v16_load(r0 + c) + w1 * spa_v16_load(r1 + c) +
                                  w2 * spa_v16_load(r2 + c) + w3 * spa_v16_load(r3 + c);
-            spa_v16_store(acc + c, spa_v16_load(acc + c) + a16 * samp);
+            const spa_v16 sum = spa_v16_load(acc + c) + a16 * samp;
+            spa_v16_store(acc + c, &sum);
         }
     }
+#endif
     const spa_v8 w0 = spa_v8_splat(w[0]), w1 = spa_v8_splat(w[1]), w2 = spa_v8_splat(w[2]);
     const spa_v8 w3 = spa_v8_splat(w[3]), a8 = spa_v8_splat(av);
     for (; c < cl; c += 8) {
         const spa_v8 samp = w0 * spa_v8_load(r0 + c) + w1 * spa_v8_load(r1 + c) +
                             w2 * spa_v8_load(r2 + c) + w3 * spa_v8_load(r3 + c);
-        spa_v8_store(acc + c, spa_v8_load(acc + c) + a8 * samp);
+        const spa_v8 sum = spa_v8_load(acc + c) + a8 * samp;
+        spa_v8_store(acc + c, &sum);
     }
 #else
     const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
