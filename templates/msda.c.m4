@@ -52,9 +52,13 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
             const float *vlev = vpair + a->lv.start[l] * cl;
             for (int64_t p = 0; p < a->np; p++, d++) {
                 const SPA_T *lp = lq + l * a->ls[3] + p * a->ls[4];
-                /* Two roundings each, as in spec 5: the product, then the shift. */
-                const float xs = SPA_LOAD(lp[0]) * fw;
-                const float ys = SPA_LOAD(lp[a->ls[5]]) * fh;
+                /* Two roundings each, as in spec 5: the product, then the
+                 * shift. The product goes through a volatile so that no
+                 * compiler fuses the two into one FMA (builds may use
+                 * -ffp-contract=fast): the cell of a sample, and so the
+                 * side of every border, must not depend on the compiler. */
+                volatile float xs = SPA_LOAD(lp[0]) * fw;
+                volatile float ys = SPA_LOAD(lp[a->ls[5]]) * fh;
                 const float x = xs - 0.5f;
                 const float y = ys - 0.5f;
                 d->a = SPA_LOAD(aq[l * a->as[3] + p * a->as[4]]);

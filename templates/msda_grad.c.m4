@@ -54,9 +54,13 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
             float *glev = gpair + a->lv.start[l] * cl;
             for (int64_t p = 0; p < a->np; p++, d++) {
                 const int64_t lp = lq + l * a->ls[3] + p * a->ls[4];
-                /* Two roundings each, as in spec 5: the product, then the shift. */
-                const float xs = spa_msda_load(a->loc, a->loc_dt, lp) * fw;
-                const float ys = spa_msda_load(a->loc, a->loc_dt, lp + a->ls[5]) * fh;
+                /* Two roundings each, as in spec 5: the product, then the
+                 * shift. The product goes through a volatile so that no
+                 * compiler fuses the two into one FMA (builds may use
+                 * -ffp-contract=fast): the cell of a sample, and so the
+                 * side of every border, must not depend on the compiler. */
+                volatile float xs = spa_msda_load(a->loc, a->loc_dt, lp) * fw;
+                volatile float ys = spa_msda_load(a->loc, a->loc_dt, lp + a->ls[5]) * fh;
                 const float x = xs - 0.5f;
                 const float y = ys - 0.5f;
                 d->a = spa_msda_load(a->attn, a->attn_dt, aq + l * a->as[3] + p * a->as[4]);
