@@ -114,7 +114,7 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
 
 static bool same_plan(const msda_plan *a, const msda_plan *b)
 {
-    return memcmp(&a->d, &b->d, sizeof a->d) == 0 && a->empty == b->empty &&
+    return spa_msda_same_dims(&a->d, &b->d) && a->empty == b->empty &&
            a->tile_queries == b->tile_queries && a->tiles == b->tiles && a->units == b->units &&
            a->per_block == b->per_block && a->blocks == b->blocks &&
            a->scratch_bytes == b->scratch_bytes && a->pairs == b->pairs &&

@@ -125,7 +125,7 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
 
 static bool same_plan(const msdag_plan *a, const msdag_plan *b)
 {
-    return memcmp(&a->d, &b->d, sizeof a->d) == 0 && a->empty == b->empty &&
+    return spa_msda_same_dims(&a->d, &b->d) && a->empty == b->empty &&
            a->slice_floats == b->slice_floats && a->tile_queries == b->tile_queries &&
            a->pairs == b->pairs && a->per_block == b->per_block &&
            a->scratch_bytes == b->scratch_bytes && a->blocks == b->blocks;

@@ -15,6 +15,13 @@ typedef struct spa_msda_dims {
     int64_t bs, nk, nh, c, nq, nl, np;
 } spa_msda_dims;
 
+/* Field by field (the core imports no memcmp). */
+static inline bool spa_msda_same_dims(const spa_msda_dims *a, const spa_msda_dims *b)
+{
+    return a->bs == b->bs && a->nk == b->nk && a->nh == b->nh && a->c == b->c && a->nq == b->nq &&
+           a->nl == b->nl && a->np == b->np;
+}
+
 /* spatialShape [nl, 2] and levelStartIndex [nl] contents (INT32 or INT64,
  * any strides), untrusted: every level needs 1 <= H, W <= INT32_MAX,
  * 0 <= start <= INT32_MAX and start + H*W <= nk, computed without overflow.

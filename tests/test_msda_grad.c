@@ -135,7 +135,7 @@ static void report(const msda_case *c, int i, spa_status st, int64_t bad, bool g
 {
     char desc[512];
     msda_case_describe(c, desc, sizeof desc);
-    fprintf(stderr, "  case %d (%s): status %d, %lld bad, guards %s\n", i, desc, st, (long long)bad,
+    fprintf(stderr, "  case %d (%s): status %d, %lld bad, guards %s\n", i, desc, (int)st, (long long)bad,
             guards ? "ok" : "BROKEN");
 }
 
@@ -466,7 +466,7 @@ static void test_validation_rules(void)
         ex_before = ex;
         spa_status st = call_phase1(&a, &size, &ex);
         if (st != grad_rules[k].want)
-            fprintf(stderr, "  rule '%s': got %d want %d\n", grad_rules[k].name, st, grad_rules[k].want);
+            fprintf(stderr, "  rule '%s': got %d want %d\n", grad_rules[k].name, (int)st, (int)grad_rules[k].want);
         CU_ASSERT_EQUAL(st, grad_rules[k].want);
         CU_ASSERT_EQUAL(size, 0x5A5A5A5A5A5A5A5Aull);
         CU_ASSERT(memcmp(&ex, &ex_before, sizeof ex) == 0);
