@@ -7,6 +7,13 @@
 
 #define MSDA_MAX_LEVELS 16
 
+/* Random cases per sweep (fewer on small targets built with SPA_TEST_SMALL). */
+#if defined(SPA_TEST_SMALL) && SPA_TEST_SMALL
+#define MSDA_RANDOM_CASES 16
+#else
+#define MSDA_RANDOM_CASES 64
+#endif
+
 /* How locations are drawn. */
 enum {
     LOC_UNIFORM = 0, /* uniform in [-0.3, 1.3]: inside, half-pixel border band and outside */

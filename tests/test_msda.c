@@ -49,7 +49,7 @@ static void report(const msda_case *c, int i, spa_status st, int64_t bad, bool g
 static void test_random_shapes(void)
 {
     rng r = rng_seed(201);
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < MSDA_RANDOM_CASES; i++) {
         msda_case c;
         msda_case_draw(&c, i, &r, false);
         msda_io io;

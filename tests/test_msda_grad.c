@@ -157,7 +157,7 @@ static void check_case(msda_case *c, rng *r, int i, int runner)
 static void test_random_shapes(void)
 {
     rng r = rng_seed(302);
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < MSDA_RANDOM_CASES; i++) {
         msda_case c;
         msda_case_draw(&c, i, &r, true);
         check_case(&c, &r, i, i % N_RUNNERS);
