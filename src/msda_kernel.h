@@ -16,6 +16,10 @@
 #include "half.h"
 #include "spattn/types.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #define SPA_MSDA_MAX_LEVELS 16
 #define SPA_MSDA_MAX_POINTS 16
 #define SPA_MSDA_MAX_HEADS 16
@@ -93,12 +97,23 @@ typedef void spa_msda_fwd_kernel(const spa_msda_args *a, int64_t b, int64_t h, c
 typedef void spa_msda_grad_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
                                   float *gpair, void *scratch);
 
+/* f16 -> f32, exact either way: the F16C instruction where the target has
+ * it, the portable bit manipulation of half.h elsewhere. */
+static inline float spa_msda_f16(uint16_t h)
+{
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return spa_f16_to_f32(h);
+#endif
+}
+
 /* Element access for tensors whose float dtype is not the kernel's. */
 static inline float spa_msda_load(const void *p, int32_t dt, int64_t off)
 {
     switch (dt) {
     case SPA_FLOAT16:
-        return spa_f16_to_f32(((const uint16_t *)p)[off]);
+        return spa_msda_f16(((const uint16_t *)p)[off]);
     case SPA_BFLOAT16:
         return spa_bf16_to_f32(((const uint16_t *)p)[off]);
     default:

@@ -21,6 +21,9 @@ SPA_STAMP
 
 enum { TS = MSDA_TS, CMAX = SPA_MSDA_MAX_C, PF = 8, PFQ = 8 };
 
+m4_dnl Scalar widening of location and attnWeight (F16C for f16 where present).
+m4_define(`MSDA_LOAD', m4_ifelse(SPA_DT, `f16', `spa_msda_f16($1)', `SPA_LOAD($1)'))m4_dnl
+
 /* Corners outside the map read this row: their value is 0 (spec 5), even
  * where the map itself holds Inf or NaN. */
 static const float zero_row[CMAX];
@@ -57,11 +60,11 @@ static void stage(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                  * compiler fuses the two into one FMA (builds may use
                  * -ffp-contract=fast): the cell of a sample, and so the
                  * side of every border, must not depend on the compiler. */
-                volatile float xs = SPA_LOAD(lp[0]) * fw;
-                volatile float ys = SPA_LOAD(lp[a->ls[5]]) * fh;
+                volatile float xs = MSDA_LOAD(lp[0]) * fw;
+                volatile float ys = MSDA_LOAD(lp[a->ls[5]]) * fh;
                 const float x = xs - 0.5f;
                 const float y = ys - 0.5f;
-                d->a = SPA_LOAD(aq[l * a->as[3] + p * a->as[4]]);
+                d->a = MSDA_LOAD(aq[l * a->as[3] + p * a->as[4]]);
                 if (!(y > -1.0f && x > -1.0f && y < fh && x < fw)) { /* NaN and Inf fail too */
                     d->live = 0;
                     continue;
