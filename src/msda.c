@@ -1,0 +1,245 @@
+/* MultiScaleDeformableAttnFunction: phase 1 (validate, plan, size) and
+ * phase 2 (run). Phase 2 has two parallel steps: value is packed pair by pair
+ * (pair = (b, h)) into f32 slices [nk][C] in the workspace, so that the
+ * corners one sample reads lie close together whatever the caller's layout;
+ * then work units (pair, tile of queries) run in contiguous ranges per block,
+ * each output row written exactly once. */
+#include <string.h>
+
+#include "msda_plan.h"
+#include "spa_kernels.h"
+#include "spattn/msda.h"
+
+typedef struct msda_plan {
+    spa_msda_dims d;
+    int32_t empty; /* some input has no element: outputs are zero-filled */
+    int64_t tile_queries, tiles, units, per_block;
+    uint32_t blocks;
+    uint64_t scratch_bytes; /* per block */
+    int64_t pairs, pairs_per_block; /* the packing step */
+    uint32_t pack_blocks;
+} msda_plan;
+
+typedef struct msda_exec {
+    spa_exec_head head;
+    spa_tensor value, spatial_shape, level_start, location, attn_weight, output;
+    msda_plan plan;
+} msda_exec;
+_Static_assert(sizeof(msda_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
+
+typedef struct msda_kernel {
+    spa_msda_fwd_kernel *fn;
+    int64_t ts;
+} msda_kernel;
+
+static msda_kernel kernel_for(int32_t dtype)
+{
+    switch (dtype) {
+    case SPA_FLOAT16:
+        return (msda_kernel){SPA_K_MSDA_F16, SPA_MSDA_TS_F16};
+    case SPA_BFLOAT16:
+        return (msda_kernel){SPA_K_MSDA_BF16, SPA_MSDA_TS_BF16};
+    default:
+        return (msda_kernel){SPA_K_MSDA_F32, SPA_MSDA_TS_F32};
+    }
+}
+
+static bool is_index_dtype(int32_t dt)
+{
+    return dt == SPA_INT32 || dt == SPA_INT64;
+}
+
+/* spec/msda.md 8.1 in its order, plus the consistency checks of open point 7
+ * and the index contents of open point 6 (levels filled when non-empty). */
+static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
+                       const spa_tensor *level_start, const spa_tensor *location,
+                       const spa_tensor *attn_weight, const spa_tensor *output, msda_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    /* rule 2: dtypes */
+    const int32_t dt = value->dtype;
+    SPA_REQUIRE(spa_is_float_dtype(dt));
+    SPA_REQUIRE(is_index_dtype(spatial_shape->dtype) && is_index_dtype(level_start->dtype));
+    SPA_REQUIRE(location->dtype == dt && attn_weight->dtype == dt && output->dtype == dt);
+    /* rule 3: ranks (and descriptor sanity: dims, strides, spans, data) */
+    SPA_TRY(spa_tensor_check(value, 4));
+    SPA_TRY(spa_tensor_check(spatial_shape, 2));
+    SPA_TRY(spa_tensor_check(level_start, 1));
+    SPA_TRY(spa_tensor_check(location, 6));
+    SPA_TRY(spa_tensor_check(attn_weight, 5));
+    SPA_TRY(spa_tensor_check(output, 3));
+    /* rule 4 */
+    SPA_REQUIRE(spatial_shape->dims[1] == 2 && location->dims[5] == 2);
+    /* rule 5 */
+    spa_msda_dims *d = &p->d;
+    d->bs = value->dims[0];
+    d->nk = value->dims[1];
+    d->nh = location->dims[2];
+    d->c = value->dims[3];
+    d->nq = location->dims[1];
+    d->nl = location->dims[3];
+    d->np = location->dims[4];
+    SPA_REQUIRE(d->nq >= 32 && d->nh <= SPA_MSDA_MAX_HEADS && d->nl <= SPA_MSDA_MAX_LEVELS &&
+                d->np <= SPA_MSDA_MAX_POINTS && d->c % 8 == 0 && d->c <= SPA_MSDA_MAX_C);
+    /* rule 6 */
+    SPA_REQUIRE(spatial_shape->dims[0] == d->nl && attn_weight->dims[3] == d->nl);
+    /* open point 7: every other dimension agrees, output is [bs, nq, nh*C] */
+    SPA_REQUIRE(level_start->dims[0] == d->nl && value->dims[2] == d->nh);
+    const int64_t loc_dims[6] = {d->bs, d->nq, d->nh, d->nl, d->np, 2};
+    const int64_t attn_dims[5] = {d->bs, d->nq, d->nh, d->nl, d->np};
+    const int64_t out_dims[3] = {d->bs, d->nq, d->nh * d->c};
+    SPA_REQUIRE(spa_tensor_dims_are(location, 6, loc_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(attn_weight, 5, attn_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(output, 3, out_dims));
+    /* rule 7: an empty input means nothing to sample */
+    if (spa_tensor_numel(value) == 0 || spa_tensor_numel(location) == 0 ||
+        spa_tensor_numel(spatial_shape) == 0) {
+        p->empty = 1;
+        return SPA_OK;
+    }
+    spa_msda_levels lv; /* checked here; phase 2 reads them again into its kernel arguments */
+    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, &lv));
+    const msda_kernel k = kernel_for(dt);
+    const int64_t nlp = d->nl * d->np; /* <= 256 <= ts */
+    p->tile_queries = k.ts / nlp > 0 ? k.ts / nlp : 1;
+    p->tiles = (d->nq + p->tile_queries - 1) / p->tile_queries;
+    SPA_REQUIRE(spa_mul_ok(d->bs * d->nh, p->tiles, &p->units)); /* bs*nh: value's numel bounds it */
+    p->per_block = spa_msda_split(p->units, &p->blocks);
+    p->scratch_bytes = (uint64_t)(p->tile_queries * nlp) * sizeof(spa_msda_fwd_sample) +
+                       SPA_MSDA_MAX_C * sizeof(float);
+    p->pairs = d->bs * d->nh;
+    p->pairs_per_block = spa_msda_split(p->pairs, &p->pack_blocks);
+    return SPA_OK;
+}
+
+static bool same_plan(const msda_plan *a, const msda_plan *b)
+{
+    return spa_msda_same_dims(&a->d, &b->d) && a->empty == b->empty &&
+           a->tile_queries == b->tile_queries && a->tiles == b->tiles && a->units == b->units &&
+           a->per_block == b->per_block && a->blocks == b->blocks &&
+           a->scratch_bytes == b->scratch_bytes && a->pairs == b->pairs &&
+           a->pairs_per_block == b->pairs_per_block && a->pack_blocks == b->pack_blocks;
+}
+
+typedef struct msda_slices {
+    spa_msda_args *args;
+    unsigned char *scratch; /* [blocks][scratch_bytes] */
+    float *vpack;           /* [pairs][nk][C] */
+} msda_slices;
+
+static void carve(spa_ws *ws, const msda_plan *p, msda_slices *s)
+{
+    int64_t n = 0;
+    s->args = spa_ws_take(ws, 1, sizeof(spa_msda_args));
+    s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
+    s->vpack = NULL;
+    if (!spa_mul_ok(p->pairs, p->d.nk, &n) || !spa_mul_ok(n, p->d.c, &n)) {
+        ws->overflow = true;
+        return;
+    }
+    s->vpack = spa_ws_take(ws, (uint64_t)n, sizeof(float));
+}
+
+spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor *spatial_shape,
+                                       const spa_tensor *level_start_index,
+                                       const spa_tensor *location, const spa_tensor *attn_weight,
+                                       const spa_tensor *output, uint64_t *workspace_size,
+                                       spa_executor *executor)
+{
+    if (value == NULL || spatial_shape == NULL || level_start_index == NULL || location == NULL ||
+        attn_weight == NULL || output == NULL || workspace_size == NULL || executor == NULL)
+        return SPA_ERR_NULLPTR;
+    msda_exec e;
+    memset(&e, 0, sizeof e);
+    SPA_TRY(plan(value, spatial_shape, level_start_index, location, attn_weight, output, &e.plan));
+    spa_ws ws;
+    msda_slices sl;
+    spa_ws_plan(&ws);
+    if (!e.plan.empty)
+        carve(&ws, &e.plan, &sl);
+    SPA_REQUIRE(!ws.overflow);
+    e.value = *value;
+    e.spatial_shape = *spatial_shape;
+    e.level_start = *level_start_index;
+    e.location = *location;
+    e.attn_weight = *attn_weight;
+    e.output = *output;
+    e.head.ws_size = spa_ws_planned_bytes(&ws);
+    *workspace_size = e.head.ws_size;
+    spa_exec_seal(executor, &e, sizeof e, SPA_OP_MSDA);
+    return SPA_OK;
+}
+
+typedef struct msda_run {
+    const msda_plan *p;
+    const spa_tensor *value;
+    spa_msda_args *args; /* in the workspace: keeps phase 2 stack small */
+    msda_slices s;
+    spa_msda_fwd_kernel *kernel;
+} msda_run;
+
+/* Step 1: the pairs of one block, packed. */
+static void run_pack(void *arg, uint32_t blk)
+{
+    const msda_run *r = arg;
+    const msda_plan *p = r->p;
+    const int64_t first = (int64_t)blk * p->pairs_per_block;
+    const int64_t end = first + p->pairs_per_block < p->pairs ? first + p->pairs_per_block : p->pairs;
+    for (int64_t pair = first; pair < end; pair++)
+        spa_msda_pack_pair(r->value, pair / p->d.nh, pair % p->d.nh,
+                           r->s.vpack + pair * p->d.nk * p->d.c);
+}
+
+/* One block: its units, merged into one query range per pair. */
+static void run_block(void *arg, uint32_t blk)
+{
+    const msda_run *r = arg;
+    const msda_plan *p = r->p;
+    void *scratch = r->s.scratch + (uint64_t)blk * p->scratch_bytes;
+    int64_t u = (int64_t)blk * p->per_block;
+    const int64_t end = u + p->per_block < p->units ? u + p->per_block : p->units;
+    while (u < end) {
+        const int64_t pair = u / p->tiles, tile = u % p->tiles;
+        const int64_t pair_end = (pair + 1) * p->tiles < end ? (pair + 1) * p->tiles : end;
+        const int64_t q0 = tile * p->tile_queries;
+        const int64_t q1 = (pair_end - pair * p->tiles) * p->tile_queries;
+        r->kernel(r->args, pair / p->d.nh, pair % p->d.nh, r->s.vpack + pair * p->d.nk * p->d.c, q0,
+                  q1 < p->d.nq ? q1 : p->d.nq, scratch);
+        u = pair_end;
+    }
+}
+
+spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                    const spa_runner *runner)
+{
+    msda_exec e;
+    msda_plan p;
+    msda_run r;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_MSDA));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    /* The caller's tensors and index data may have changed since phase 1: check again. */
+    SPA_TRY(plan(&e.value, &e.spatial_shape, &e.level_start, &e.location, &e.attn_weight,
+                 &e.output, &p));
+    SPA_REQUIRE(same_plan(&p, &e.plan));
+    if (p.empty) {
+        spa_msda_zero_fill(&e.output);
+        return SPA_OK;
+    }
+    spa_ws ws;
+    spa_ws_attach(&ws, workspace, workspace_size);
+    carve(&ws, &p, &r.s);
+    SPA_REQUIRE(!ws.overflow);
+    r.args = r.s.args;
+    spa_msda_args_init(r.args, &e.location, &e.attn_weight, &p.d);
+    /* The levels were checked by plan(); read (and check) them once more
+     * into the copy the kernels use. */
+    SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, &r.args->lv));
+    r.args->out = e.output.data;
+    memcpy(r.args->os, e.output.strides, sizeof r.args->os);
+    r.p = &p;
+    r.value = &e.value;
+    r.kernel = kernel_for(e.value.dtype).fn;
+    spa_run_blocks(runner, run_pack, &r, p.pack_blocks);
+    spa_run_blocks(runner, run_block, &r, p.blocks);
+    return SPA_OK;
+}

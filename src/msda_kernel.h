@@ -1,0 +1,232 @@
+/* Contract between src/msda*.c and the generated kernels of
+ * templates/msda*.c.m4 (spec/msda.md 5, 6). All strides are in elements.
+ *
+ * A kernel works on whole (batch, head) pairs, which keeps every value read
+ * and every gradValue write of one pair inside that pair's slice. It walks
+ * the queries in tiles: first it stages one descriptor per sample of the tile
+ * (corner rows and bilinear weights; the A2 kernels stage the same data in
+ * the unified buffer), then it combines the corner rows channel by channel,
+ * prefetching the corners of samples further down the staged list. */
+#ifndef SPA_MSDA_KERNEL_H
+#define SPA_MSDA_KERNEL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "half.h"
+#include "spattn/types.h"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#define SPA_MSDA_MAX_LEVELS 16
+#define SPA_MSDA_MAX_POINTS 16
+#define SPA_MSDA_MAX_HEADS 16
+#define SPA_MSDA_MAX_C 256
+
+/* The level table, copied out of spatialShape / levelStartIndex after the
+ * checks (1 <= H, W; start + H*W <= num_keys): kernels use only this copy. */
+typedef struct spa_msda_levels {
+    int64_t h[SPA_MSDA_MAX_LEVELS];
+    int64_t w[SPA_MSDA_MAX_LEVELS];
+    int64_t start[SPA_MSDA_MAX_LEVELS];
+    float fh[SPA_MSDA_MAX_LEVELS]; /* (float)H and (float)W, the factors of spec 5 */
+    float fw[SPA_MSDA_MAX_LEVELS];
+} spa_msda_levels;
+
+/* Kernels read value from a packed f32 copy: the slice of pair (b, h) is
+ * [nk][C] contiguous (row k at k*C), so the corners of a sample lie in one
+ * small region and adjacent keys in adjacent rows. gradValue is accumulated in
+ * an f32 slice of the same layout. */
+typedef struct spa_msda_args {
+    const void *loc; /* [bs, nq, nh, nl, np, 2] */
+    int32_t loc_dt;
+    int64_t ls[6];
+    const void *attn; /* [bs, nq, nh, nl, np] */
+    int32_t attn_dt;
+    int64_t as[5];
+    /* forward */
+    void *out; /* [bs, nq, nh*C], dtype of the kernel */
+    int64_t os[3];
+    /* grad */
+    const void *gout; /* gradOutput [bs, nq, nh*C] */
+    int32_t gout_dt;
+    int64_t gos[3];
+    void *gloc; /* gradLocation, shaped like location */
+    int32_t gloc_dt;
+    int64_t gls[6];
+    void *gattn; /* gradAttnWeight, shaped like attnWeight */
+    int32_t gattn_dt;
+    int64_t gas[5];
+    /* shape */
+    int64_t nk, nq, nh, c, nl, np;
+    spa_msda_levels lv;
+} spa_msda_args;
+
+/* Staged forward sample: corner rows 00, 01, 10, 11 (a zero row for corners
+ * outside the map), their bilinear weights and the attention weight.
+ * live == 0: skipped sample. */
+typedef struct spa_msda_fwd_sample {
+    const float *v[4];
+    float w[4];
+    float a;
+    int32_t live;
+} spa_msda_fwd_sample;
+
+/* Staged grad sample: as above, plus the gradValue accumulator rows (a sink
+ * row for corners outside the map), the fractions and the level's W, H. */
+typedef struct spa_msda_grad_sample {
+    const float *v[4];
+    float *g[4];
+    float w[4];
+    float a, lx, ly, fw, fh;
+    int32_t live;
+} spa_msda_grad_sample;
+
+/* Forward: queries [q0, q1) of pair (b, h), whose packed value slice starts
+ * at vpair. scratch: the tile's descriptors (tile_queries * nl * np of them),
+ * then one row of C_MAX f32 (the accumulator). */
+typedef void spa_msda_fwd_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
+                                 int64_t q0, int64_t q1, void *scratch);
+
+/* Grad: every query of pair (b, h); vpair is its packed value slice and
+ * gpair its f32 gradValue slice, already zero. Adds into gpair, writes
+ * gradLocation and gradAttnWeight. scratch: the tile's descriptors, then 5
+ * rows of C_MAX f32 (gradOutput row, four sink rows). */
+typedef void spa_msda_grad_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
+                                  float *gpair, void *scratch);
+
+/* f16 -> f32, exact either way: the F16C instruction where the target has
+ * it, the portable bit manipulation of half.h elsewhere. */
+static inline float spa_msda_f16(uint16_t h)
+{
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return spa_f16_to_f32(h);
+#endif
+}
+
+/* Element access for tensors whose float dtype is not the kernel's. */
+static inline float spa_msda_load(const void *p, int32_t dt, int64_t off)
+{
+    switch (dt) {
+    case SPA_FLOAT16:
+        return spa_msda_f16(((const uint16_t *)p)[off]);
+    case SPA_BFLOAT16:
+        return spa_bf16_to_f32(((const uint16_t *)p)[off]);
+    default:
+        return ((const float *)p)[off];
+    }
+}
+
+static inline void spa_msda_store(void *p, int32_t dt, int64_t off, float v)
+{
+    switch (dt) {
+    case SPA_FLOAT16:
+        ((uint16_t *)p)[off] = spa_f32_to_f16(v);
+        break;
+    case SPA_BFLOAT16:
+        ((uint16_t *)p)[off] = spa_f32_to_bf16(v);
+        break;
+    default:
+        ((float *)p)[off] = v;
+        break;
+    }
+}
+
+/* Eight and sixteen f32 lanes through the GCC / Clang vector extension (SSE,
+ * AVX, AVX-512, NEON or plain registers, whatever the target has): the
+ * kernels' channel loops use them when SPA_MSDA_V8 is 1 (16 lanes when C is
+ * a multiple of 16, else 8), and a plain C loop doing the same operations in
+ * the same order otherwise. Loads and stores go through memcpy: no alignment
+ * or aliasing assumption. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SPA_MSDA_NO_V8)
+#define SPA_MSDA_V8 1
+#if !defined(__clang__)
+/* The helpers below are static inline: no vector ever crosses an external
+ * interface, so GCC's note that AVX vector arguments change the ABI when AVX
+ * is off (x86-64-v2 builds) does not apply. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float spa_v8 __attribute__((vector_size(32)));
+static inline spa_v8 spa_v8_load(const float *p)
+{
+    spa_v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void spa_v8_store(float *p, const spa_v8 *v)
+{
+    memcpy(p, v, sizeof *v);
+}
+static inline spa_v8 spa_v8_splat(float x)
+{
+    const spa_v8 v = {x, x, x, x, x, x, x, x};
+    return v;
+}
+/* Sum of the 8 lanes folded pairwise: lanes j + j+4, then j + j+2, then
+ * 0 + 1 (the order the plain C path uses). */
+typedef float spa_v4 __attribute__((vector_size(16)));
+typedef float spa_v2 __attribute__((vector_size(8)));
+static inline float spa_v8_fold(const spa_v8 *v)
+{
+    spa_v4 lo, hi;
+    memcpy(&lo, v, sizeof lo);
+    memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
+    const spa_v4 s4 = lo + hi;
+    spa_v2 l2, h2;
+    memcpy(&l2, &s4, sizeof l2);
+    memcpy(&h2, (const char *)&s4 + sizeof l2, sizeof h2);
+    const spa_v2 s2 = l2 + h2;
+    float r[2];
+    memcpy(r, &s2, sizeof r);
+    return r[0] + r[1];
+}
+#if defined(__AVX512F__)
+/* Sixteen lanes where the target has 64-byte registers; elsewhere the
+ * 16-lane kernels use pairs of 8-lane vectors (same lanes, same results). */
+#define SPA_MSDA_V16 1
+typedef float spa_v16 __attribute__((vector_size(64)));
+static inline spa_v16 spa_v16_load(const float *p)
+{
+    spa_v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void spa_v16_store(float *p, const spa_v16 *v)
+{
+    memcpy(p, v, sizeof *v);
+}
+static inline spa_v16 spa_v16_splat(float x)
+{
+    const spa_v16 v = {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+    return v;
+}
+/* Lanes j + j+8, then the 8-lane fold. */
+static inline float spa_v16_fold(const spa_v16 *v)
+{
+    spa_v8 lo, hi;
+    memcpy(&lo, v, sizeof lo);
+    memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
+    const spa_v8 s8 = lo + hi;
+    return spa_v8_fold(&s8);
+}
+#else
+#define SPA_MSDA_V16 0
+#endif
+#else
+#define SPA_MSDA_V8 0
+#endif
+
+/* Prefetch hint for the corner rows of a later sample (no-op elsewhere). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SPA_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#define SPA_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#else
+#define SPA_PREFETCH(p) ((void)(p))
+#define SPA_PREFETCH_W(p) ((void)(p))
+#endif
+
+#endif

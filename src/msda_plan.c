@@ -1,0 +1,167 @@
+/* Shared planning of MultiScaleDeformableAttnFunction and its grad. */
+#include <string.h>
+
+#include "msda_plan.h"
+
+/* Element i of a rank-1 view or of column j of a rank-2 view, as int64. */
+static int64_t index_at(const spa_tensor *t, int64_t i, int64_t j)
+{
+    const int64_t off = i * t->strides[0] + (t->rank == 2 ? j * t->strides[1] : 0);
+    if (t->dtype == SPA_INT32) {
+        int32_t v;
+        memcpy(&v, (const unsigned char *)t->data + off * 4, sizeof v);
+        return v;
+    }
+    int64_t v;
+    memcpy(&v, (const unsigned char *)t->data + off * 8, sizeof v);
+    return v;
+}
+
+spa_status spa_msda_levels_read(const spa_tensor *spatial_shape, const spa_tensor *level_start,
+                                int64_t nl, int64_t nk, spa_msda_levels *lv)
+{
+    memset(lv, 0, sizeof *lv);
+    if (nl > SPA_MSDA_MAX_LEVELS)
+        return SPA_ERR_INVALID;
+    for (int64_t l = 0; l < nl; l++) {
+        const int64_t h = index_at(spatial_shape, l, 0), w = index_at(spatial_shape, l, 1);
+        const int64_t start = index_at(level_start, l, 0);
+        int64_t area, end;
+        SPA_REQUIRE(h >= 1 && h <= INT32_MAX && w >= 1 && w <= INT32_MAX);
+        SPA_REQUIRE(start >= 0 && start <= INT32_MAX);
+        SPA_REQUIRE(spa_mul_ok(h, w, &area) && spa_add_ok(start, area, &end) && end <= nk);
+        lv->h[l] = h;
+        lv->w[l] = w;
+        lv->start[l] = start;
+        lv->fh[l] = (float)h;
+        lv->fw[l] = (float)w;
+    }
+    return SPA_OK;
+}
+
+int64_t spa_msda_split(int64_t units, uint32_t *blocks)
+{
+    int64_t per = (units + SPA_MSDA_MAX_BLOCKS - 1) / SPA_MSDA_MAX_BLOCKS;
+    if (per < 1)
+        per = 1;
+    *blocks = (uint32_t)((units + per - 1) / per);
+    return per;
+}
+
+void spa_msda_zero_fill(const spa_tensor *t)
+{
+    const int64_t esz = (int64_t)spa_dtype_size(t->dtype);
+    const int32_t r = t->rank;
+    if (spa_tensor_numel(t) == 0 || r == 0)
+        return;
+    /* Odometer over all dims but the last; the last is one run when unit-strided. */
+    int64_t idx[SPA_MAX_RANK] = {0};
+    const int64_t inner = t->dims[r - 1], ist = t->strides[r - 1];
+    for (;;) {
+        int64_t off = 0;
+        for (int32_t k = 0; k < r - 1; k++)
+            off += idx[k] * t->strides[k];
+        unsigned char *row = (unsigned char *)t->data + off * esz;
+        if (ist == 1)
+            memset(row, 0, (size_t)(inner * esz));
+        else
+            for (int64_t i = 0; i < inner; i++)
+                memset(row + i * ist * esz, 0, (size_t)esz);
+        int32_t k = r - 2;
+        while (k >= 0 && ++idx[k] == t->dims[k])
+            idx[k--] = 0;
+        if (k < 0)
+            return;
+    }
+}
+
+void spa_msda_args_init(spa_msda_args *a, const spa_tensor *location, const spa_tensor *attn_weight,
+                        const spa_msda_dims *d)
+{
+    memset(a, 0, sizeof *a);
+    a->loc = location->data;
+    a->loc_dt = location->dtype;
+    memcpy(a->ls, location->strides, sizeof a->ls);
+    a->attn = attn_weight->data;
+    a->attn_dt = attn_weight->dtype;
+    memcpy(a->as, attn_weight->strides, sizeof a->as);
+    a->nk = d->nk;
+    a->nq = d->nq;
+    a->nh = d->nh;
+    a->c = d->c;
+    a->nl = d->nl;
+    a->np = d->np;
+}
+
+/* One row of C channels; the unit-stride case apart so that it vectorises. */
+#define SPA_MSDA_ROW(unit, strided)           \
+    do {                                      \
+        if (cs == 1)                          \
+            for (int64_t c = 0; c < cl; c++)  \
+                unit;                         \
+        else                                  \
+            for (int64_t c = 0; c < cl; c++)  \
+                strided;                      \
+    } while (0)
+
+void spa_msda_pack_pair(const spa_tensor *value, int64_t b, int64_t h, float *dst)
+{
+    const int64_t nk = value->dims[1], cl = value->dims[3], cs = value->strides[3];
+    const int64_t base = b * value->strides[0] + h * value->strides[2];
+    for (int64_t k = 0; k < nk; k++) {
+        const int64_t off = base + k * value->strides[1];
+        float *row = dst + k * cl;
+        switch (value->dtype) {
+        case SPA_FLOAT16: {
+            const uint16_t *src = (const uint16_t *)value->data + off;
+#if defined(__F16C__)
+            if (cs == 1) { /* eight at a time in hardware (exact, like the portable path) */
+                for (int64_t c = 0; c < cl; c += 8)
+                    _mm256_storeu_ps(row + c, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + c))));
+                break;
+            }
+#endif
+            SPA_MSDA_ROW(row[c] = spa_f16_to_f32(src[c]), row[c] = spa_f16_to_f32(src[c * cs]));
+            break;
+        }
+        case SPA_BFLOAT16: {
+            const uint16_t *src = (const uint16_t *)value->data + off;
+            SPA_MSDA_ROW(row[c] = spa_bf16_to_f32(src[c]), row[c] = spa_bf16_to_f32(src[c * cs]));
+            break;
+        }
+        default: {
+            const float *src = (const float *)value->data + off;
+            SPA_MSDA_ROW(row[c] = src[c], row[c] = src[c * cs]);
+            break;
+        }
+        }
+    }
+}
+
+void spa_msda_unpack_pair(const float *src, const spa_tensor *grad_value, int64_t b, int64_t h)
+{
+    const spa_tensor *gv = grad_value;
+    const int64_t nk = gv->dims[1], cl = gv->dims[3], cs = gv->strides[3];
+    const int64_t base = b * gv->strides[0] + h * gv->strides[2];
+    for (int64_t k = 0; k < nk; k++) {
+        const int64_t off = base + k * gv->strides[1];
+        const float *row = src + k * cl;
+        switch (gv->dtype) {
+        case SPA_FLOAT16: {
+            uint16_t *dst = (uint16_t *)gv->data + off;
+            SPA_MSDA_ROW(dst[c] = spa_f32_to_f16(row[c]), dst[c * cs] = spa_f32_to_f16(row[c]));
+            break;
+        }
+        case SPA_BFLOAT16: {
+            uint16_t *dst = (uint16_t *)gv->data + off;
+            SPA_MSDA_ROW(dst[c] = spa_f32_to_bf16(row[c]), dst[c * cs] = spa_f32_to_bf16(row[c]));
+            break;
+        }
+        default: {
+            float *dst = (float *)gv->data + off;
+            SPA_MSDA_ROW(dst[c] = row[c], dst[c * cs] = row[c]);
+            break;
+        }
+        }
+    }
+}

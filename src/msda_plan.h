@@ -1,0 +1,48 @@
+/* What MultiScaleDeformableAttnFunction and its grad share (spec/msda.md):
+ * the index-tensor checks and level table, the block split, zero-filling
+ * outputs and the kernel arguments. */
+#ifndef SPA_MSDA_PLAN_H
+#define SPA_MSDA_PLAN_H
+
+#include "internal.h"
+#include "msda_kernel.h"
+
+/* Blocks per call at most: the A2 vector-core count, the parallel grain. */
+#define SPA_MSDA_MAX_BLOCKS 48
+
+/* The dimensions of spec 1. */
+typedef struct spa_msda_dims {
+    int64_t bs, nk, nh, c, nq, nl, np;
+} spa_msda_dims;
+
+/* Field by field (the core imports no memcmp). */
+static inline bool spa_msda_same_dims(const spa_msda_dims *a, const spa_msda_dims *b)
+{
+    return a->bs == b->bs && a->nk == b->nk && a->nh == b->nh && a->c == b->c && a->nq == b->nq &&
+           a->nl == b->nl && a->np == b->np;
+}
+
+/* spatialShape [nl, 2] and levelStartIndex [nl] contents (INT32 or INT64,
+ * any strides), untrusted: every level needs 1 <= H, W <= INT32_MAX,
+ * 0 <= start <= INT32_MAX and start + H*W <= nk, computed without overflow.
+ * On success fills the level table the kernels use. */
+spa_status spa_msda_levels_read(const spa_tensor *spatial_shape, const spa_tensor *level_start,
+                                int64_t nl, int64_t nk, spa_msda_levels *lv);
+
+/* Splits `units` into at most SPA_MSDA_MAX_BLOCKS contiguous ranges; returns
+ * the units per block and sets the block count. */
+int64_t spa_msda_split(int64_t units, uint32_t *blocks);
+
+/* Writes +0 to every element of a float tensor (already checked). */
+void spa_msda_zero_fill(const spa_tensor *t);
+
+/* Kernel arguments of the inputs shared by both ops. */
+void spa_msda_args_init(spa_msda_args *a, const spa_tensor *location, const spa_tensor *attn_weight,
+                        const spa_msda_dims *d);
+
+/* value[b, :, h, :] widened into dst [nk][C] (f32, contiguous). */
+void spa_msda_pack_pair(const spa_tensor *value, int64_t b, int64_t h, float *dst);
+/* src [nk][C] (f32) into grad_value[b, :, h, :], one RNE rounding. */
+void spa_msda_unpack_pair(const float *src, const spa_tensor *grad_value, int64_t b, int64_t h);
+
+#endif
