@@ -55,7 +55,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size fuzz
+.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB))
@@ -164,6 +164,33 @@ valgrind:
 	@tools/deps.sh valgrind:valgrind
 	@$(MAKE) --no-print-directory TARGET=host HOST_MARCH=$(VALGRIND_MARCH) test \
 	  RUN='valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect'
+
+# ---- fuzzing: one libFuzzer harness per op (fuzz/fuzz_<op>.c), built only
+# when libspattn.a defines spa_<op>_get_workspace_size; each runs
+# FUZZ_SECONDS from the committed seeds (fuzz/corpus/<op>/) and any finding
+# (crash, sanitizer report, broken contract) fails the target.
+FUZZ_SECONDS ?= 10
+FUZZ_OPS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+fuzz: deps
+	@$(MAKE) --no-print-directory TARGET=host CC=clang SANITIZE=fuzz fuzz-run
+
+fuzz-run: $(LIB)
+	@for op in $(FUZZ_OPS); do \
+	  if ! $(NM) -g --defined-only $(LIB) | grep -q " T spa_$${op}_get_workspace_size$$"; then \
+	    echo "fuzz $$op: skipped, libspattn.a has no spa_$${op}_get_workspace_size"; continue; fi; \
+	  $(MAKE) --no-print-directory $(B)/fuzz/fuzz_$$op || exit 1; \
+	  mkdir -p $(B)/fuzz/corpus/$$op $(B)/fuzz/findings; \
+	  echo "fuzz $$op: $(FUZZ_SECONDS) s"; \
+	  $(B)/fuzz/fuzz_$$op -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -max_len=256 \
+	    -print_final_stats=1 -artifact_prefix=$(B)/fuzz/findings/$$op- \
+	    $(B)/fuzz/corpus/$$op fuzz/corpus/$$op 2>$(B)/fuzz/$$op.log || \
+	    { tail -n 40 $(B)/fuzz/$$op.log; echo "fuzz $$op: FINDING, see $(B)/fuzz/findings/"; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|stat::new_units_added" $(B)/fuzz/$$op.log | tr '\n' ' '; echo; \
+	done
+
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/engine.c fuzz/engine.h $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(TARGET_CFLAGS) -fsanitize=fuzzer -Iinclude fuzz/fuzz_$*.c fuzz/engine.c $(LIB) -o $@ -lm
 
 # ---- benchmark: bench/op_<file>.c define bench_<name>() for each op they time ----
 BENCH_OPS := $(shell sed -n 's/^void bench_\([a-z0-9_]*\)(void)$$/\1/p' $(wildcard bench/op_*.c))
