@@ -453,6 +453,11 @@ int fz_run(const fz_op *op, const uint8_t *data, size_t size)
     memset(&ex, 0x5A, sizeof ex);
     untouched = ex;
     spa_status st = op->phase1(&p.c, &ws_size, &ex);
+    /* SPA_FUZZ_VERBOSE=1: say what each input did (to check a new seed). */
+    if (getenv("SPA_FUZZ_VERBOSE") != NULL)
+        fprintf(stderr, "fuzz %s: phase 1 status %d, workspace %llu, %s\n", op->name, (int)st,
+                (unsigned long long)(st == SPA_OK ? ws_size : 0),
+                st == SPA_OK && runnable && ws_size <= MAX_WS_BYTES ? "phase 2 runs" : "no phase 2");
     check_buffers(op, buf, "phase 1");
     for (int k = 0; k < op->ntensors; k++)
         if (buf[k].block != NULL && op->tensors[k].role == FZ_OUT &&
