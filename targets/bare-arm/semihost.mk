@@ -23,5 +23,7 @@ RUN := timeout 600 qemu-system-arm -M $(BOARD) -nographic -semihosting -kernel
 # not used by the compress ops). Nothing else: no soft-float (both cores have
 # a double-precision FPU), no libgcc block moves.
 SYMCHECK_ALLOW := __aeabi_ldivmod|__aeabi_uldivmod|__aeabi_l2f|__aeabi_ul2f|__aeabi_f2lz|__aeabi_f2ulz
+# Phase 2 of every op runs in less stack than this (make check: stackcheck).
+STACK_LIMIT := 4096
 TARGET_DEPS := arm-none-eabi-gcc:gcc-arm-none-eabi /usr/lib/arm-none-eabi/newlib/libc.a:libnewlib-arm-none-eabi \
 	qemu-system-arm:qemu-system-arm dpkg-source:dpkg-dev
