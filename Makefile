@@ -88,10 +88,12 @@ $(B)/gen/spa_kernels.h: Makefile
 # ---- core archive ----
 $(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG)
 	@mkdir -p $(@D)
+	@rm -f $(@:.o=.ci) $(@:.o=.su)
 	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
 
 $(B)/obj/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h) $(CONFIG)
 	@mkdir -p $(@D)
+	@rm -f $(@:.o=.ci) $(@:.o=.su)
 	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)

@@ -13,6 +13,10 @@ here=$(dirname "$0")
 ops=$($nm -g --defined-only "$lib" | awk '$2 == "T" && $3 ~ /^spa_.*_get_workspace_size$/ {
     s = $3; sub(/^spa_/, "", s); sub(/_get_workspace_size$/, "", s); print s }' | sort -u | tr '\n' ' ')
 cis=$(find "$objdir" -name '*.ci' 2>/dev/null | sort)
+# Every library object needs its call graph, or a chain would be cut short.
+for o in $(find "$objdir/src" "$objdir/gen" -name '*.o' 2>/dev/null); do
+    [ -f "${o%.o}.ci" ] || cis=""
+done
 if [ -n "$cis" ]; then
     stack=$(awk -v ops="$ops" -v dtypes="$dtypes" -f "$here/stack.awk" $cis)
 else
