@@ -1,7 +1,8 @@
 # Host target: the build machine itself, tests run natively.
 # HOST_MARCH selects the instruction set (native by default, so the x86 fast
 # paths behind __AVX512F__ / __F16C__ are compiled in; x86-64 or x86-64-v2
-# leaves them out, so the portable paths run; x86-64-v3 for valgrind, which
+# leaves them out, so the portable paths run (PORTABLE=1 does the same at
+# -march=native, through src/isa.h); x86-64-v3 for valgrind, which
 # stops at AVX-512 instructions). SANITIZE=1 adds AddressSanitizer and
 # UndefinedBehaviorSanitizer, any report being fatal.
 # Each compiler / instruction set / sanitizer mix builds in its own directory,
@@ -13,7 +14,7 @@ AR ?= ar
 NM ?= nm
 SIZE ?= size
 HOST_MARCH ?= native
-TARGET_CFLAGS := -O3 -march=$(HOST_MARCH) -fno-math-errno
+TARGET_CFLAGS := -O3 -march=$(HOST_MARCH) -fno-math-errno $(if $(PORTABLE),-DSPA_PORTABLE)
 TARGET_LDLIBS := -lm
 TEST_LDLIBS := -lcunit -lpthread -lm
 HAVE_PTHREAD := 1
@@ -25,4 +26,4 @@ TARGET_CFLAGS += $(if $(filter fuzz,$(SANITIZE)),-fsanitize=fuzzer-no-link)
 SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*
 SYMCHECK_STATE_ALLOW := __unnamed_[0-9]+|___asan_gen_.*|__sancov_gen_.*
 endif
-B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(SANITIZE),-$(if $(filter fuzz,$(SANITIZE)),fuzz,san))
+B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(PORTABLE),-portable)$(if $(SANITIZE),-$(if $(filter fuzz,$(SANITIZE)),fuzz,san))
