@@ -204,6 +204,7 @@ valgrind:
 FUZZ_SECONDS ?= 10
 FUZZ_OPS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 fuzz: deps
+	@$(MAKE) --no-print-directory TARGET=host CC=clang SANITIZE=fuzz deps
 	@$(MAKE) --no-print-directory TARGET=host CC=clang SANITIZE=fuzz fuzz-run
 
 fuzz-run: $(LIB)
