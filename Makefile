@@ -247,7 +247,8 @@ $(B)/examples/%: examples/%.c $(LIB) $(RUNNER_LIB)
 examples: $(EXAMPLES)
 
 demo: deps
-	@$(MAKE) --no-print-directory examples
+	@$(MAKE) --no-print-directory -s all examples
+	@printf '%-20s %-5s %-28s %-4s %-16s %11s  %11s\n' op dtype shape ok check time throughput
 	@for e in $(EXAMPLES); do $(RUN) $$e || exit 1; done
 
 clean:

@@ -82,6 +82,44 @@ size_t bench_dtype_size(spa_dtype dt)
     return dt == SPA_FLOAT32 || dt == SPA_INT32 ? 4 : dt == SPA_INT64 ? 8 : dt == SPA_UINT8 || dt == SPA_BOOL ? 1 : 2;
 }
 
+/* STREAM triad measured now with the same pool, so that a figure taken on a
+ * busy or slower host can be read against what the memory gives today. */
+static double live_triad[3];
+enum { TRIAD_N = 1 << 24, TRIAD_CHUNK = 1 << 16 };
+typedef struct triad_arg {
+    float *a, *b, *c;
+} triad_arg;
+
+static void triad_task(void *arg, uint32_t i)
+{
+    triad_arg *t = arg;
+    size_t lo = (size_t)i * TRIAD_CHUNK;
+    for (size_t k = lo; k < lo + TRIAD_CHUNK; k++)
+        t->a[k] = t->b[k] + 3.0f * t->c[k];
+}
+
+static void triad_run(void *arg)
+{
+    triad_arg *t = arg;
+    const spa_runner *r = bench_runner((unsigned)(uintptr_t)t[1].a);
+    r->run(r->ctx, triad_task, t, TRIAD_N / TRIAD_CHUNK);
+}
+
+static void measure_triad(void)
+{
+    triad_arg t[2];
+    t[0].a = bench_alloc_zero(sizeof(float) * TRIAD_N);
+    t[0].b = bench_alloc_random(SPA_FLOAT32, TRIAD_N, 11);
+    t[0].c = bench_alloc_random(SPA_FLOAT32, TRIAD_N, 12);
+    for (unsigned th = 1; th <= 2; th++) {
+        t[1].a = (float *)(uintptr_t)th;
+        live_triad[th] = 3.0 * sizeof(float) * TRIAD_N / (bench_time_ms(triad_run, t) * 1e6);
+    }
+    free(t[0].a);
+    free(t[0].b);
+    free(t[0].c);
+}
+
 void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned threads,
                   double median_ms, double bytes, double flops)
 {
@@ -89,9 +127,11 @@ void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned thre
     printf("bench op=%s dtype=%s shape=%s threads=%u median_ms=%.3f gbps=%.2f gflops=%.2f\n", op,
            bench_dtype_name(dt), shape, threads, median_ms, gbps, gflops);
     double triad = threads >= 2 ? BENCH_TRIAD_GBPS_2T : BENCH_TRIAD_GBPS_1T;
+    double live = live_triad[threads >= 2 ? 2 : 1];
     double peak = BENCH_FMA_GFLOPS_PER_CORE * (threads > 2 ? 2 : threads);
-    printf("#   %.0f%% of STREAM triad (%.0f GB/s), %.1f%% of fp32 FMA peak (%.0f GFLOP/s)\n",
-           100.0 * gbps / triad, triad, 100.0 * gflops / peak, peak);
+    printf("#   %.0f%% of STREAM triad (%.0f GB/s; %.0f%% of the %.1f GB/s measured now), "
+           "%.1f%% of fp32 FMA peak (%.0f GFLOP/s)\n",
+           100.0 * gbps / triad, triad, 100.0 * gbps / live, live, 100.0 * gflops / peak, peak);
     fflush(stdout);
 }
 
@@ -150,6 +190,9 @@ int main(int argc, char **argv)
     printf("# spattn benchmark: median of %d runs after a warm-up; limits of the reference machine:\n"
            "#   STREAM triad %.0f GB/s (1 thread) / %.0f GB/s (2 threads), fp32 FMA %.0f GFLOP/s per core\n",
            BENCH_RUNS, BENCH_TRIAD_GBPS_1T, BENCH_TRIAD_GBPS_2T, BENCH_FMA_GFLOPS_PER_CORE);
+    measure_triad();
+    printf("#   measured now: triad %.1f GB/s (1 thread) / %.1f GB/s (2 threads)\n", live_triad[1],
+           live_triad[2]);
     int ran = 0;
 #define SPA_BENCH(name)                            \
     if (only == NULL || strcmp(only, #name) == 0) { \

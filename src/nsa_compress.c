@@ -19,18 +19,18 @@ _Static_assert(sizeof(nsac_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
 typedef struct nsac_kernel {
     spa_nsac_fwd_kernel *fn;
-    int64_t tw, td;
+    int64_t tw, tc;
 } nsac_kernel;
 
 static nsac_kernel kernel_for(int32_t dtype)
 {
     switch (dtype) {
     case SPA_FLOAT16:
-        return (nsac_kernel){SPA_K_NSA_COMPRESS_F16, SPA_NSAC_TW_F16, SPA_NSAC_TD_F16};
+        return (nsac_kernel){SPA_K_NSA_COMPRESS_F16, SPA_NSAC_TW_F16, SPA_NSAC_TC_F16};
     case SPA_BFLOAT16:
-        return (nsac_kernel){SPA_K_NSA_COMPRESS_BF16, SPA_NSAC_TW_BF16, SPA_NSAC_TD_BF16};
+        return (nsac_kernel){SPA_K_NSA_COMPRESS_BF16, SPA_NSAC_TW_BF16, SPA_NSAC_TC_BF16};
     default:
-        return (nsac_kernel){SPA_K_NSA_COMPRESS_F32, SPA_NSAC_TW_F32, SPA_NSAC_TD_F32};
+        return (nsac_kernel){SPA_K_NSA_COMPRESS_F32, SPA_NSAC_TW_F32, SPA_NSAC_TC_F32};
     }
 }
 
@@ -53,7 +53,7 @@ static spa_status plan(const spa_tensor *input, const spa_tensor *weight, const 
     e->st = st;
     e->seq_type = seq_type;
     e->per_block = spa_nsac_split(e->shape.windows, k.tw, &e->blocks);
-    e->scratch_floats = (uint32_t)(k.tw * k.td + k.td);
+    e->scratch_floats = (uint32_t)spa_nsac_fwd_scratch(e->shape.heads, e->shape.dim, k.tw, k.tc);
     return SPA_OK;
 }
 

@@ -23,18 +23,18 @@ _Static_assert(sizeof(nsacg_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
 typedef struct nsacg_kernel {
     spa_nsac_grad_kernel *fn;
-    int64_t tt;
+    int64_t tt, tc;
 } nsacg_kernel;
 
 static nsacg_kernel kernel_for(int32_t dtype)
 {
     switch (dtype) {
     case SPA_FLOAT16:
-        return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_F16, SPA_NSACG_TT_F16};
+        return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_F16, SPA_NSACG_TT_F16, SPA_NSACG_TC_F16};
     case SPA_BFLOAT16:
-        return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_BF16, SPA_NSACG_TT_BF16};
+        return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_BF16, SPA_NSACG_TT_BF16, SPA_NSACG_TC_BF16};
     default:
-        return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_F32, SPA_NSACG_TT_F32};
+        return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_F32, SPA_NSACG_TT_F32, SPA_NSACG_TC_F32};
     }
 }
 
@@ -64,9 +64,8 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
     e->bs = bs;
     e->st = st;
     e->seq_type = seq_type;
-    e->per_block = spa_nsac_split(e->shape.tokens, 16, &e->blocks);
-    /* The kernel's scratch: outputGrad rows of a tile, one input row, one accumulator. */
-    e->scratch_floats = (uint32_t)((k.tt / 16 + 8 + 2) * e->shape.dim);
+    e->per_block = spa_nsac_split(e->shape.tokens, k.tt, &e->blocks);
+    e->scratch_floats = (uint32_t)spa_nsac_grad_scratch(e->shape.heads, e->shape.dim, k.tt, k.tc);
     return SPA_OK;
 }
 

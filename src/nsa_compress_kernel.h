@@ -17,6 +17,25 @@ typedef struct spa_nsac_args {
     int64_t n, d, bs, st;
 } spa_nsac_args;
 
+/* Heads processed together: as many whole heads as fit the tile's channel
+ * count tc (at least one), so a token row is read in contiguous runs. */
+static inline int64_t spa_nsac_head_group(int64_t heads, int64_t d, int64_t tc)
+{
+    int64_t g = tc / d;
+    return g < 1 ? 1 : g < heads ? g : heads;
+}
+
+/* Scratch floats per block: forward TW accumulator rows + one input row;
+ * grad TT/16 + 8 staged outputGrad rows + input row + accumulator row. */
+static inline int64_t spa_nsac_fwd_scratch(int64_t heads, int64_t d, int64_t tw, int64_t tc)
+{
+    return (tw + 1) * spa_nsac_head_group(heads, d, tc) * d;
+}
+static inline int64_t spa_nsac_grad_scratch(int64_t heads, int64_t d, int64_t tt, int64_t tc)
+{
+    return (tt / 16 + 8 + 2) * spa_nsac_head_group(heads, d, tc) * d;
+}
+
 /* Forward: windows [0, nwin) starting at token tok0 (window k covers tokens
  * tok0 + k*st .. + bs-1) go to output rows row0 + k. scratch: f32 tile. */
 typedef void spa_nsac_fwd_kernel(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwin,

@@ -3,14 +3,46 @@ SPA_STAMP
  * Each token gathers w[j][h] * dY[window] from the windows that cover it, so
  * every inputGrad element is written once (no scatter, no atomics) and tokens
  * no window covers get +0. The same pass adds sum_d dY*x into the block's
- * weightGrad partials. Tile TT tokens x TD channels (enum below): the outputGrad
- * rows touching the tile are widened once into the scratch and reused. */
+ * weightGrad partials. Tile TT tokens x TC channels (enum below), the channels
+ * being a group of whole heads: the outputGrad rows touching the tile are
+ * widened once into the scratch, then the tile's tokens are read in order. */
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "half.h"
 #include "nsa_compress_kernel.h"
 
-enum { TT = NSACG_TT, TD = NSACG_TD, LANES = 16 };
+enum { TT = NSACG_TT, TC = NSACG_TC, LANES = 16 };
+
+/* acc += wv * dy and return sum(dy * x), as LANES partial sums reduced by
+ * halves (8, 4, 2, 1) in a fixed order; n is a multiple of 16. The AVX-512
+ * path is the same computation in registers (_mm512_reduce_add_ps reduces by
+ * the same halves). */
+static inline float axpy_dot(float *restrict acc, const float *restrict dy,
+                             const float *restrict x, float wv, int64_t n)
+{
+#if defined(__AVX512F__)
+    const __m512 vw = _mm512_set1_ps(wv);
+    __m512 lanes = _mm512_setzero_ps();
+    for (int64_t e0 = 0; e0 < n; e0 += LANES) {
+        const __m512 d = _mm512_loadu_ps(dy + e0);
+        _mm512_storeu_ps(acc + e0, _mm512_fmadd_ps(vw, d, _mm512_loadu_ps(acc + e0)));
+        lanes = _mm512_fmadd_ps(d, _mm512_loadu_ps(x + e0), lanes);
+    }
+    return _mm512_reduce_add_ps(lanes);
+#else
+    float lane[LANES] = {0};
+    for (int64_t e0 = 0; e0 < n; e0 += LANES)
+        for (int l = 0; l < LANES; l++) {
+            acc[e0 + l] += wv * dy[e0 + l];
+            lane[l] += dy[e0 + l] * x[e0 + l];
+        }
+    for (int half = LANES / 2; half > 0; half /= 2)
+        for (int l = 0; l < half; l++)
+            lane[l] += lane[l + half];
+    return lane[0];
+#endif
+}
 
 void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t nwin,
                  int64_t t0, int64_t t1, float *wpart, float *scratch)
@@ -20,10 +52,11 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
     const SPA_T *dy = a->y;
     SPA_T *dx = a->dx;
     const int64_t d_len = a->d, bs = a->bs, st = a->st, heads = a->n;
-    /* scratch: [TT/16 + 8][d] outputGrad rows, then one input row and one
-     * accumulator row (the sizes phase 1 reserved, for st >= 16, bs <= 128). */
+    const int64_t group = spa_nsac_head_group(heads, d_len, TC);
+    /* scratch (spa_nsac_grad_scratch): TT/16 + 8 staged outputGrad rows (enough
+     * for st >= 16, bs <= 128), then one input row and one accumulator row. */
     float *dyf = scratch;
-    float *xf = dyf + (TT / 16 + 8) * d_len;
+    float *xf = dyf + (TT / 16 + 8) * group * d_len;
     float *acc = xf + d_len;
 
     for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += TT) {
@@ -31,38 +64,50 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
         /* Windows touching tokens [p0, p1). */
         const int64_t ilo = p0 < bs ? 0 : (p0 - bs) / st + 1;
         const int64_t ihi = (p1 - 1) / st < nwin - 1 ? (p1 - 1) / st : nwin - 1;
-        for (int64_t h = 0; h < heads; h++) {
-            for (int64_t i = ilo; i <= ihi; i++) {
-                const SPA_T *dyr = dy + (row0 + i) * a->ys0 + h * a->ys1;
-                float *dst = dyf + (i - ilo) * d_len;
-                SPA_WIDEN_ROW(dst, dyr, a->ys2, d_len);
-            }
+        for (int64_t h0 = 0; h0 < heads; h0 += group) {
+            const int64_t hn = heads - h0 < group ? heads - h0 : group;
+            const int64_t width = hn * d_len;
+            for (int64_t i = ilo; i <= ihi; i++)
+                for (int64_t hh = 0; hh < hn; hh++) {
+                    const SPA_T *dyr = dy + (row0 + i) * a->ys0 + (h0 + hh) * a->ys1;
+                    float *dst = dyf + (i - ilo) * width + hh * d_len;
+                    SPA_WIDEN_ROW(dst, dyr, a->ys2, d_len);
+                }
             for (int64_t p = p0; p < p1; p++) {
-                const SPA_T *xr = x + (bstart + p) * a->xs0 + h * a->xs1;
-                SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
-                for (int64_t e = 0; e < d_len; e++)
-                    acc[e] = 0.0f;
+                /* Ask for the rows a few tokens ahead (short runs per head). */
+                if (p + SPA_PREFETCH_ROWS < p1)
+                    for (int64_t hh = 0; hh < hn; hh++)
+                        SPA_PREFETCH_RUN(x + (bstart + p + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
+                                         d_len * a->xs2 * SPA_SZ);
                 const int64_t klo = p < bs ? 0 : (p - bs) / st + 1;
                 const int64_t khi = p / st < nwin - 1 ? p / st : nwin - 1;
-                for (int64_t i = klo; i <= khi; i++) {
-                    const int64_t j = p - i * st;
-                    const float wv = SPA_LOAD(w[j * a->ws0 + h * a->ws1]);
-                    const float *dyr = dyf + (i - ilo) * d_len;
-                    /* LANES partial dot products, summed in a fixed order. */
-                    float lane[LANES] = {0};
-                    for (int64_t e0 = 0; e0 < d_len; e0 += LANES)
-                        for (int l = 0; l < LANES; l++) {
-                            acc[e0 + l] += wv * dyr[e0 + l];
-                            lane[l] += dyr[e0 + l] * xf[e0 + l];
-                        }
-                    for (int half = LANES / 2; half > 0; half /= 2)
-                        for (int l = 0; l < half; l++)
-                            lane[l] += lane[l + half];
-                    wpart[j * heads + h] += lane[0];
+                for (int64_t hh = 0; hh < hn; hh++) {
+                    const int64_t h = h0 + hh;
+                    const SPA_T *xr = x + (bstart + p) * a->xs0 + h * a->xs1;
+                    SPA_T *dxr = dx + (bstart + p) * a->dxs0 + h * a->dxs1;
+                    /* f32 unit-stride input rows are read in place; other rows
+                     * are widened first. */
+                    const bool x_in_place = SPA_IS_F32 && a->xs2 == 1;
+                    const float *xv = x_in_place ? (const float *)(const void *)xr : xf;
+                    float *av = acc;
+                    if (!x_in_place)
+                        SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
+                    for (int64_t e = 0; e < d_len; e++)
+                        av[e] = 0.0f;
+                    for (int64_t i = klo; i <= khi; i++) {
+                        const int64_t j = p - i * st;
+                        const float wv = SPA_LOAD(w[j * a->ws0 + h * a->ws1]);
+                        const float *dyr = dyf + (i - ilo) * width + hh * d_len;
+                        wpart[j * heads + h] += axpy_dot(av, dyr, xv, wv, d_len);
+                    }
+                    /* inputGrad is written once and not read back here: stream it. */
+                    if (a->dxs2 == 1)
+                        SPA_NARROW_STREAM_RUN(dxr, acc, d_len);
+                    else
+                        SPA_NARROW_ROW(dxr, a->dxs2, acc, d_len);
                 }
-                SPA_T *dxr = dx + (bstart + p) * a->dxs0 + h * a->dxs1;
-                SPA_NARROW_ROW(dxr, a->dxs2, acc, d_len);
             }
         }
     }
+    spa_stream_fence();
 }

@@ -28,7 +28,7 @@ void nsac_case_draw(nsac_case *c, int i, rng *r)
         c->st = c->bs; /* stride == block: no overlap */
     c->n = TEST_CAP(rng_int(r, 1, 5), 2);
     c->seq_type = rng_int(r, 0, 1);
-    c->batches = TEST_CAP(rng_int(r, 1, NSAC_MAX_BATCHES), 4);
+    c->batches = TEST_CAP(rng_int(r, 1, 8), 4);
     /* Small targets: batches of at most bs + 17 tokens (still 1..2 windows). */
     const int64_t longest = TEST_SIZE(3 * c->bs + 17, c->bs + 17);
     for (int64_t b = 0; b < c->batches; b++) {

@@ -5,7 +5,7 @@
 #include "ref/ref.h"
 #include "util.h"
 
-#define NSAC_MAX_BATCHES 8
+#define NSAC_MAX_BATCHES TEST_SIZE(400, 48)
 
 typedef struct nsac_case {
     spa_dtype dt;

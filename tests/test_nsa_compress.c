@@ -370,10 +370,32 @@ static void test_no_window(void)
     io_free(&io);
 }
 
+/* Hundreds of batches (40 on small targets), many empty or shorter than the window: blocks cross
+ * batch boundaries everywhere. */
+static void test_many_batches(void)
+{
+    rng r = rng_seed(107);
+    enum { BATCHES = TEST_SIZE(300, 40) };
+    int64_t lens[BATCHES];
+    for (int b = 0; b < BATCHES; b++)
+        lens[b] = rng_int(&r, 0, 3) == 0 ? 0 : rng_int(&r, 1, 100);
+    static const spa_dtype dts[2] = {SPA_FLOAT32, SPA_BFLOAT16};
+    for (int k = 0; k < 2; k++) {
+        nsac_case c;
+        nsac_case_fixed(&c, dts[k], 3, 32, 32, 16, BATCHES, lens, k);
+        fwd_io io;
+        io_make(&io, &c, &r);
+        CU_ASSERT_EQUAL(run_fwd(&c, &io, 3, 7), SPA_OK);
+        CU_ASSERT_EQUAL(compare_with_ref(&c, &io), 0);
+        io_free(&io);
+    }
+}
+
 void suite_nsa_compress(void)
 {
     CU_pSuite s = CU_add_suite("nsa_compress", NULL, NULL);
     CU_add_test(s, "random shapes, all dtypes, every D, strided", test_random_shapes);
+    CU_add_test(s, "hundreds of batches", test_many_batches);
     CU_add_test(s, "extreme shapes", test_extreme_shapes);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
     CU_add_test(s, "upstream example", test_upstream_example);

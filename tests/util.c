@@ -255,13 +255,16 @@ void tws_free(tws *w)
 
 tol tol_for(spa_dtype dt, double f32_atol)
 {
-    tol t = {f32_atol, 0.0};
-    if (dt == SPA_FLOAT32)
+    tol t = {f32_atol, 0.0, 0x1p-150};
+    if (dt == SPA_FLOAT32) {
         t.rtol = 0x1p-22;
-    else if (dt == SPA_FLOAT16)
+    } else if (dt == SPA_FLOAT16) {
         t.rtol = 0x1p-10; /* one RNE rounding: 2^-11, with margin */
-    else
+        t.floor = 0x1p-25;
+    } else {
         t.rtol = 0x1p-7; /* bf16: 2^-8, with margin */
+        t.floor = 0x1p-134;
+    }
     return t;
 }
 
@@ -274,7 +277,7 @@ int64_t check_close(const char *what, const double *got, const double *ref, cons
         if (mag[i] == 0.0)
             ok = got[i] == 0.0 && !signbit(got[i]);
         else
-            ok = fabs(got[i] - ref[i]) <= t.atol * mag[i] + t.rtol * fabs(ref[i]);
+            ok = fabs(got[i] - ref[i]) <= t.atol * mag[i] + t.rtol * fabs(ref[i]) + t.floor;
         if (!ok && bad++ < 5)
             fprintf(stderr, "  %s[%lld]: got %.9g want %.9g (mag %.3g)\n", what, (long long)i,
                     got[i], ref[i], mag[i]);

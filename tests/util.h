@@ -61,10 +61,12 @@ bool tws_guard_ok(const tws *w);
 void tws_free(tws *w);
 
 /* ---- tolerances ----
- * |got - ref| <= atol * mag + rtol * |ref|: mag (sum of |terms|) bounds the
- * f32 accumulation error, rtol the single rounding to the output dtype. */
+ * |got - ref| <= atol * mag + rtol * |ref| + floor: mag (sum of |terms|) bounds
+ * the f32 accumulation error, rtol the single rounding to the output dtype and
+ * floor that rounding among the dtype's subnormals. */
 typedef struct tol {
     double atol, rtol;
+    double floor; /* half the spacing of the dtype's subnormals */
 } tol;
 tol tol_for(spa_dtype dt, double f32_atol);
 /* Compares n values; reports the first few mismatches under `what`.

@@ -1,8 +1,7 @@
 # Host target: the build machine itself, tests run natively.
 # HOST_MARCH selects the instruction set (native by default, so the x86 fast
 # paths behind __AVX512F__ / __F16C__ are compiled in; x86-64 or x86-64-v2
-# leaves them out, so the portable paths run (PORTABLE=1 does the same at
-# -march=native, through src/isa.h); x86-64-v3 for valgrind, which
+# leaves them out, so the portable paths run; x86-64-v3 for valgrind, which
 # stops at AVX-512 instructions). SANITIZE=1 adds AddressSanitizer and
 # UndefinedBehaviorSanitizer, any report being fatal.
 # Each compiler / instruction set / sanitizer mix builds in its own directory,
@@ -14,7 +13,8 @@ AR ?= ar
 NM ?= nm
 SIZE ?= size
 HOST_MARCH ?= native
-TARGET_CFLAGS := -O3 -march=$(HOST_MARCH) -fno-math-errno $(if $(PORTABLE),-DSPA_PORTABLE)
+# -ffp-contract=fast: ISO C mode would otherwise forbid fusing a*b+c into FMA.
+TARGET_CFLAGS := -O3 -march=$(HOST_MARCH) -fno-math-errno -ffp-contract=fast
 TARGET_LDLIBS := -lm
 TEST_LDLIBS := -lcunit -lpthread -lm
 HAVE_PTHREAD := 1
@@ -28,4 +28,4 @@ SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*
 TARGET_DEPS := $(shell clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev
 SYMCHECK_STATE_ALLOW := __unnamed_[0-9]+|___asan_gen_.*|__sancov_gen_.*
 endif
-B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(PORTABLE),-portable)$(if $(SANITIZE),-$(if $(filter fuzz,$(SANITIZE)),fuzz,san))
+B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(SANITIZE),-$(if $(filter fuzz,$(SANITIZE)),fuzz,san))

@@ -1,0 +1,124 @@
+/* The f16 / bf16 conversions of src/half.h (white-box: every kernel widens
+ * and narrows through them): exhaustive widening against the definitions,
+ * narrowing against round-to-nearest-even computed in double, and the run
+ * (vectorised, streaming) forms equal to the scalar forms bit for bit. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/half.h"
+#include "ref/ref.h"
+#include "util.h"
+
+/* Lengths the compiler cannot see (gcc 12 otherwise reasons about the scalar
+ * tails of the vector loops as if they could run forever). */
+static volatile int64_t all_patterns = 65536;
+
+static bool same_value(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || (a == b && signbit(a) == signbit(b));
+}
+
+static void test_widen_exhaustive(void)
+{
+    uint16_t *all = malloc(sizeof(uint16_t) * 65536);
+    float *wide = malloc(sizeof(float) * 65536);
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++)
+        all[h] = (uint16_t)h;
+    spa_f16_widen_run(wide, all, all_patterns);
+    for (uint32_t h = 0; h < 65536; h++) {
+        bad += !same_value(spa_f16_to_f32((uint16_t)h), ref_f16_to_double((uint16_t)h));
+        bad += !same_value(wide[h], ref_f16_to_double((uint16_t)h));
+    }
+    spa_bf16_widen_run(wide, all, all_patterns);
+    for (uint32_t h = 0; h < 65536; h++)
+        bad += !same_value(wide[h], ref_bf16_to_double((uint16_t)h));
+    CU_ASSERT_EQUAL(bad, 0);
+    free(all);
+    free(wide);
+}
+
+/* Round-to-nearest-even of a finite double to a binary format with `mant`
+ * explicit bits, minimum normal exponent `emin` and largest finite `max`. */
+static double rne(double v, int mant, int emin, double max)
+{
+    if (v == 0 || isinf(v))
+        return v;
+    int e = (int)floor(log2(fabs(v)));
+    if (ldexp(1.0, e) > fabs(v)) /* log2 rounding at powers of two */
+        e--;
+    if (e < emin)
+        e = emin;
+    double ulp = ldexp(1.0, e - mant);
+    double q = nearbyint(v / ulp) * ulp;
+    double overflow = max + ldexp(1.0, (int)floor(log2(max)) - mant) / 2; /* halfway above max */
+    if (fabs(v) >= overflow)
+        return copysign(INFINITY, v);
+    return q == 0 ? copysign(0.0, v) : q;
+}
+
+static float random_float(rng *r)
+{
+    uint32_t u = (uint32_t)rng_u64(r);
+    switch (rng_int(r, 0, 3)) {
+    case 0: /* near the f16 range, ties included */
+        u = (u & 0x80000000u) | (uint32_t)rng_int(r, 0x33000000, 0x47800000);
+        if (rng_int(r, 0, 3) == 0)
+            u = (u & ~0x1FFFu) | 0x1000u; /* exactly halfway between two f16 */
+        break;
+    case 1: /* bf16 ties */
+        u = (u & ~0xFFFFu) | 0x8000u;
+        break;
+    default:
+        break;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void test_narrow_against_rne(void)
+{
+    enum { N = 1 << 16 };
+    float *src = malloc(sizeof(float) * N);
+    uint16_t *h_run = malloc(2 * (N + 1)), *h_stream = malloc(2 * (N + 1));
+    uint16_t *b_run = malloc(2 * (N + 1)), *b_stream = malloc(2 * (N + 1));
+    rng r = rng_seed(301);
+    for (int i = 0; i < N; i++)
+        src[i] = random_float(&r);
+    src[0] = NAN;
+    src[1] = -INFINITY;
+    src[2] = 65520.0f;  /* rounds to f16 Inf */
+    src[3] = 65519.0f;  /* rounds to f16 65504 */
+    src[4] = 0x1p-25f;  /* halfway to the smallest f16 subnormal: even, 0 */
+    src[5] = 0x1.8p-24f; /* 1.5 subnormal units: to 2 */
+    int bad = 0;
+    const int64_t n = all_patterns;
+    spa_f16_narrow_run(h_run, src, n);
+    spa_bf16_narrow_run(b_run, src, n);
+    /* +1: an odd start exercises the streaming runs' alignment peeling */
+    spa_f16_narrow_stream_run(h_stream + 1, src, n);
+    spa_bf16_narrow_stream_run(b_stream + 1, src, n);
+    spa_stream_fence();
+    for (int i = 0; i < N; i++) {
+        uint16_t h = spa_f32_to_f16(src[i]), b = spa_f32_to_bf16(src[i]);
+        bad += h != h_run[i] || h != h_stream[i + 1] || b != b_run[i] || b != b_stream[i + 1];
+        if (isnan(src[i])) {
+            bad += !isnan(ref_f16_to_double(h)) || !isnan(ref_bf16_to_double(b));
+            continue;
+        }
+        bad += !same_value(ref_f16_to_double(h), rne(src[i], 10, -14, 65504.0));
+        bad += !same_value(ref_bf16_to_double(b), rne(src[i], 7, -126, 0x1.FEp127));
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(src), free(h_run), free(h_stream), free(b_run), free(b_stream);
+}
+
+void suite_half(void)
+{
+    CU_pSuite s = CU_add_suite("half", NULL, NULL);
+    CU_add_test(s, "widening, all 65536 patterns", test_widen_exhaustive);
+    CU_add_test(s, "narrowing is RNE; run forms equal scalar", test_narrow_against_rne);
+}
