@@ -93,11 +93,16 @@ spa_status spa_tensor_check(const spa_tensor *t, int32_t rank)
 /* Sufficient for no self-overlap: with the dims of size > 1 taken by
  * increasing stride, each stride exceeds the largest offset the dims before
  * it reach. Every padded or permuted row-major view passes; views failing it
- * may alias. Runs after spa_tensor_check, so the sums cannot overflow. */
+ * may alias. Runs after spa_tensor_check, which bounds the offsets of a
+ * non-empty view (an empty one, whose strides it does not bound, has nothing
+ * to overlap), so the sums cannot overflow. */
 static bool tensor_no_overlap(const spa_tensor *t)
 {
     int32_t order[SPA_MAX_RANK];
     int32_t m = 0;
+    for (int32_t k = 0; k < t->rank; k++)
+        if (t->dims[k] == 0)
+            return true;
     for (int32_t k = 0; k < t->rank; k++) {
         if (t->dims[k] <= 1)
             continue;

@@ -84,8 +84,27 @@ static void test_aliasing_outputs(void)
     CU_ASSERT_EQUAL(fwd(), SPA_OK);
 }
 
+/* An empty output has nothing to overlap, whatever its strides: the check
+ * must not multiply them (found by fuzz/fuzz_nsa_compress.c). */
+static void test_empty_output_any_strides(void)
+{
+    static const int64_t short_ends[2] = {16, 31}; /* both batches shorter than the block */
+    const spa_int_array few = {short_ends, 2};
+    const int64_t xd[3] = {31, AL_N, AL_D}, yd[3] = {0, AL_N, AL_D};
+    reset();
+    spa_tensor_init(&x, SPA_FLOAT32, 3, xd, x_buf);
+    spa_tensor_init(&y, SPA_FLOAT32, 3, yd, y_buf);
+    y.strides[1] = INT64_MAX / 2;
+    y.strides[2] = INT64_MAX / 3;
+    uint64_t size;
+    spa_executor ex;
+    CU_ASSERT_EQUAL(spa_nsa_compress_get_workspace_size(&x, &w, &few, "TND", AL_BS, AL_ST, 0, &y,
+                                                        &size, &ex), SPA_OK);
+}
+
 void suite_output_alias(void)
 {
     CU_pSuite s = CU_add_suite("output_alias", NULL, NULL);
     CU_add_test(s, "outputs that reach an element twice", test_aliasing_outputs);
+    CU_add_test(s, "empty output, any strides", test_empty_output_any_strides);
 }
