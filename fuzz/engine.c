@@ -336,18 +336,28 @@ static int64_t element_offset(const spa_tensor *t, int64_t flat)
     return off;
 }
 
+/* Elements of a view, or -1 past MAX_ELEMS (zero strides make small
+ * spans of huge views: such a view is not materialised either, or filling
+ * it and running phase 2 on it would take forever). */
+#define MAX_ELEMS ((int64_t)1 << 20)
 static int64_t numel(const spa_tensor *t)
 {
+    if (t->rank < 0 || t->rank > SPA_MAX_RANK)
+        return -1;
+    for (int32_t d = 0; d < t->rank; d++)
+        if (t->dims[d] == 0)
+            return 0;
     int64_t n = 1;
     for (int32_t d = 0; d < t->rank; d++)
-        n *= t->dims[d];
+        if (t->dims[d] < 0 || __builtin_mul_overflow(n, t->dims[d], &n) || n > MAX_ELEMS)
+            return -1;
     return n;
 }
 
 static void fill_index(const fz_tensor_spec *s, const plan *p, int k, unsigned char *d, size_t bytes)
 {
     const spa_tensor *t = &p->c.t[k];
-    const int64_t n = numel(t); /* materialised: no overflow */
+    const int64_t n = numel(t);
     for (int64_t i = 0; i < n; i++) {
         int64_t v = s->index_count > 0 ? s->index_vals[i % s->index_count] : 0;
         store_index(d, bytes, t->dtype, element_offset(t, i), v);
@@ -414,7 +424,8 @@ int fz_run(const fz_op *op, const uint8_t *data, size_t size)
         set_strides(&p, k);
         const fz_tensor_spec *s = &op->tensors[k];
         int64_t bytes = span_bytes(&p.c.t[k]);
-        bool real = bytes >= 0 && bytes <= MAX_TENSOR_BYTES && total + bytes <= MAX_TOTAL_BYTES;
+        bool real = bytes >= 0 && bytes <= MAX_TENSOR_BYTES && total + bytes <= MAX_TOTAL_BYTES &&
+                    numel(&p.c.t[k]) >= 0;
         if (s->role == FZ_INDEX && !real && !p.null_data[k]) {
             /* An index tensor too big to build: phase 1 may read it all. */
             result = -1;
