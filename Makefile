@@ -29,6 +29,10 @@ CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(LIB_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -
 CFLAGS_TEST := $(WARN) $(TARGET_CFLAGS) $(TEST_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Itests \
 	$(if $(CUNIT_FROM_SOURCE),-I$(B)/cunit/include)
 
+# Per-function stack use beside each library object (make size): GCC writes
+# the call graph with it (.ci), clang only the frames (.su).
+STACK_INFO := $(if $(findstring clang,$(notdir $(CC))),-fstack-usage,-fcallgraph-info=su)
+
 # Objects depend on the tools and flags they were built with, so that
 # `make CC=clang check` after `make check` rebuilds instead of reusing.
 CONFIG_ID := $(CC) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TEST_LDFLAGS) $(TEST_LDLIBS)
@@ -57,7 +61,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size fuzz
+.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -86,11 +90,13 @@ $(B)/gen/spa_kernels.h: Makefile
 # ---- core archive ----
 $(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_LIB) -fstack-usage -c $< -o $@
+	@rm -f $(@:.o=.ci) $(@:.o=.su)
+	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
 
 $(B)/obj/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h) $(CONFIG)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_LIB) -fstack-usage -c $< -o $@
+	@rm -f $(@:.o=.ci) $(@:.o=.su)
+	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -157,9 +163,35 @@ symcheck: $(LIB)
 
 check: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory gencheck symcheck
+	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck)
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
+
+# ---- code size per op and worst-case stack of each phase (tools/size.sh) ----
+SIZE_HEADER := | target | op | text | data | bss | phase-1 stack | phase-2 stack |\n|---|---|---:|---:|---:|---:|---:|
+size: $(LIB)
+	@printf '$(SIZE_HEADER)\n'
+	@tools/size.sh $(TARGET) $(LIB) $(B)/obj '$(SIZE)' '$(NM)' '$(DTYPES)'
+
+# Targets with a stack budget (STACK_LIMIT in target.mk): phase 2 of every op
+# must stay under it (static call-graph bound; libc's memcpy/memset frames
+# are not in it: measured, they add under 64 bytes on Cortex-M7).
+stackcheck: $(LIB)
+	@tools/size.sh $(TARGET) $(LIB) $(B)/obj '$(SIZE)' '$(NM)' '$(DTYPES)' | awk -F'|' -v lim=$(STACK_LIMIT) ' \
+	  $$3 ~ /core|libspattn/ { next } \
+	  { op = $$3; gsub(/ /, "", op); s = $$8; gsub(/ /, "", s); \
+	    if (s == "?" || s == "n/a") { print "stackcheck: " op " phase 2 stack unknown (" s ")"; next } \
+	    if (s + 0 >= lim) { print "stackcheck: " op " phase 2 needs " s " bytes of stack, limit " lim; bad = 1 } \
+	    else ok = ok " " op "=" s } \
+	  END { if (!bad) print "stackcheck: phase 2 stack under " lim " bytes:" ok; exit bad }'
+
+# Every target whose compiler is installed, one table.
+SIZE_TARGETS ?= $(patsubst targets/%/target.mk,%,$(wildcard targets/*/target.mk))
+size-all:
+	@printf '$(SIZE_HEADER)\n'
+	@for t in $(SIZE_TARGETS); do \
+	  $(MAKE) --no-print-directory -s TARGET=$$t all >/dev/null 2>&1 || { echo "| $$t | (toolchain missing) | | | | | |"; continue; }; \
+	  $(MAKE) --no-print-directory -s TARGET=$$t size | tail -n +3; done
 
 # ---- memcheck of the host suite; valgrind stops at AVX-512, hence the march ----
 VALGRIND_MARCH ?= x86-64-v3
@@ -167,6 +199,34 @@ valgrind:
 	@tools/deps.sh valgrind:valgrind
 	@$(MAKE) --no-print-directory TARGET=host HOST_MARCH=$(VALGRIND_MARCH) test \
 	  RUN='valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect'
+
+# ---- fuzzing: one libFuzzer harness per op (fuzz/fuzz_<op>.c), built only
+# when libspattn.a defines spa_<op>_get_workspace_size; each runs
+# FUZZ_SECONDS from the committed seeds (fuzz/corpus/<op>/) and any finding
+# (crash, sanitizer report, broken contract) fails the target.
+FUZZ_SECONDS ?= 10
+FUZZ_OPS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+fuzz: deps
+	@$(MAKE) --no-print-directory TARGET=host CC=clang SANITIZE=fuzz deps
+	@$(MAKE) --no-print-directory TARGET=host CC=clang SANITIZE=fuzz fuzz-run
+
+fuzz-run: $(LIB)
+	@for op in $(FUZZ_OPS); do \
+	  if ! $(NM) -g --defined-only $(LIB) | grep -q " T spa_$${op}_get_workspace_size$$"; then \
+	    echo "fuzz $$op: skipped, libspattn.a has no spa_$${op}_get_workspace_size"; continue; fi; \
+	  $(MAKE) --no-print-directory $(B)/fuzz/fuzz_$$op || exit 1; \
+	  mkdir -p $(B)/fuzz/corpus/$$op $(B)/fuzz/findings; \
+	  echo "fuzz $$op: $(FUZZ_SECONDS) s"; \
+	  $(B)/fuzz/fuzz_$$op -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -max_len=256 \
+	    -print_final_stats=1 -artifact_prefix=$(B)/fuzz/findings/$$op- \
+	    $(B)/fuzz/corpus/$$op fuzz/corpus/$$op 2>$(B)/fuzz/$$op.log || \
+	    { tail -n 40 $(B)/fuzz/$$op.log; echo "fuzz $$op: FINDING, see $(B)/fuzz/findings/"; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|stat::new_units_added" $(B)/fuzz/$$op.log | tr '\n' ' '; echo; \
+	done
+
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/engine.c fuzz/engine.h $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(TARGET_CFLAGS) -fsanitize=fuzzer -Iinclude fuzz/fuzz_$*.c fuzz/engine.c $(LIB) -o $@ -lm
 
 # ---- benchmark: bench/op_<file>.c define bench_<name>() for each op they time ----
 BENCH_OPS := $(shell sed -n 's/^void bench_\([a-z0-9_]*\)(void)$$/\1/p' $(wildcard bench/op_*.c))

@@ -33,6 +33,9 @@ bool spa_is_float_dtype(int32_t dtype);
 /* Descriptor sanity: known dtype, rank in range, dims and strides >= 0, data
  * non-NULL unless empty, and the addressed byte span fits in int64. */
 spa_status spa_tensor_check(const spa_tensor *t, int32_t rank);
+/* spa_tensor_check, plus: an output view reaches no element twice (a
+ * stride-0 or interleaved output would make results depend on write order). */
+spa_status spa_tensor_check_output(const spa_tensor *t, int32_t rank);
 /* dims[k] == want[k] for every k < rank. */
 bool spa_tensor_dims_are(const spa_tensor *t, int32_t rank, const int64_t *want);
 int64_t spa_tensor_numel(const spa_tensor *t); /* after spa_tensor_check */

@@ -40,7 +40,7 @@ static spa_status plan(const spa_tensor *input, const spa_tensor *weight, const 
 {
     memset(e, 0, sizeof *e);
     SPA_TRY(spa_nsac_check_common(input, weight, seq, layout, bs, st, seq_type, &e->shape));
-    SPA_TRY(spa_tensor_check(output, 3));
+    SPA_TRY(spa_tensor_check_output(output, 3));
     SPA_REQUIRE(output->dtype == input->dtype);
     const int64_t want[3] = {e->shape.windows, e->shape.heads, e->shape.dim};
     SPA_REQUIRE(spa_tensor_dims_are(output, 3, want));

@@ -46,8 +46,8 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
     memset(e, 0, sizeof *e);
     SPA_TRY(spa_nsac_check_common(input, weight, seq, layout, bs, st, seq_type, &e->shape));
     SPA_TRY(spa_tensor_check(output_grad, 3));
-    SPA_TRY(spa_tensor_check(input_grad, 3));
-    SPA_TRY(spa_tensor_check(weight_grad, 2));
+    SPA_TRY(spa_tensor_check_output(input_grad, 3));
+    SPA_TRY(spa_tensor_check_output(weight_grad, 2));
     const int32_t dt = input->dtype;
     SPA_REQUIRE(output_grad->dtype == dt && input_grad->dtype == dt && weight_grad->dtype == dt);
     const int64_t dy_dims[3] = {e->shape.windows, e->shape.heads, e->shape.dim};

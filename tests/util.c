@@ -60,6 +60,14 @@ static size_t esize(int32_t dt)
     }
 }
 
+/* Small targets have a few MiB of heap: say so instead of crashing. */
+static void out_of_memory(size_t bytes)
+{
+    fprintf(stderr, "test: out of memory for %lu bytes%s\n", (unsigned long)bytes,
+            SPA_TEST_SMALL ? " (a small target: scale the shape with TEST_SIZE / TEST_CAP)" : "");
+    exit(2);
+}
+
 void tt_make(ttensor *tt, spa_dtype dt, int32_t rank, const int64_t *dims, bool strided, rng *r)
 {
     memset(tt, 0, sizeof *tt);
@@ -80,6 +88,8 @@ void tt_make(ttensor *tt, spa_dtype dt, int32_t rank, const int64_t *dims, bool 
     }
     tt->span = empty ? 0 : (size_t)span_elems * esize((int32_t)dt);
     tt->block = malloc(tt->span + 2 * RED_ZONE);
+    if (tt->block == NULL)
+        out_of_memory(tt->span + 2 * RED_ZONE);
     memset(tt->block, CANARY, tt->span + 2 * RED_ZONE);
     tt->t.data = tt->block + RED_ZONE;
 }
@@ -220,6 +230,8 @@ void tws_make(tws *w, uint64_t size, size_t skew)
     w->size = size;
     w->skew = skew;
     w->block = malloc((size_t)size + 2 * RED_ZONE + skew);
+    if (w->block == NULL)
+        out_of_memory((size_t)size + 2 * RED_ZONE + skew);
     memset(w->block, CANARY, (size_t)size + 2 * RED_ZONE + skew);
     w->ptr = w->block + RED_ZONE + skew;
 }

@@ -75,7 +75,7 @@ int64_t check_close(const char *what, const double *got, const double *ref, cons
                     int64_t n, tol t);
 
 /* ---- problem sizes ----
- * Small targets (a Cortex-M board under QEMU: 12 MiB of heap, a slow CPU)
+ * Small targets (a Cortex-M board under QEMU: 15 MiB of heap, a slow CPU)
  * build the suites with -DSPA_TEST_SMALL=1 from their target.mk. Suites pick
  * their sizes through these, so the same tests run everywhere, just smaller. */
 #ifndef SPA_TEST_SMALL

@@ -43,6 +43,14 @@ void *_sbrk(ptrdiff_t incr)
 {
     static char *brk = __heap_start;
     if (incr < 0 ? brk + incr < __heap_start : __heap_end - brk < incr) {
+        /* A test image that runs out of heap has shapes too big for the
+         * board; say so and stop (an unchecked NULL would write over the
+         * vector table at address 0 and lock the core up). */
+        static const char msg[] = "\n*** out of heap: scale this test down (TEST_SIZE / TEST_CAP)\n";
+        register unsigned r0 __asm("r0") = 0x04u; /* SYS_WRITE0 */
+        register const char *r1 __asm("r1") = msg;
+        __asm volatile("bkpt 0xab" : : "r"(r0), "r"(r1) : "memory");
+        fault_handler();
         errno = ENOMEM;
         return (void *)-1;
     }

@@ -20,9 +20,13 @@ TARGET_LDLIBS := -lm
 TEST_LDLIBS := -lcunit -lpthread -lm
 HAVE_PTHREAD := 1
 RUN :=
+# SANITIZE=fuzz: the same, plus libFuzzer's coverage hooks (clang; make fuzz).
 ifneq ($(SANITIZE),)
 TARGET_CFLAGS += -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+TARGET_CFLAGS += $(if $(filter fuzz,$(SANITIZE)),-fsanitize=fuzzer-no-link)
 SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*
-SYMCHECK_STATE_ALLOW := __unnamed_[0-9]+|___asan_gen_.*
+# clang's sanitizer and libFuzzer runtimes (gcc's come with gcc).
+TARGET_DEPS := $(shell clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev
+SYMCHECK_STATE_ALLOW := __unnamed_[0-9]+|___asan_gen_.*|__sancov_gen_.*
 endif
-B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(SANITIZE),-san)
+B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(SANITIZE),-$(if $(filter fuzz,$(SANITIZE)),fuzz,san))
