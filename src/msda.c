@@ -67,7 +67,7 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_TRY(spa_tensor_check(level_start, 1));
     SPA_TRY(spa_tensor_check(location, 6));
     SPA_TRY(spa_tensor_check(attn_weight, 5));
-    SPA_TRY(spa_tensor_check(output, 3));
+    SPA_TRY(spa_tensor_check_output(output, 3));
     /* rule 4 */
     SPA_REQUIRE(spatial_shape->dims[1] == 2 && location->dims[5] == 2);
     /* rule 5 */

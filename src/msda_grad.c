@@ -96,9 +96,9 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_REQUIRE(spa_tensor_dims_are(attn_weight, 5, attn_dims));
     SPA_REQUIRE(spa_tensor_dims_are(grad_output, 3, gout_dims));
     /* rule 7: outputs shaped like their inputs */
-    SPA_TRY(spa_tensor_check(grad_value, 4));
-    SPA_TRY(spa_tensor_check(grad_location, 6));
-    SPA_TRY(spa_tensor_check(grad_attn_weight, 5));
+    SPA_TRY(spa_tensor_check_output(grad_value, 4));
+    SPA_TRY(spa_tensor_check_output(grad_location, 6));
+    SPA_TRY(spa_tensor_check_output(grad_attn_weight, 5));
     SPA_REQUIRE(spa_tensor_dims_are(grad_value, 4, value->dims));
     SPA_REQUIRE(spa_tensor_dims_are(grad_location, 6, loc_dims));
     SPA_REQUIRE(spa_tensor_dims_are(grad_attn_weight, 5, attn_dims));
