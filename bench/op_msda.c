@@ -1,7 +1,13 @@
 /* MultiScaleDeformableAttnFunction and its grad at shape `bench`, the
  * Deformable-DETR encoder: bs 2, 8 heads, 32 channels, 4 levels (100x150,
- * 50x75, 25x38, 13x19), 4 points, num_queries = num_keys = 19947; locations
- * uniform in [0, 1), weights and values uniform in [-1, 1).
+ * 50x75, 25x38, 13x19), 4 points, num_queries = num_keys = 19947; weights and
+ * values uniform in [-1, 1). Two location patterns:
+ *   bench          as the encoder samples: every query is a pixel of one level,
+ *                  its reference point that pixel's centre, and head h, point p
+ *                  look (p + 1) cells away in direction 2*pi*h/8 on every level
+ *                  (Deformable-DETR's initial offsets), jittered by +-0.5 cell;
+ *   bench_uniform  locations uniform in [0, 1): no locality at all, the worst
+ *                  case for the caches.
  * gbps: every input read once and every output written once. gflops: per
  * (sample, channel) 5 multiply-adds forward (4 corners, the attention weight)
  * and 19 in the grad (4 gradValue, 4 for the sample, 4 each for d/dx and
@@ -33,15 +39,42 @@ static void run_once(void *arg)
     }
 }
 
-/* Locations uniform in [0, 1), stored in dt (f16: nearest below, bf16: truncated). */
-static void *alloc_locations(spa_dtype dt, size_t count, uint64_t seed)
+static double next_unit(uint64_t *s)
+{
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return (double)((*s * 0x2545F4914F6CDD1Dull) >> 40) * 0x1p-24;
+}
+
+/* Normalised location number i of the layout [BS][NQ][NH][NL][NP][2]. */
+static float location_value(size_t i, int encoder, uint64_t *s)
+{
+    if (!encoder)
+        return (float)next_unit(s);
+    const size_t xy = i % 2, p = i / 2 % NP, l = i / (2 * NP) % NL, h = i / (2 * NP * NL) % NH;
+    const size_t q = i / (2 * NP * NL * NH) % NQ;
+    size_t lq = 0, first = 0; /* the level and pixel of query q */
+    while (q >= first + (size_t)(level_hw[lq][0] * level_hw[lq][1])) {
+        first += (size_t)(level_hw[lq][0] * level_hw[lq][1]);
+        lq++;
+    }
+    const double hq = (double)level_hw[lq][0], wq = (double)level_hw[lq][1];
+    const double ref = xy == 0 ? ((double)((q - first) % (size_t)wq) + 0.5) / wq
+                               : ((double)((q - first) / (size_t)wq) + 0.5) / hq;
+    const double angle = 2.0 * 3.14159265358979 * (double)h / NH;
+    double dx = cos(angle), dy = sin(angle);
+    const double norm = fmax(fabs(dx), fabs(dy));
+    const double cells = (xy == 0 ? dx : dy) / norm * (double)(p + 1) + next_unit(s) - 0.5;
+    return (float)(ref + cells / (double)level_hw[l][xy == 0 ? 1 : 0]);
+}
+
+/* Locations stored in dt (f16: nearest below, bf16: truncated). */
+static void *alloc_locations(spa_dtype dt, size_t count, uint64_t seed, int encoder)
 {
     size_t es = bench_dtype_size(dt);
     unsigned char *p = bench_alloc_zero(count * es);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t i = 0; i < count; i++) {
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        float v = (float)((double)((s * 0x2545F4914F6CDD1Dull) >> 40) * 0x1p-24);
+        float v = location_value(i, encoder, &s);
         uint32_t u;
         memcpy(&u, &v, 4);
         if (dt == SPA_FLOAT32) {
@@ -52,27 +85,31 @@ static void *alloc_locations(spa_dtype dt, size_t count, uint64_t seed)
         } else {
             int e;
             float m = frexpf(v, &e); /* v = m * 2^e, m in [0.5, 1) */
-            uint16_t h = v < 0x1p-14f ? 0 : (uint16_t)(((e + 14) << 10) | ((int)(m * 2048.0f) - 1024));
+            uint16_t h = fabsf(v) < 0x1p-14f ? 0 : (uint16_t)(((e + 14) << 10) | ((int)(m * 2048.0f) - 1024));
+            if (v < 0 && h != 0)
+                h |= 0x8000u;
             memcpy(p + i * 2, &h, 2);
         }
     }
     return p;
 }
 
-static void time_threads(const char *op, spa_dtype dt, msda_bench *b, double bytes, double flops)
+static void time_threads(const char *op, spa_dtype dt, const char *shape, msda_bench *b, double bytes,
+                         double flops)
 {
     unsigned threads[8];
     int nt = bench_thread_counts(threads, 8);
     b->ws = bench_alloc_zero(b->ws_size);
     for (int i = 0; i < nt; i++) {
         b->runner = bench_runner(threads[i]);
-        bench_report(op, dt, "bench", threads[i], bench_time_ms(run_once, b), bytes, flops);
+        bench_report(op, dt, shape, threads[i], bench_time_ms(run_once, b), bytes, flops);
     }
     free(b->ws);
 }
 
-static void bench_dtype(spa_dtype dt, int grad)
+static void bench_dtype(spa_dtype dt, int grad, int encoder)
 {
+    const char *shape = encoder ? "bench" : "bench_uniform";
     int64_t ss_data[NL * 2], lsi_data[NL], start = 0;
     for (int l = 0; l < NL; l++) {
         ss_data[2 * l] = level_hw[l][0];
@@ -85,7 +122,7 @@ static void bench_dtype(spa_dtype dt, int grad)
     const int64_t ld[6] = {BS, NQ, NH, NL, NP, 2}, ad[5] = {BS, NQ, NH, NL, NP}, od[3] = {BS, NQ, NH * C};
     const size_t nv = (size_t)BS * NK * NH * C, na = (size_t)BS * NQ * NH * NL * NP, no = (size_t)BS * NQ * NH * C;
     void *v = bench_alloc_random(dt, nv, 1);
-    void *loc = alloc_locations(dt, 2 * na, 2);
+    void *loc = alloc_locations(dt, 2 * na, 2, encoder);
     void *att = bench_alloc_random(dt, na, 3);
     void *go = bench_alloc_random(dt, no, 4);
     spa_tensor tv = bench_tensor(dt, 4, vd, v), tss = bench_tensor(SPA_INT64, 2, ssd, ss_data),
@@ -102,7 +139,7 @@ static void bench_dtype(spa_dtype dt, int grad)
             exit(1);
         }
         b.run = spa_msda;
-        time_threads("msda", dt, &b, v_bytes + l_bytes + a_bytes + o_bytes + idx_bytes, 2 * 5 * per_ch);
+        time_threads("msda", dt, shape, &b, v_bytes + l_bytes + a_bytes + o_bytes + idx_bytes, 2 * 5 * per_ch);
     } else {
         void *gv = bench_alloc_zero(nv * es), *gl = bench_alloc_zero(2 * na * es), *ga = bench_alloc_zero(na * es);
         spa_tensor tgv = bench_tensor(dt, 4, vd, gv), tgl = bench_tensor(dt, 6, ld, gl),
@@ -113,7 +150,7 @@ static void bench_dtype(spa_dtype dt, int grad)
             exit(1);
         }
         b.run = spa_msda_grad;
-        time_threads("msda_grad", dt, &b,
+        time_threads("msda_grad", dt, shape, &b,
                      2 * (v_bytes + l_bytes + a_bytes) + o_bytes + idx_bytes, 2 * 19 * per_ch);
         free(gv), free(gl), free(ga);
     }
@@ -123,13 +160,15 @@ static void bench_dtype(spa_dtype dt, int grad)
 void bench_msda(void)
 {
     static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
-    for (int k = 0; k < 3; k++)
-        bench_dtype(dts[k], 0);
+    for (int encoder = 1; encoder >= 0; encoder--)
+        for (int k = 0; k < 3; k++)
+            bench_dtype(dts[k], 0, encoder);
 }
 
 void bench_msda_grad(void)
 {
     static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
-    for (int k = 0; k < 3; k++)
-        bench_dtype(dts[k], 1);
+    for (int encoder = 1; encoder >= 0; encoder--)
+        for (int k = 0; k < 3; k++)
+            bench_dtype(dts[k], 1, encoder);
 }
