@@ -1,0 +1,118 @@
+SPA_STAMP
+/* NsaSelectedAttention forward, a run of (query token, kv head) units of one
+ * batch (spec/nsa.md 3.2). Per unit the G query heads of the group are done
+ * together: S = Q Kselᵀ over the K*bs selected key rows (staged TK rows at a
+ * time, widened to f32), masked softmax in f32, P rounded to the dtype, then
+ * O = P Vsel with the value rows staged the same way. */
+#include <float.h>
+#include <stdint.h>
+
+#include "half.h"
+#include "nsa_select_kernel.h"
+#include "nsa_select_mk.h"
+
+m4_define(`NSAS_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
+enum { TK = NSAS_TK };
+
+void NSAS_KSYM()(const spa_nsas_args *a, int64_t u0, int64_t u1, int64_t qstart, int64_t kstart,
+                 float *scratch)
+{
+    const SPA_T *q = a->q;
+    const SPA_T *k = a->k;
+    const SPA_T *v = a->v;
+    SPA_T *o = a->o;
+    float *mx = a->mx;
+    float *sm = a->sm;
+    const int64_t n2 = a->n2, G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs,
+                  KC = a->kc, KB = a->kc * a->bs;
+    /* scratch (the floats phase 1 reserved): lanes of padded heads stay 0 */
+    float *qt = scratch;     /* [D][GP]  query heads, transposed */
+    float *st = qt + D * GP; /* [KB][GP] scores, then P */
+    float *ot = st + KB * GP; /* [DV][GP] output heads, transposed */
+    float *rows = ot + DV * GP; /* [TK][D] staged key or value rows */
+    float *mrow = rows + TK * D; /* [GP] max */
+    float *lrow = mrow + GP;     /* [GP] sum */
+
+    for (int64_t i = 0; i < D * GP; i++)
+        qt[i] = 0.0f;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t t = u / n2, h2 = u % n2, s = t - qstart;
+        const int32_t *ir = a->idx + t * a->is0 + h2 * a->is1;
+        for (int64_t g = 0; g < G; g++) {
+            const SPA_T *qr = q + t * a->qs0 + (h2 * G + g) * a->qs1;
+            for (int64_t d = 0; d < D; d++)
+                qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
+        }
+        /* S = Q Kselᵀ, in index order (duplicates included) */
+        for (int64_t i = 0; i < KC; i++) {
+            const SPA_T *kb = k + (kstart + (int64_t)ir[i * a->is2] * BS) * a->ks0 + h2 * a->ks1;
+            for (int64_t j0 = 0; j0 < BS; j0 += TK) {
+                const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
+                for (int64_t r = 0; r < nr; r++) {
+                    float *dst = rows + r * D;
+                    const SPA_T *src = kb + (j0 + r) * a->ks0;
+                    SPA_WIDEN_ROW(dst, src, a->ks2, D);
+                }
+                spa_nsas_scores(rows, D, nr, qt, D, GP, st + (i * BS + j0) * GP);
+            }
+        }
+        /* z' = scale*S or MASKVAL (-FLT_MAX) where key position p > s */
+        for (int64_t l = 0; l < GP; l++)
+            mrow[l] = -FLT_MAX;
+        for (int64_t i = 0; i < KC; i++) {
+            const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
+            for (int64_t j = 0; j < BS; j++) {
+                float *z = st + (i * BS + j) * GP;
+                if (a->causal && p0 + j > s) {
+                    for (int64_t l = 0; l < GP; l++)
+                        z[l] = -FLT_MAX;
+                } else {
+                    for (int64_t l = 0; l < GP; l++) {
+                        z[l] = a->scale * z[l];
+                        mrow[l] = mrow[l] > z[l] ? mrow[l] : z[l];
+                    }
+                }
+            }
+        }
+        /* P = exp(z' - m) / l, rounded to the dtype */
+        for (int64_t j = 0; j < KB; j++)
+            for (int64_t l = 0; l < GP; l++)
+                st[j * GP + l] -= mrow[l];
+        spa_nsas_exp_row(st, KB * GP);
+        for (int64_t l = 0; l < GP; l++)
+            lrow[l] = 0.0f;
+        for (int64_t j = 0; j < KB; j++)
+            for (int64_t l = 0; l < GP; l++)
+                lrow[l] += st[j * GP + l];
+        for (int64_t j = 0; j < KB; j++)
+            for (int64_t l = 0; l < GP; l++)
+                st[j * GP + l] = NSAS_ROUND(st[j * GP + l] / lrow[l]);
+        /* O = P Vsel */
+        for (int64_t i = 0; i < DV * GP; i++)
+            ot[i] = 0.0f;
+        for (int64_t i = 0; i < KC; i++) {
+            const SPA_T *vb = v + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vs0 + h2 * a->vs1;
+            for (int64_t j0 = 0; j0 < BS; j0 += TK) {
+                const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
+                for (int64_t r = 0; r < nr; r++) {
+                    float *dst = rows + r * DV;
+                    const SPA_T *src = vb + (j0 + r) * a->vs0;
+                    SPA_WIDEN_ROW(dst, src, a->vs2, DV);
+                }
+                spa_nsas_accum_t(rows, DV, nr, st + (i * BS + j0) * GP, DV, GP, ot);
+            }
+        }
+        for (int64_t g = 0; g < G; g++) {
+            const int64_t h = h2 * G + g;
+            SPA_T *orow = o + t * a->os0 + h * a->os1;
+            for (int64_t e = 0; e < DV; e++)
+                orow[e * a->os2] = SPA_STORE(ot[e * GP + g]);
+            float *mr = mx + t * a->ms0 + h * a->ms1;
+            float *sr = sm + t * a->ss0 + h * a->ss1;
+            for (int64_t c = 0; c < 8; c++) {
+                mr[c * a->ms2] = mrow[g];
+                sr[c * a->ss2] = lrow[g];
+            }
+        }
+    }
+}
