@@ -1,5 +1,5 @@
 /* NsaSelectedAttention: phase 1 (validate, plan, size) and phase 2 (run the
- * blocks). The (query token, kv head) units are split into contiguous blocks;
+ * blocks). The (kv head, query token) units are split into contiguous blocks;
  * each unit writes only its own output rows, so any split is deterministic. */
 #include <string.h>
 
@@ -69,10 +69,10 @@ static spa_status plan(const spa_tensor *q, const spa_tensor *k, const spa_tenso
     if (e->per_block < 1)
         e->per_block = 1;
     e->blocks = (uint32_t)((units + e->per_block - 1) / e->per_block);
-    /* qt [D][GP], scores [K*bs][GP], out [Dv][GP], staged rows [TK][D], max and sum [GP] */
+    /* qt [D][GP], scores [K*bs][GP], out [Dv][GP], staged rows [TK][PITCH], max and sum [GP] */
     const int64_t gp = sh->gp;
     e->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp +
-                                   kernel_for(q->dtype).tk * sh->d + 2 * gp);
+                                   kernel_for(q->dtype).tk * SPA_NSAS_PITCH + 2 * gp);
     return SPA_OK;
 }
 
@@ -137,22 +137,25 @@ typedef struct nsas_run {
     spa_nsas_fwd_kernel *kernel;
 } nsas_run;
 
-/* One block of units, split where it crosses a batch boundary. */
+/* One block of units u = n2 * T1 + t (kv head major, so that a thread works
+ * through the keys and values of one head at a time), split where it crosses
+ * a head or batch boundary. */
 static void run_block(void *arg, uint32_t blk)
 {
     const nsas_run *r = arg;
     const nsas_exec *e = r->e;
-    const int64_t n2 = e->sh.n2, units = e->sh.t1 * n2;
+    const int64_t t1 = e->sh.t1, units = t1 * e->sh.n2;
     float *scratch = r->scratch + (uint64_t)blk * e->scratch_floats;
     int64_t u = (int64_t)blk * e->per_block;
     const int64_t end = u + e->per_block < units ? u + e->per_block : units;
     while (u < end) {
-        const int64_t b = spa_nsas_batch_of(&e->sq, u / n2);
+        const int64_t h2 = u / t1, t = u % t1;
+        const int64_t b = spa_nsas_batch_of(&e->sq, t);
         int64_t qs, qe, ks, ke;
         spa_nsas_batch(&e->sq, b, &qs, &qe);
         spa_nsas_batch(&e->skv, b, &ks, &ke);
-        const int64_t stop = qe * n2 < end ? qe * n2 : end;
-        r->kernel(&r->args, u, stop, qs, ks, scratch);
+        const int64_t stop = h2 * t1 + qe < end ? h2 * t1 + qe : end;
+        r->kernel(&r->args, h2, t, stop - h2 * t1, qs, ks, scratch);
         u = stop;
     }
 }

@@ -136,11 +136,11 @@ static spa_status plan(const spa_tensor *q, const spa_tensor *k, const spa_tenso
             break;
     }
     e->blocks = (uint32_t)(sh->n2 * e->ranges);
-    /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; rows [TK][D];
+    /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; rows [TK][PITCH];
      * P and dS [TK][GP]; max, sum, D [GP] */
     const int64_t gp = sh->gp, tk = kernel_for(dt).tk;
     e->scratch_floats = (uint64_t)(2 * sh->d * gp + sh->g * sh->d + sh->dv * gp + sh->g * sh->dv +
-                                   tk * sh->d + 2 * tk * gp + 3 * gp);
+                                   tk * SPA_NSAS_PITCH + 2 * tk * gp + 3 * gp);
     return SPA_OK;
 }
 

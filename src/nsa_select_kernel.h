@@ -5,6 +5,11 @@
 
 #include <stdint.h>
 
+/* Row pitch (floats) of the staged key/value rows in a kernel's scratch: the
+ * largest head dim plus one cache line, a compile-time constant so that the
+ * row offsets of a micro-tile become constant displacements. */
+#define SPA_NSAS_PITCH 784
+
 typedef struct spa_nsas_args {
     const void *q; /* query [T1, N1, D] */
     int64_t qs0, qs1, qs2;
@@ -35,10 +40,10 @@ typedef struct spa_nsas_args {
     int causal;
 } spa_nsas_args;
 
-/* Forward: work units u in [u0, u1) (t = u / n2, kv head u % n2), all in the
- * batch whose queries start at token qstart and whose KV starts at row kstart. */
-typedef void spa_nsas_fwd_kernel(const spa_nsas_args *a, int64_t u0, int64_t u1, int64_t qstart,
-                                 int64_t kstart, float *scratch);
+/* Forward: query tokens [t0, t1) of kv head n2, all in the batch whose
+ * queries start at token qstart and whose KV starts at row kstart. */
+typedef void spa_nsas_fwd_kernel(const spa_nsas_args *a, int64_t n2, int64_t t0, int64_t t1,
+                                 int64_t qstart, int64_t kstart, float *scratch);
 
 /* Grad: query tokens [t0, t1) of one batch, kv head n2. Writes dq of those
  * tokens and adds the dK / dV rows they select into the f32 partials dkp

@@ -14,12 +14,32 @@
 #include <stdint.h>
 
 #include "half.h"
+#include "nsa_select_kernel.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 #define SPA_NSAS_LANES 16
+
+#if defined(__GNUC__)
+#define SPA_NSAS_INLINE static inline __attribute__((always_inline))
+#define SPA_NSAS_PREFETCH(p) __builtin_prefetch((p), 0, 2)
+#else
+#define SPA_NSAS_INLINE static inline
+#define SPA_NSAS_PREFETCH(p) ((void)(p))
+#endif
+
+/* Asks for the cache lines of `rows` rows of `bytes` bytes, `stride` bytes
+ * apart, ahead of their use (a hint; no effect on results). */
+SPA_NSAS_INLINE void spa_nsas_prefetch_rows(const void *base, int64_t stride, int64_t rows,
+                                            int64_t bytes)
+{
+    const char *p = base;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t off = 0; off < bytes; off += 64)
+            SPA_NSAS_PREFETCH(p + r * stride + off);
+}
 
 /* ---- exp ----
  * exp(x) for the softmax, x <= 0 in practice: n = round(x / ln 2),
@@ -85,7 +105,7 @@ static inline void spa_nsas_exp_row(float *x, int64_t n)
 /* ---- scores: out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l] ----
  * rows a multiple of 16, gp 16 or 32: Q Kᵀ (a = key rows, bt = query heads
  * transposed) and dY Vᵀ in the grad. */
-static inline void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, const float *bt,
+SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, const float *bt,
                                    int64_t n, int64_t gp, float *out)
 {
 #if defined(__AVX512F__)
@@ -151,7 +171,7 @@ static inline void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, co
 
 /* ---- transposed accumulate: acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l] ----
  * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ... K (dQ). */
-static inline void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
+SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
                                     int64_t n, int64_t gp, float *acc)
 {
 #if defined(__AVX512F__)
@@ -220,7 +240,7 @@ static inline void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, c
 /* ---- row update: out[j*n + e] += sum_{c<g} w[j*gp + c] * b[c*n + e] ----
  * rows a multiple of 4, n a multiple of 16: the dK rows (w = dS, b = Q) and
  * dV rows (w = P, b = dY) of one token; heads summed in ascending order. */
-static inline void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp, const float *b,
+SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp, const float *b,
                                      int64_t g, int64_t n, float *out)
 {
 #if defined(__AVX512F__)

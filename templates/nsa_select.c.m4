@@ -1,6 +1,6 @@
 SPA_STAMP
-/* NsaSelectedAttention forward, a run of (query token, kv head) units of one
- * batch (spec/nsa.md 3.2). Per unit the G query heads of the group are done
+/* NsaSelectedAttention forward, a run of query tokens of one batch for one kv
+ * head (spec/nsa.md 3.2). Per unit the G query heads of the group are done
  * together: S = Q Kselᵀ over the K*bs selected key rows (staged TK rows at a
  * time, widened to f32), masked softmax in f32, P rounded to the dtype, then
  * O = P Vsel with the value rows staged the same way. */
@@ -12,10 +12,10 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_define(`NSAS_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
-enum { TK = NSAS_TK };
+enum { TK = NSAS_TK, PITCH = SPA_NSAS_PITCH };
 
-void NSAS_KSYM()(const spa_nsas_args *a, int64_t u0, int64_t u1, int64_t qstart, int64_t kstart,
-                 float *scratch)
+void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
+                 int64_t kstart, float *scratch)
 {
     const SPA_T *q = a->q;
     const SPA_T *k = a->k;
@@ -23,20 +23,20 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t u0, int64_t u1, int64_t qstart,
     SPA_T *o = a->o;
     float *mx = a->mx;
     float *sm = a->sm;
-    const int64_t n2 = a->n2, G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs,
+    const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs,
                   KC = a->kc, KB = a->kc * a->bs;
     /* scratch (the floats phase 1 reserved): lanes of padded heads stay 0 */
     float *qt = scratch;     /* [D][GP]  query heads, transposed */
     float *st = qt + D * GP; /* [KB][GP] scores, then P */
     float *ot = st + KB * GP; /* [DV][GP] output heads, transposed */
-    float *rows = ot + DV * GP; /* [TK][D] staged key or value rows */
-    float *mrow = rows + TK * D; /* [GP] max */
+    float *rows = ot + DV * GP; /* [TK][PITCH] staged key or value rows */
+    float *mrow = rows + TK * PITCH; /* [GP] max */
     float *lrow = mrow + GP;     /* [GP] sum */
 
     for (int64_t i = 0; i < D * GP; i++)
         qt[i] = 0.0f;
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t t = u / n2, h2 = u % n2, s = t - qstart;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t s = t - qstart;
         const int32_t *ir = a->idx + t * a->is0 + h2 * a->is1;
         for (int64_t g = 0; g < G; g++) {
             const SPA_T *qr = q + t * a->qs0 + (h2 * G + g) * a->qs1;
@@ -48,12 +48,22 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t u0, int64_t u1, int64_t qstart,
             const SPA_T *kb = k + (kstart + (int64_t)ir[i * a->is2] * BS) * a->ks0 + h2 * a->ks1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
+                /* ask for the next chunk's rows (next key block, or the first
+                 * value rows) while this one is computed */
+                if (j0 + TK < BS)
+                    spa_nsas_prefetch_rows(kb + (j0 + TK) * a->ks0, a->ks0 * SPA_SZ, nr, D * SPA_SZ);
+                else if (i + 1 < KC)
+                    spa_nsas_prefetch_rows(k + (kstart + (int64_t)ir[(i + 1) * a->is2] * BS) * a->ks0 + h2 * a->ks1,
+                                           a->ks0 * SPA_SZ, nr, D * SPA_SZ);
+                else
+                    spa_nsas_prefetch_rows(v + (kstart + (int64_t)ir[0] * BS) * a->vs0 + h2 * a->vs1,
+                                           a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
                 for (int64_t r = 0; r < nr; r++) {
-                    float *dst = rows + r * D;
+                    float *dst = rows + r * PITCH;
                     const SPA_T *src = kb + (j0 + r) * a->ks0;
                     SPA_WIDEN_ROW(dst, src, a->ks2, D);
                 }
-                spa_nsas_scores(rows, D, nr, qt, D, GP, st + (i * BS + j0) * GP);
+                spa_nsas_scores(rows, PITCH, nr, qt, D, GP, st + (i * BS + j0) * GP);
             }
         }
         /* z' = scale*S or MASKVAL (-FLT_MAX) where key position p > s */
@@ -94,12 +104,17 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t u0, int64_t u1, int64_t qstart,
             const SPA_T *vb = v + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vs0 + h2 * a->vs1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
+                if (j0 + TK < BS)
+                    spa_nsas_prefetch_rows(vb + (j0 + TK) * a->vs0, a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
+                else if (i + 1 < KC)
+                    spa_nsas_prefetch_rows(v + (kstart + (int64_t)ir[(i + 1) * a->is2] * BS) * a->vs0 + h2 * a->vs1,
+                                           a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
                 for (int64_t r = 0; r < nr; r++) {
-                    float *dst = rows + r * DV;
+                    float *dst = rows + r * PITCH;
                     const SPA_T *src = vb + (j0 + r) * a->vs0;
                     SPA_WIDEN_ROW(dst, src, a->vs2, DV);
                 }
-                spa_nsas_accum_t(rows, DV, nr, st + (i * BS + j0) * GP, DV, GP, ot);
+                spa_nsas_accum_t(rows, PITCH, nr, st + (i * BS + j0) * GP, DV, GP, ot);
             }
         }
         for (int64_t g = 0; g < G; g++) {

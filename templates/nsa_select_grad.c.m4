@@ -15,7 +15,7 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_define(`NSASG_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
-enum { TK = NSASG_TK };
+enum { TK = NSASG_TK, PITCH = SPA_NSAS_PITCH };
 
 void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                   int64_t kstart, int64_t kvlo, float *dkp, float *dvp, float *scratch)
@@ -35,8 +35,8 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
     float *dyt = qn + G * D;     /* [DV][GP] output grads, transposed */
     float *dyn = dyt + DV * GP;  /* [G][DV]  output grads */
     float *dqt = dyn + G * DV;   /* [D][GP]  dQ accumulators */
-    float *rows = dqt + D * GP;  /* [TK][D]  staged value, then key rows */
-    float *pt = rows + TK * D;   /* [TK][GP] S, then P */
+    float *rows = dqt + D * GP;  /* [TK][PITCH] staged value, then key rows */
+    float *pt = rows + TK * PITCH;   /* [TK][GP] S, then P */
     float *ds = pt + TK * GP;    /* [TK][GP] dP, then dS */
     float *mrow = ds + TK * GP;  /* [GP] softmax max (pad: 0) */
     float *lrow = mrow + GP;     /* [GP] softmax sum (pad: 1) */
@@ -81,20 +81,32 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
             const SPA_T *vb = v + (kstart + p0) * a->vs0 + h2 * a->vs1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
+                /* ask for the next chunk's key, value and partial rows */
+                {
+                    int64_t pn = p0 + j0 + TK;
+                    if (j0 + TK >= BS)
+                        pn = i + 1 < KC ? (int64_t)ir[(i + 1) * a->is2] * BS : -1;
+                    if (pn >= 0) {
+                        spa_nsas_prefetch_rows(v + (kstart + pn) * a->vs0 + h2 * a->vs1, a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
+                        spa_nsas_prefetch_rows(k + (kstart + pn) * a->ks0 + h2 * a->ks1, a->ks0 * SPA_SZ, nr, D * SPA_SZ);
+                        spa_nsas_prefetch_rows(dkp + (kstart + pn - kvlo) * D, D * 4, nr, D * 4);
+                        spa_nsas_prefetch_rows(dvp + (kstart + pn - kvlo) * DV, DV * 4, nr, DV * 4);
+                    }
+                }
                 /* dP = dY Vᵀ */
                 for (int64_t r = 0; r < nr; r++) {
-                    float *dst = rows + r * DV;
+                    float *dst = rows + r * PITCH;
                     const SPA_T *src = vb + (j0 + r) * a->vs0;
                     SPA_WIDEN_ROW(dst, src, a->vs2, DV);
                 }
-                spa_nsas_scores(rows, DV, nr, dyt, DV, GP, ds);
+                spa_nsas_scores(rows, PITCH, nr, dyt, DV, GP, ds);
                 /* S = Q Kᵀ */
                 for (int64_t r = 0; r < nr; r++) {
-                    float *dst = rows + r * D;
+                    float *dst = rows + r * PITCH;
                     const SPA_T *src = kb + (j0 + r) * a->ks0;
                     SPA_WIDEN_ROW(dst, src, a->ks2, D);
                 }
-                spa_nsas_scores(rows, D, nr, qt, D, GP, pt);
+                spa_nsas_scores(rows, PITCH, nr, qt, D, GP, pt);
                 /* z' - m, with z' = MASKVAL where key position p > s */
                 for (int64_t r = 0; r < nr; r++) {
                     float *z = pt + r * GP;
@@ -116,7 +128,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                         dp[l] = NSASG_ROUND(dsv);
                     }
                 }
-                spa_nsas_accum_t(rows, D, nr, ds, D, GP, dqt);
+                spa_nsas_accum_t(rows, PITCH, nr, ds, D, GP, dqt);
                 const int64_t prow = kstart + p0 + j0 - kvlo;
                 spa_nsas_rows_add(ds, nr, GP, qn, G, D, dkp + prow * D);
                 spa_nsas_rows_add(pt, nr, GP, dyn, G, DV, dvp + prow * DV);
