@@ -78,7 +78,7 @@ void tt_make(ttensor *tt, spa_dtype dt, int32_t rank, const int64_t *dims, bool 
         span_elems += (dims[k] > 0 ? dims[k] - 1 : 0) * stride;
         stride = stride * (dims[k] > 0 ? dims[k] : 1) + (strided ? rng_int(r, 0, 3) : 0);
     }
-    tt->span = empty ? 0 : (size_t)span_elems * esize(dt);
+    tt->span = empty ? 0 : (size_t)span_elems * esize((int32_t)dt);
     tt->block = malloc(tt->span + 2 * RED_ZONE);
     memset(tt->block, CANARY, tt->span + 2 * RED_ZONE);
     tt->t.data = tt->block + RED_ZONE;
