@@ -30,15 +30,40 @@
 #define SPA_NSAS_PREFETCH(p) ((void)(p))
 #endif
 
-/* Asks for the cache lines of `rows` rows of `bytes` bytes, `stride` bytes
- * apart, ahead of their use (a hint; no effect on results). */
-SPA_NSAS_INLINE void spa_nsas_prefetch_rows(const void *base, int64_t stride, int64_t rows,
-                                            int64_t bytes)
+/* A prefetch cursor over `rows` rows of `bytes` bytes, `stride` bytes apart:
+ * the micro-kernels advance it by one cache line per inner iteration, so the
+ * next chunk's rows are requested a line at a time while this chunk is
+ * computed (a burst would stall on the miss buffers). Hints only. */
+typedef struct spa_nsas_pf {
+    const char *row;
+    int64_t stride, bytes, off, rows;
+} spa_nsas_pf;
+
+SPA_NSAS_INLINE spa_nsas_pf spa_nsas_pf_rows(const void *base, int64_t stride, int64_t rows,
+                                             int64_t bytes)
 {
-    const char *p = base;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t off = 0; off < bytes; off += 64)
-            SPA_NSAS_PREFETCH(p + r * stride + off);
+    spa_nsas_pf p = {base, stride, bytes, 0, base != NULL ? rows : 0};
+    return p;
+}
+
+SPA_NSAS_INLINE void spa_nsas_pf_step(spa_nsas_pf *p)
+{
+    if (p->rows > 0) {
+        SPA_NSAS_PREFETCH(p->row + p->off);
+        p->off += 64;
+        if (p->off >= p->bytes) {
+            p->off = 0;
+            p->row += p->stride;
+            p->rows--;
+        }
+    }
+}
+
+/* Whatever the kernel did not reach. */
+SPA_NSAS_INLINE void spa_nsas_pf_rest(spa_nsas_pf *p)
+{
+    while (p->rows > 0)
+        spa_nsas_pf_step(p);
 }
 
 /* ---- exp ----
@@ -106,7 +131,7 @@ static inline void spa_nsas_exp_row(float *x, int64_t n)
  * rows a multiple of 16, gp 16 or 32: Q Kᵀ (a = key rows, bt = query heads
  * transposed) and dY Vᵀ in the grad. */
 SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, const float *bt,
-                                   int64_t n, int64_t gp, float *out)
+                                     int64_t n, int64_t gp, float *out, spa_nsas_pf *pf)
 {
 #if defined(__AVX512F__)
 #define SPA_R8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -120,6 +145,7 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
             for (int64_t d = 0; d < n; d++) {
                 const __m512 b = _mm512_loadu_ps(bt + d * 16);
                 const float *ad = a0 + d;
+                spa_nsas_pf_step(pf);
 #define FMA(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(ad[(r) * lda]), b, c##r);
                 SPA_R16(FMA)
 #undef FMA
@@ -138,6 +164,7 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
         for (int64_t d = 0; d < n; d++) {
             const __m512 b0 = _mm512_loadu_ps(bt + d * 32), b1 = _mm512_loadu_ps(bt + d * 32 + 16);
             const float *ad = a0 + d;
+                spa_nsas_pf_step(pf);
 #define FMA(r)                                     \
     {                                              \
         const __m512 x = _mm512_set1_ps(ad[(r) * lda]); \
@@ -159,6 +186,7 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
         const float *aj = a + j * lda;
         for (int64_t d = 0; d < n; d++) {
             const float x = aj[d];
+            spa_nsas_pf_step(pf);
             const float *b = bt + d * gp;
             for (int64_t l = 0; l < gp; l++)
                 acc[l] += x * b[l];
@@ -172,7 +200,7 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
 /* ---- transposed accumulate: acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l] ----
  * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ... K (dQ). */
 SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
-                                    int64_t n, int64_t gp, float *acc)
+                                      int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
 {
 #if defined(__AVX512F__)
     if (gp == 16) {
@@ -184,6 +212,7 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
             for (int64_t j = 0; j < rows; j++) {
                 const __m512 pv = _mm512_loadu_ps(p + j * 16);
                 const float *aj = a + j * lda + e0;
+                spa_nsas_pf_step(pf);
 #define FMA(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(aj[r]), pv, c##r);
                 SPA_R16(FMA)
 #undef FMA
@@ -204,6 +233,7 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
         for (int64_t j = 0; j < rows; j++) {
             const __m512 p0 = _mm512_loadu_ps(p + j * 32), p1 = _mm512_loadu_ps(p + j * 32 + 16);
             const float *aj = a + j * lda + e0;
+                spa_nsas_pf_step(pf);
 #define FMA(r)                                   \
     {                                            \
         const __m512 x = _mm512_set1_ps(aj[r]);  \
@@ -227,6 +257,7 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
             c[l] = ce[l];
         for (int64_t j = 0; j < rows; j++) {
             const float x = a[j * lda + e];
+            spa_nsas_pf_step(pf);
             const float *pj = p + j * gp;
             for (int64_t l = 0; l < gp; l++)
                 c[l] += x * pj[l];
@@ -241,7 +272,7 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
  * rows a multiple of 4, n a multiple of 16: the dK rows (w = dS, b = Q) and
  * dV rows (w = P, b = dY) of one token; heads summed in ascending order. */
 SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp, const float *b,
-                                     int64_t g, int64_t n, float *out)
+                                       int64_t g, int64_t n, float *out, spa_nsas_pf *pf)
 {
 #if defined(__AVX512F__)
 #define SPA_R4(X) X(0) X(1) X(2) X(3)
@@ -257,6 +288,7 @@ SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp,
     __m512 c##r##3 = _mm512_loadu_ps(oj + (r) * n + e0 + 48);
             SPA_R4(LD)
 #undef LD
+            spa_nsas_pf_step(pf);
             for (int64_t c = 0; c < g; c++) {
                 const float *bc = b + c * n + e0;
                 const __m512 b0 = _mm512_loadu_ps(bc), b1 = _mm512_loadu_ps(bc + 16),
@@ -303,6 +335,7 @@ SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp,
         float *oj = out + j * n;
         for (int64_t e0 = 0; e0 < n; e0 += 16) {
             float c16[16];
+            spa_nsas_pf_step(pf);
             for (int l = 0; l < 16; l++)
                 c16[l] = oj[e0 + l];
             for (int64_t c = 0; c < g; c++) {

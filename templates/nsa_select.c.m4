@@ -48,22 +48,24 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             const SPA_T *kb = k + (kstart + (int64_t)ir[i * a->is2] * BS) * a->ks0 + h2 * a->ks1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                /* ask for the next chunk's rows (next key block, or the first
-                 * value rows) while this one is computed */
+                /* the next chunk's rows (next key block, or the first value
+                 * rows), requested while this one is computed */
+                spa_nsas_pf pf;
                 if (j0 + TK < BS)
-                    spa_nsas_prefetch_rows(kb + (j0 + TK) * a->ks0, a->ks0 * SPA_SZ, nr, D * SPA_SZ);
+                    pf = spa_nsas_pf_rows(kb + (j0 + TK) * a->ks0, a->ks0 * SPA_SZ, nr, D * SPA_SZ);
                 else if (i + 1 < KC)
-                    spa_nsas_prefetch_rows(k + (kstart + (int64_t)ir[(i + 1) * a->is2] * BS) * a->ks0 + h2 * a->ks1,
-                                           a->ks0 * SPA_SZ, nr, D * SPA_SZ);
+                    pf = spa_nsas_pf_rows(k + (kstart + (int64_t)ir[(i + 1) * a->is2] * BS) * a->ks0 + h2 * a->ks1,
+                                          a->ks0 * SPA_SZ, nr, D * SPA_SZ);
                 else
-                    spa_nsas_prefetch_rows(v + (kstart + (int64_t)ir[0] * BS) * a->vs0 + h2 * a->vs1,
-                                           a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
+                    pf = spa_nsas_pf_rows(v + (kstart + (int64_t)ir[0] * BS) * a->vs0 + h2 * a->vs1,
+                                          a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = kb + (j0 + r) * a->ks0;
                     SPA_WIDEN_ROW(dst, src, a->ks2, D);
                 }
-                spa_nsas_scores(rows, PITCH, nr, qt, D, GP, st + (i * BS + j0) * GP);
+                spa_nsas_scores(rows, PITCH, nr, qt, D, GP, st + (i * BS + j0) * GP, &pf);
+                spa_nsas_pf_rest(&pf);
             }
         }
         /* z' = scale*S or MASKVAL (-FLT_MAX) where key position p > s */
@@ -104,17 +106,19 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             const SPA_T *vb = v + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vs0 + h2 * a->vs1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
+                spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
                 if (j0 + TK < BS)
-                    spa_nsas_prefetch_rows(vb + (j0 + TK) * a->vs0, a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
+                    pf = spa_nsas_pf_rows(vb + (j0 + TK) * a->vs0, a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
                 else if (i + 1 < KC)
-                    spa_nsas_prefetch_rows(v + (kstart + (int64_t)ir[(i + 1) * a->is2] * BS) * a->vs0 + h2 * a->vs1,
-                                           a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
+                    pf = spa_nsas_pf_rows(v + (kstart + (int64_t)ir[(i + 1) * a->is2] * BS) * a->vs0 + h2 * a->vs1,
+                                          a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = vb + (j0 + r) * a->vs0;
                     SPA_WIDEN_ROW(dst, src, a->vs2, DV);
                 }
-                spa_nsas_accum_t(rows, PITCH, nr, st + (i * BS + j0) * GP, DV, GP, ot);
+                spa_nsas_accum_t(rows, PITCH, nr, st + (i * BS + j0) * GP, DV, GP, ot, &pf);
+                spa_nsas_pf_rest(&pf);
             }
         }
         for (int64_t g = 0; g < G; g++) {

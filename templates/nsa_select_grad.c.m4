@@ -81,17 +81,17 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
             const SPA_T *vb = v + (kstart + p0) * a->vs0 + h2 * a->vs1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                /* ask for the next chunk's key, value and partial rows */
-                {
-                    int64_t pn = p0 + j0 + TK;
-                    if (j0 + TK >= BS)
-                        pn = i + 1 < KC ? (int64_t)ir[(i + 1) * a->is2] * BS : -1;
-                    if (pn >= 0) {
-                        spa_nsas_prefetch_rows(v + (kstart + pn) * a->vs0 + h2 * a->vs1, a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
-                        spa_nsas_prefetch_rows(k + (kstart + pn) * a->ks0 + h2 * a->ks1, a->ks0 * SPA_SZ, nr, D * SPA_SZ);
-                        spa_nsas_prefetch_rows(dkp + (kstart + pn - kvlo) * D, D * 4, nr, D * 4);
-                        spa_nsas_prefetch_rows(dvp + (kstart + pn - kvlo) * DV, DV * 4, nr, DV * 4);
-                    }
+                /* the next chunk's value, key and partial rows, requested
+                 * while this one is computed */
+                int64_t pn = p0 + j0 + TK;
+                if (j0 + TK >= BS)
+                    pn = i + 1 < KC ? (int64_t)ir[(i + 1) * a->is2] * BS : -1;
+                spa_nsas_pf pfv = spa_nsas_pf_rows(NULL, 0, 0, 0), pfk = pfv, pfdk = pfv, pfdv = pfv;
+                if (pn >= 0) {
+                    pfv = spa_nsas_pf_rows(v + (kstart + pn) * a->vs0 + h2 * a->vs1, a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
+                    pfk = spa_nsas_pf_rows(k + (kstart + pn) * a->ks0 + h2 * a->ks1, a->ks0 * SPA_SZ, nr, D * SPA_SZ);
+                    pfdk = spa_nsas_pf_rows(dkp + (kstart + pn - kvlo) * D, D * 4, nr, D * 4);
+                    pfdv = spa_nsas_pf_rows(dvp + (kstart + pn - kvlo) * DV, DV * 4, nr, DV * 4);
                 }
                 /* dP = dY Vᵀ */
                 for (int64_t r = 0; r < nr; r++) {
@@ -99,14 +99,16 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                     const SPA_T *src = vb + (j0 + r) * a->vs0;
                     SPA_WIDEN_ROW(dst, src, a->vs2, DV);
                 }
-                spa_nsas_scores(rows, PITCH, nr, dyt, DV, GP, ds);
+                spa_nsas_scores(rows, PITCH, nr, dyt, DV, GP, ds, &pfv);
+                spa_nsas_pf_rest(&pfv);
                 /* S = Q Kᵀ */
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = kb + (j0 + r) * a->ks0;
                     SPA_WIDEN_ROW(dst, src, a->ks2, D);
                 }
-                spa_nsas_scores(rows, PITCH, nr, qt, D, GP, pt);
+                spa_nsas_scores(rows, PITCH, nr, qt, D, GP, pt, &pfk);
+                spa_nsas_pf_rest(&pfk);
                 /* z' - m, with z' = MASKVAL where key position p > s */
                 for (int64_t r = 0; r < nr; r++) {
                     float *z = pt + r * GP;
@@ -128,10 +130,12 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                         dp[l] = NSASG_ROUND(dsv);
                     }
                 }
-                spa_nsas_accum_t(rows, PITCH, nr, ds, D, GP, dqt);
+                spa_nsas_accum_t(rows, PITCH, nr, ds, D, GP, dqt, &pfdk);
                 const int64_t prow = kstart + p0 + j0 - kvlo;
-                spa_nsas_rows_add(ds, nr, GP, qn, G, D, dkp + prow * D);
-                spa_nsas_rows_add(pt, nr, GP, dyn, G, DV, dvp + prow * DV);
+                spa_nsas_rows_add(ds, nr, GP, qn, G, D, dkp + prow * D, &pfdv);
+                spa_nsas_pf_rest(&pfdk);
+                spa_nsas_pf_rest(&pfdv);
+                spa_nsas_rows_add(pt, nr, GP, dyn, G, DV, dvp + prow * DV, &pfdv);
             }
         }
         for (int64_t g = 0; g < G; g++) {
