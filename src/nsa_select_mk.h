@@ -24,7 +24,7 @@
 
 #if defined(__GNUC__)
 #define SPA_NSAS_INLINE static inline __attribute__((always_inline))
-#define SPA_NSAS_PREFETCH(p) __builtin_prefetch((p), 0, 2)
+#define SPA_NSAS_PREFETCH(p) __builtin_prefetch((p), 0, 3)
 #else
 #define SPA_NSAS_INLINE static inline
 #define SPA_NSAS_PREFETCH(p) ((void)(p))
