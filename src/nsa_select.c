@@ -10,6 +10,14 @@
 /* Blocks per call at most: the parallel grain (each block owns a scratch). */
 #define NSAS_MAX_BLOCKS 64
 
+/* What the arguments determine: checked again in phase 2. */
+typedef struct nsas_plan {
+    spa_nsas_shape sh;
+    int64_t per_block; /* units per block */
+    uint32_t blocks;
+    uint64_t scratch_floats;
+} nsas_plan;
+
 typedef struct nsas_exec {
     spa_exec_head head;
     spa_tensor q, k, v, topk, mask, mx, sm, o;
@@ -17,10 +25,7 @@ typedef struct nsas_exec {
     double scale;
     int64_t head_num, sparse_mode, bs, kc;
     int32_t has_mask, empty;
-    spa_nsas_shape sh;
-    int64_t per_block; /* units per block */
-    uint32_t blocks;
-    uint64_t scratch_floats;
+    nsas_plan p;
 } nsas_exec;
 _Static_assert(sizeof(nsas_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
@@ -41,44 +46,39 @@ static nsas_kernel kernel_for(int32_t dtype)
     }
 }
 
-static spa_status plan(const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
-                       const spa_tensor *topk, const spa_tensor *mask, const spa_int_array *sq,
-                       const spa_int_array *skv, double scale, int64_t head_num,
-                       const char *layout, int64_t sparse_mode, int64_t bs, int64_t kc,
-                       const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *o,
-                       nsas_exec *e)
+/* Every rule on the arguments stored in e (spec/nsa.md 3.3), and the plan
+ * they determine. Reads only e, so phase 2 needs no second copy of it. */
+static spa_status check(const nsas_exec *e, const char *layout, nsas_plan *p)
 {
-    memset(e, 0, sizeof *e);
-    SPA_TRY(spa_nsas_check_common(q, k, v, topk, mask, sq, skv, head_num, layout, sparse_mode, bs,
-                                  kc, &e->sh));
-    SPA_TRY(spa_tensor_check(mx, 3));
-    SPA_TRY(spa_tensor_check(sm, 3));
-    SPA_TRY(spa_tensor_check(o, 3));
-    SPA_REQUIRE(mx->dtype == SPA_FLOAT32 && sm->dtype == SPA_FLOAT32 && o->dtype == q->dtype);
-    const spa_nsas_shape *sh = &e->sh;
+    memset(p, 0, sizeof *p);
+    SPA_TRY(spa_nsas_check_common(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
+                                  &e->sq, &e->skv, e->head_num, layout, e->sparse_mode, e->bs,
+                                  e->kc, &p->sh));
+    SPA_TRY(spa_tensor_check(&e->mx, 3));
+    SPA_TRY(spa_tensor_check(&e->sm, 3));
+    SPA_TRY(spa_tensor_check(&e->o, 3));
+    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32 &&
+                e->o.dtype == e->q.dtype);
+    const spa_nsas_shape *sh = &p->sh;
     const int64_t stat_dims[3] = {sh->t1, sh->n1, 8}, o_dims[3] = {sh->t1, sh->n1, sh->dv};
-    SPA_REQUIRE(spa_tensor_dims_are(mx, 3, stat_dims) && spa_tensor_dims_are(sm, 3, stat_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(o, 3, o_dims));
-    e->q = *q, e->k = *k, e->v = *v, e->topk = *topk, e->mx = *mx, e->sm = *sm, e->o = *o;
-    if (mask != NULL)
-        e->mask = *mask, e->has_mask = 1;
-    e->sq = *sq, e->skv = *skv;
-    e->scale = scale, e->head_num = head_num, e->sparse_mode = sparse_mode, e->bs = bs, e->kc = kc;
+    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
+                spa_tensor_dims_are(&e->sm, 3, stat_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
     const int64_t units = sh->t1 * sh->n2; /* <= 2^62 / 128: tensors are span-checked */
-    e->per_block = (units + NSAS_MAX_BLOCKS - 1) / NSAS_MAX_BLOCKS;
-    if (e->per_block < 1)
-        e->per_block = 1;
-    e->blocks = (uint32_t)((units + e->per_block - 1) / e->per_block);
+    p->per_block = (units + NSAS_MAX_BLOCKS - 1) / NSAS_MAX_BLOCKS;
+    if (p->per_block < 1)
+        p->per_block = 1;
+    p->blocks = (uint32_t)((units + p->per_block - 1) / p->per_block);
     /* qt [D][GP], scores [K*bs][GP], out [Dv][GP], staged rows [TK][PITCH], max and sum [GP] */
     const int64_t gp = sh->gp;
-    e->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp +
-                                   kernel_for(q->dtype).tk * SPA_NSAS_PITCH + 2 * gp);
+    p->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp +
+                                   kernel_for(e->q.dtype).tk * SPA_NSAS_PITCH + 2 * gp);
     return SPA_OK;
 }
 
-static void carve(spa_ws *ws, const nsas_exec *e, float **scratch)
+static void carve(spa_ws *ws, const nsas_plan *p, float **scratch)
 {
-    *scratch = spa_ws_take(ws, (uint64_t)e->blocks * e->scratch_floats, sizeof(float));
+    *scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
 }
 
 /* spec/nsa.md 3.3 rule 2: all three outputs empty is a legal no-op. */
@@ -116,13 +116,19 @@ spa_status spa_nsa_select_get_workspace_size(
         spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_SELECT);
         return SPA_OK;
     }
-    SPA_TRY(plan(query, key, value, topk_indices, atten_mask, actual_seq_q_len, actual_seq_kv_len,
-                 scale_value, head_num, input_layout, sparse_mode, selected_block_size,
-                 selected_block_count, softmax_max_out, softmax_sum_out, attention_out, &e));
+    memset(&e, 0, sizeof e);
+    e.q = *query, e.k = *key, e.v = *value, e.topk = *topk_indices;
+    e.mx = *softmax_max_out, e.sm = *softmax_sum_out, e.o = *attention_out;
+    if (atten_mask != NULL)
+        e.mask = *atten_mask, e.has_mask = 1;
+    e.sq = *actual_seq_q_len, e.skv = *actual_seq_kv_len;
+    e.scale = scale_value, e.head_num = head_num, e.sparse_mode = sparse_mode;
+    e.bs = selected_block_size, e.kc = selected_block_count;
+    SPA_TRY(check(&e, input_layout, &e.p));
     spa_ws ws;
     float *scratch;
     spa_ws_plan(&ws);
-    carve(&ws, &e, &scratch);
+    carve(&ws, &e.p, &scratch);
     SPA_REQUIRE(!ws.overflow);
     e.head.ws_size = spa_ws_planned_bytes(&ws);
     *workspace_size = e.head.ws_size;
@@ -144,10 +150,11 @@ static void run_block(void *arg, uint32_t blk)
 {
     const nsas_run *r = arg;
     const nsas_exec *e = r->e;
-    const int64_t t1 = e->sh.t1, units = t1 * e->sh.n2;
-    float *scratch = r->scratch + (uint64_t)blk * e->scratch_floats;
-    int64_t u = (int64_t)blk * e->per_block;
-    const int64_t end = u + e->per_block < units ? u + e->per_block : units;
+    const nsas_plan *p = &e->p;
+    const int64_t t1 = p->sh.t1, units = t1 * p->sh.n2;
+    float *scratch = r->scratch + (uint64_t)blk * p->scratch_floats;
+    int64_t u = (int64_t)blk * p->per_block;
+    const int64_t end = u + p->per_block < units ? u + p->per_block : units;
     while (u < end) {
         const int64_t h2 = u / t1, t = u % t1;
         const int64_t b = spa_nsas_batch_of(&e->sq, t);
@@ -163,25 +170,25 @@ static void run_block(void *arg, uint32_t blk)
 spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                           const spa_runner *runner)
 {
-    nsas_exec saved, e;
-    SPA_TRY(spa_exec_open(executor, &saved, sizeof saved, SPA_OP_NSA_SELECT));
-    SPA_TRY(spa_ws_check_args(workspace, workspace_size, saved.head.ws_size));
-    if (saved.empty)
+    nsas_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    if (e.empty)
         return SPA_OK;
     /* The caller's tensors, lengths and indices may have changed since phase 1. */
-    SPA_TRY(plan(&saved.q, &saved.k, &saved.v, &saved.topk, saved.has_mask ? &saved.mask : NULL,
-                 &saved.sq, &saved.skv, saved.scale, saved.head_num, "TND", saved.sparse_mode,
-                 saved.bs, saved.kc, &saved.mx, &saved.sm, &saved.o, &e));
-    SPA_REQUIRE(e.blocks == saved.blocks && e.scratch_floats == saved.scratch_floats);
+    nsas_plan p;
+    SPA_TRY(check(&e, "TND", &p));
+    SPA_REQUIRE(p.blocks == e.p.blocks && p.per_block == e.p.per_block &&
+                p.scratch_floats == e.p.scratch_floats);
     nsas_run r;
     spa_ws ws;
     spa_ws_attach(&ws, workspace, workspace_size);
-    carve(&ws, &e, &r.scratch);
+    carve(&ws, &p, &r.scratch);
     SPA_REQUIRE(!ws.overflow);
     r.e = &e;
-    r.args = spa_nsas_args_of(&e.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, NULL, NULL,
+    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, NULL, NULL,
                               e.scale);
     r.kernel = kernel_for(e.q.dtype).fn;
-    spa_run_blocks(runner, run_block, &r, e.blocks);
+    spa_run_blocks(runner, run_block, &r, p.blocks);
     return SPA_OK;
 }

@@ -21,6 +21,16 @@
 /* KV rows per task of the final reduction. */
 #define NSASG_ROWS_PER_TASK 64
 
+/* What the arguments determine: checked again in phase 2. */
+typedef struct nsasg_plan {
+    spa_nsas_shape sh;
+    int64_t ranges;    /* token ranges per kv head */
+    int64_t per_range; /* tokens per range */
+    uint32_t blocks;   /* n2 * ranges */
+    uint64_t scratch_floats;
+    uint64_t partial_floats; /* all blocks together */
+} nsasg_plan;
+
 typedef struct nsasg_exec {
     spa_exec_head head;
     spa_tensor q, k, v, o, dy, mx, sm, topk, mask, dq, dk, dv;
@@ -28,12 +38,7 @@ typedef struct nsasg_exec {
     double scale;
     int64_t head_num, sparse_mode, bs, kc;
     int32_t has_mask;
-    spa_nsas_shape sh;
-    int64_t ranges;    /* token ranges per kv head */
-    int64_t per_range; /* tokens per range */
-    uint32_t blocks;   /* n2 * ranges */
-    uint64_t scratch_floats;
-    uint64_t partial_floats; /* all blocks together */
+    nsasg_plan p;
 } nsasg_exec;
 _Static_assert(sizeof(nsasg_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
@@ -66,80 +71,73 @@ static void range_kv(const nsasg_exec *e, int64_t t0, int64_t t1, int64_t *lo, i
     (void)qs, (void)qe;
 }
 
-static void range_tokens(const nsasg_exec *e, int64_t r, int64_t *t0, int64_t *t1)
+static void range_tokens(const nsasg_plan *p, int64_t r, int64_t *t0, int64_t *t1)
 {
-    *t0 = r * e->per_range;
-    *t1 = *t0 + e->per_range < e->sh.t1 ? *t0 + e->per_range : e->sh.t1;
+    *t0 = r * p->per_range;
+    *t1 = *t0 + p->per_range < p->sh.t1 ? *t0 + p->per_range : p->sh.t1;
     if (*t0 > *t1)
         *t0 = *t1;
 }
 
 /* Floats of all partials: per block, its KV rows times (D + Dv). */
-static uint64_t partial_floats(const nsasg_exec *e)
+static uint64_t partial_floats(const nsasg_exec *e, const nsasg_plan *p)
 {
     uint64_t total = 0;
-    for (int64_t r = 0; r < e->ranges; r++) {
+    for (int64_t r = 0; r < p->ranges; r++) {
         int64_t t0, t1, lo, hi;
-        range_tokens(e, r, &t0, &t1);
+        range_tokens(p, r, &t0, &t1);
         if (t0 == t1)
             continue;
         range_kv(e, t0, t1, &lo, &hi);
-        total += (uint64_t)(hi - lo) * (uint64_t)(e->sh.d + e->sh.dv);
+        total += (uint64_t)(hi - lo) * (uint64_t)(p->sh.d + p->sh.dv);
     }
-    return total * (uint64_t)e->sh.n2;
+    return total * (uint64_t)p->sh.n2;
 }
 
-static spa_status plan(const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
-                       const spa_tensor *o, const spa_tensor *dy, const spa_tensor *mx,
-                       const spa_tensor *sm, const spa_tensor *topk, const spa_int_array *sq,
-                       const spa_int_array *skv, const spa_tensor *mask, double scale, int64_t bs,
-                       int64_t kc, int64_t head_num, const char *layout, int64_t sparse_mode,
-                       const spa_tensor *dq, const spa_tensor *dk, const spa_tensor *dv,
-                       nsasg_exec *e)
+/* Every rule on the arguments stored in e (spec/nsa.md 4.3), and the plan
+ * they determine. Reads only e, so phase 2 needs no second copy of it. */
+static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
 {
-    memset(e, 0, sizeof *e);
-    SPA_TRY(spa_nsas_check_common(q, k, v, topk, mask, sq, skv, head_num, layout, sparse_mode, bs,
-                                  kc, &e->sh));
-    SPA_TRY(spa_tensor_check(o, 3));
-    SPA_TRY(spa_tensor_check(dy, 3));
-    SPA_TRY(spa_tensor_check(mx, 3));
-    SPA_TRY(spa_tensor_check(sm, 3));
-    SPA_TRY(spa_tensor_check(dq, 3));
-    SPA_TRY(spa_tensor_check(dk, 3));
-    SPA_TRY(spa_tensor_check(dv, 3));
-    const int32_t dt = q->dtype;
-    SPA_REQUIRE(o->dtype == dt && dy->dtype == dt && dq->dtype == dt && dk->dtype == dt &&
-                dv->dtype == dt);
-    SPA_REQUIRE(mx->dtype == SPA_FLOAT32 && sm->dtype == SPA_FLOAT32);
-    const spa_nsas_shape *sh = &e->sh;
+    memset(p, 0, sizeof *p);
+    SPA_TRY(spa_nsas_check_common(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
+                                  &e->sq, &e->skv, e->head_num, layout, e->sparse_mode, e->bs,
+                                  e->kc, &p->sh));
+    SPA_TRY(spa_tensor_check(&e->o, 3));
+    SPA_TRY(spa_tensor_check(&e->dy, 3));
+    SPA_TRY(spa_tensor_check(&e->mx, 3));
+    SPA_TRY(spa_tensor_check(&e->sm, 3));
+    SPA_TRY(spa_tensor_check(&e->dq, 3));
+    SPA_TRY(spa_tensor_check(&e->dk, 3));
+    SPA_TRY(spa_tensor_check(&e->dv, 3));
+    const int32_t dt = e->q.dtype;
+    SPA_REQUIRE(e->o.dtype == dt && e->dy.dtype == dt && e->dq.dtype == dt && e->dk.dtype == dt &&
+                e->dv.dtype == dt);
+    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32);
+    const spa_nsas_shape *sh = &p->sh;
     const int64_t o_dims[3] = {sh->t1, sh->n1, sh->dv}, stat_dims[3] = {sh->t1, sh->n1, 8};
-    SPA_REQUIRE(spa_tensor_dims_are(o, 3, o_dims) && spa_tensor_dims_are(dy, 3, o_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(mx, 3, stat_dims) && spa_tensor_dims_are(sm, 3, stat_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(dq, 3, q->dims) && spa_tensor_dims_are(dk, 3, k->dims) &&
-                spa_tensor_dims_are(dv, 3, v->dims));
-    e->q = *q, e->k = *k, e->v = *v, e->o = *o, e->dy = *dy, e->mx = *mx, e->sm = *sm;
-    e->topk = *topk, e->dq = *dq, e->dk = *dk, e->dv = *dv;
-    if (mask != NULL)
-        e->mask = *mask, e->has_mask = 1;
-    e->sq = *sq, e->skv = *skv;
-    e->scale = scale, e->head_num = head_num, e->sparse_mode = sparse_mode, e->bs = bs, e->kc = kc;
+    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims) && spa_tensor_dims_are(&e->dy, 3, o_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
+                spa_tensor_dims_are(&e->sm, 3, stat_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims) &&
+                spa_tensor_dims_are(&e->dk, 3, e->k.dims) &&
+                spa_tensor_dims_are(&e->dv, 3, e->v.dims));
     /* Token ranges: NSASG_TARGET_BLOCKS blocks in all, fewer while the
      * partials would exceed NSASG_PARTIAL_BYTES. */
     int64_t ranges = (NSASG_TARGET_BLOCKS + sh->n2 - 1) / sh->n2;
     if (ranges > sh->t1)
         ranges = sh->t1 > 0 ? sh->t1 : 1;
     for (;; ranges--) {
-        e->ranges = ranges;
-        e->per_range = sh->t1 > 0 ? (sh->t1 + ranges - 1) / ranges : 1;
-        e->partial_floats = partial_floats(e);
-        if (ranges == 1 || e->partial_floats * 4u <= NSASG_PARTIAL_BYTES)
+        p->ranges = ranges;
+        p->per_range = sh->t1 > 0 ? (sh->t1 + ranges - 1) / ranges : 1;
+        p->partial_floats = partial_floats(e, p);
+        if (ranges == 1 || p->partial_floats * 4u <= NSASG_PARTIAL_BYTES)
             break;
     }
-    e->blocks = (uint32_t)(sh->n2 * e->ranges);
+    p->blocks = (uint32_t)(sh->n2 * p->ranges);
     /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; rows [TK][PITCH];
      * P and dS [TK][GP]; max, sum, D [GP] */
     const int64_t gp = sh->gp, tk = kernel_for(dt).tk;
-    e->scratch_floats = (uint64_t)(2 * sh->d * gp + sh->g * sh->d + sh->dv * gp + sh->g * sh->dv +
+    p->scratch_floats = (uint64_t)(2 * sh->d * gp + sh->g * sh->d + sh->dv * gp + sh->g * sh->dv +
                                    tk * SPA_NSAS_PITCH + 2 * tk * gp + 3 * gp);
     return SPA_OK;
 }
@@ -151,28 +149,29 @@ typedef struct nsasg_slices {
     int64_t *kvlo, *kvhi; /* [blocks]: KV rows a block's partial covers */
 } nsasg_slices;
 
-static void carve(spa_ws *ws, const nsasg_exec *e, nsasg_slices *s)
+static void carve(spa_ws *ws, const nsasg_plan *p, nsasg_slices *s)
 {
-    s->scratch = spa_ws_take(ws, (uint64_t)e->blocks * e->scratch_floats, sizeof(float));
-    s->partial = spa_ws_take(ws, e->partial_floats, sizeof(float));
-    s->offset = spa_ws_take(ws, e->blocks, sizeof(uint64_t));
-    s->kvlo = spa_ws_take(ws, e->blocks, sizeof(int64_t));
-    s->kvhi = spa_ws_take(ws, e->blocks, sizeof(int64_t));
+    s->scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
+    s->partial = spa_ws_take(ws, p->partial_floats, sizeof(float));
+    s->offset = spa_ws_take(ws, p->blocks, sizeof(uint64_t));
+    s->kvlo = spa_ws_take(ws, p->blocks, sizeof(int64_t));
+    s->kvhi = spa_ws_take(ws, p->blocks, sizeof(int64_t));
 }
 
 /* Block b = kv head b / ranges, token range b % ranges. */
 static void fill_table(const nsasg_exec *e, nsasg_slices *s)
 {
     uint64_t off = 0;
-    for (uint32_t b = 0; b < e->blocks; b++) {
+    const nsasg_plan *p = &e->p;
+    for (uint32_t b = 0; b < p->blocks; b++) {
         int64_t t0, t1, lo = 0, hi = 0;
-        range_tokens(e, (int64_t)(b % e->ranges), &t0, &t1);
+        range_tokens(p, (int64_t)(b % p->ranges), &t0, &t1);
         if (t0 < t1)
             range_kv(e, t0, t1, &lo, &hi);
         s->offset[b] = off;
         s->kvlo[b] = lo;
         s->kvhi[b] = hi;
-        off += (uint64_t)(hi - lo) * (uint64_t)(e->sh.d + e->sh.dv);
+        off += (uint64_t)(hi - lo) * (uint64_t)(p->sh.d + p->sh.dv);
     }
 }
 
@@ -193,14 +192,20 @@ spa_status spa_nsa_select_grad_get_workspace_size(
         workspace_size == NULL || executor == NULL)
         return SPA_ERR_NULLPTR;
     nsasg_exec e;
-    SPA_TRY(plan(query, key, value, attention_out, attention_out_grad, softmax_max, softmax_sum,
-                 topk_indices, actual_seq_q_len, actual_seq_kv_len, atten_mask, scale_value,
-                 selected_block_size, selected_block_count, head_num, input_layout, sparse_mode,
-                 dq_out, dk_out, dv_out, &e));
+    memset(&e, 0, sizeof e);
+    e.q = *query, e.k = *key, e.v = *value, e.o = *attention_out, e.dy = *attention_out_grad;
+    e.mx = *softmax_max, e.sm = *softmax_sum, e.topk = *topk_indices;
+    e.dq = *dq_out, e.dk = *dk_out, e.dv = *dv_out;
+    if (atten_mask != NULL)
+        e.mask = *atten_mask, e.has_mask = 1;
+    e.sq = *actual_seq_q_len, e.skv = *actual_seq_kv_len;
+    e.scale = scale_value, e.head_num = head_num, e.sparse_mode = sparse_mode;
+    e.bs = selected_block_size, e.kc = selected_block_count;
+    SPA_TRY(check(&e, input_layout, &e.p));
     spa_ws ws;
     nsasg_slices s;
     spa_ws_plan(&ws);
-    carve(&ws, &e, &s);
+    carve(&ws, &e.p, &s);
     SPA_REQUIRE(!ws.overflow);
     e.head.ws_size = spa_ws_planned_bytes(&ws);
     *workspace_size = e.head.ws_size;
@@ -220,14 +225,15 @@ static void run_token_block(void *arg, uint32_t blk)
 {
     const nsasg_run *r = arg;
     const nsasg_exec *e = r->e;
-    const int64_t h2 = (int64_t)(blk / e->ranges), d = e->sh.d, dvd = e->sh.dv;
+    const nsasg_plan *p = &e->p;
+    const int64_t h2 = (int64_t)(blk / p->ranges), d = p->sh.d, dvd = p->sh.dv;
     const int64_t lo = r->s.kvlo[blk], nrows = r->s.kvhi[blk] - lo;
     float *dkp = r->s.partial + r->s.offset[blk], *dvp = dkp + nrows * d;
     for (int64_t i = 0; i < nrows * (d + dvd); i++)
         dkp[i] = 0.0f;
-    float *scratch = r->s.scratch + (uint64_t)blk * e->scratch_floats;
+    float *scratch = r->s.scratch + (uint64_t)blk * p->scratch_floats;
     int64_t t, t1;
-    range_tokens(e, (int64_t)(blk % e->ranges), &t, &t1);
+    range_tokens(p, (int64_t)(blk % p->ranges), &t, &t1);
     while (t < t1) {
         const int64_t b = spa_nsas_batch_of(&e->sq, t);
         int64_t qs, qe, ks, ke;
@@ -258,18 +264,18 @@ static void store_row(const spa_tensor *out, int64_t row, int64_t h2, const floa
     }
 }
 
-/* Step 2: NSASG_ROWS_PER_TASK KV rows of one kv head. The row sums live in
- * the head's first block scratch is not free here, so they go through a small
- * stack buffer of one head-dim chunk at a time. */
+/* Step 2: NSASG_ROWS_PER_TASK KV rows of one kv head; each row's sums go
+ * through a small stack buffer, one head-dim chunk at a time. */
 static void run_reduce(void *arg, uint32_t task)
 {
     const nsasg_run *r = arg;
     const nsasg_exec *e = r->e;
-    const int64_t t2 = e->sh.t2, tasks_per_head = (t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
+    const nsasg_plan *p = &e->p;
+    const int64_t t2 = p->sh.t2, tasks_per_head = (t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
     const int64_t h2 = (int64_t)task / tasks_per_head;
     const int64_t row0 = ((int64_t)task % tasks_per_head) * NSASG_ROWS_PER_TASK;
     const int64_t row1 = row0 + NSASG_ROWS_PER_TASK < t2 ? row0 + NSASG_ROWS_PER_TASK : t2;
-    const int64_t d = e->sh.d, dvd = e->sh.dv;
+    const int64_t d = p->sh.d, dvd = p->sh.dv;
     const float scale = (float)e->scale;
     enum { CHUNK = 128 };
     float acc[CHUNK];
@@ -280,15 +286,15 @@ static void run_reduce(void *arg, uint32_t task)
                 const int64_t cn = n - c0 < CHUNK ? n - c0 : CHUNK;
                 for (int64_t i = 0; i < cn; i++)
                     acc[i] = 0.0f;
-                for (int64_t rg = 0; rg < e->ranges; rg++) {
-                    const uint32_t blk = (uint32_t)(h2 * e->ranges + rg);
+                for (int64_t rg = 0; rg < p->ranges; rg++) {
+                    const uint32_t blk = (uint32_t)(h2 * p->ranges + rg);
                     const int64_t lo = r->s.kvlo[blk], hi = r->s.kvhi[blk];
                     if (row < lo || row >= hi)
                         continue;
-                    const float *p = r->s.partial + r->s.offset[blk] +
-                                     (part == 0 ? (row - lo) * d : (hi - lo) * d + (row - lo) * dvd) + c0;
+                    const float *src = r->s.partial + r->s.offset[blk] +
+                                       (part == 0 ? (row - lo) * d : (hi - lo) * d + (row - lo) * dvd) + c0;
                     for (int64_t i = 0; i < cn; i++)
-                        acc[i] += p[i];
+                        acc[i] += src[i];
                 }
                 if (part == 0)
                     for (int64_t i = 0; i < cn; i++)
@@ -306,29 +312,27 @@ static void run_reduce(void *arg, uint32_t task)
 spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
                                const spa_executor *executor, const spa_runner *runner)
 {
-    nsasg_exec saved, e;
-    SPA_TRY(spa_exec_open(executor, &saved, sizeof saved, SPA_OP_NSA_SELECT_GRAD));
-    SPA_TRY(spa_ws_check_args(workspace, workspace_size, saved.head.ws_size));
+    nsasg_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT_GRAD));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
     /* The caller's tensors, lengths and indices may have changed since phase 1. */
-    SPA_TRY(plan(&saved.q, &saved.k, &saved.v, &saved.o, &saved.dy, &saved.mx, &saved.sm,
-                 &saved.topk, &saved.sq, &saved.skv, saved.has_mask ? &saved.mask : NULL,
-                 saved.scale, saved.bs, saved.kc, saved.head_num, "TND", saved.sparse_mode,
-                 &saved.dq, &saved.dk, &saved.dv, &e));
-    SPA_REQUIRE(e.blocks == saved.blocks && e.partial_floats == saved.partial_floats &&
-                e.scratch_floats == saved.scratch_floats);
+    nsasg_plan p;
+    SPA_TRY(check(&e, "TND", &p));
+    SPA_REQUIRE(p.blocks == e.p.blocks && p.ranges == e.p.ranges &&
+                p.partial_floats == e.p.partial_floats && p.scratch_floats == e.p.scratch_floats);
     nsasg_run r;
     spa_ws ws;
     spa_ws_attach(&ws, workspace, workspace_size);
-    carve(&ws, &e, &r.s);
+    carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
     fill_table(&e, &r.s);
     r.e = &e;
-    r.args = spa_nsas_args_of(&e.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
+    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
                               e.scale);
     r.kernel = kernel_for(e.q.dtype).fn;
-    if (e.sh.t1 > 0)
-        spa_run_blocks(runner, run_token_block, &r, e.blocks);
-    const int64_t tasks = e.sh.n2 * ((e.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK);
+    if (p.sh.t1 > 0)
+        spa_run_blocks(runner, run_token_block, &r, p.blocks);
+    const int64_t tasks = p.sh.n2 * ((p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK);
     spa_run_blocks(runner, run_reduce, &r, (uint32_t)tasks);
     return SPA_OK;
 }
