@@ -12,7 +12,27 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_define(`NSAS_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
-enum { TK = NSAS_TK, PITCH = SPA_NSAS_PITCH };
+enum { TK = NSAS_TK, PITCH = SPA_NSAS_PITCH, AHEAD = 1 };
+
+/* Prefetch cursor over chunk c of one unit's walk: the TK-row chunks of the
+ * selected key blocks in index order, then those of the value blocks. */
+static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t h2, int64_t kstart,
+                            int64_t c)
+{
+    const int64_t per_block = (a->bs + TK - 1) / TK, i = c / per_block, j0 = (c % per_block) * TK;
+    const int64_t nr = a->bs - j0 < TK ? a->bs - j0 : TK;
+    if (i < a->kc) {
+        const SPA_T *k = a->k;
+        const int64_t row = kstart + (int64_t)ir[i * a->is2] * a->bs + j0;
+        return spa_nsas_pf_rows(k + row * a->ks0 + h2 * a->ks1, a->ks0 * SPA_SZ, nr, a->d * SPA_SZ);
+    }
+    if (i < 2 * a->kc) {
+        const SPA_T *v = a->v;
+        const int64_t row = kstart + (int64_t)ir[(i - a->kc) * a->is2] * a->bs + j0;
+        return spa_nsas_pf_rows(v + row * a->vs0 + h2 * a->vs1, a->vs0 * SPA_SZ, nr, a->dv * SPA_SZ);
+    }
+    return spa_nsas_pf_rows(NULL, 0, 0, 0);
+}
 
 void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                  int64_t kstart, float *scratch)
@@ -24,7 +44,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
     float *mx = a->mx;
     float *sm = a->sm;
     const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs,
-                  KC = a->kc, KB = a->kc * a->bs;
+                  KC = a->kc, KB = a->kc * a->bs, CPB = (a->bs + TK - 1) / TK;
     /* scratch (the floats phase 1 reserved): lanes of padded heads stay 0 */
     float *qt = scratch;     /* [D][GP]  query heads, transposed */
     float *st = qt + D * GP; /* [KB][GP] scores, then P */
@@ -48,17 +68,8 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             const SPA_T *kb = k + (kstart + (int64_t)ir[i * a->is2] * BS) * a->ks0 + h2 * a->ks1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                /* the next chunk's rows (next key block, or the first value
-                 * rows), requested while this one is computed */
-                spa_nsas_pf pf;
-                if (j0 + TK < BS)
-                    pf = spa_nsas_pf_rows(kb + (j0 + TK) * a->ks0, a->ks0 * SPA_SZ, nr, D * SPA_SZ);
-                else if (i + 1 < KC)
-                    pf = spa_nsas_pf_rows(k + (kstart + (int64_t)ir[(i + 1) * a->is2] * BS) * a->ks0 + h2 * a->ks1,
-                                          a->ks0 * SPA_SZ, nr, D * SPA_SZ);
-                else
-                    pf = spa_nsas_pf_rows(v + (kstart + (int64_t)ir[0] * BS) * a->vs0 + h2 * a->vs1,
-                                          a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
+                /* a later chunk's rows, requested while this one is computed */
+                spa_nsas_pf pf = chunk_pf(a, ir, h2, kstart, i * CPB + j0 / TK + AHEAD);
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = kb + (j0 + r) * a->ks0;
@@ -106,12 +117,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             const SPA_T *vb = v + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vs0 + h2 * a->vs1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
-                if (j0 + TK < BS)
-                    pf = spa_nsas_pf_rows(vb + (j0 + TK) * a->vs0, a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
-                else if (i + 1 < KC)
-                    pf = spa_nsas_pf_rows(v + (kstart + (int64_t)ir[(i + 1) * a->is2] * BS) * a->vs0 + h2 * a->vs1,
-                                          a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
+                spa_nsas_pf pf = chunk_pf(a, ir, h2, kstart, (KC + i) * CPB + j0 / TK + AHEAD);
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = vb + (j0 + r) * a->vs0;
