@@ -384,6 +384,20 @@ MUT(m_seq_len_differ, a->sq.size = 1)
 MUT(m_seq_q_total, seq_bad[0] = 5; seq_bad[1] = 9; a->sq.data = seq_bad)
 MUT(m_seq_kv_total, seq_bad[0] = 128; seq_bad[1] = 300; a->skv.data = seq_bad)
 MUT(m_seq_decreasing, seq_bad[0] = 6; seq_bad[1] = 5; a->sq.data = seq_bad)
+MUT(m_seq_negative, seq_bad[0] = -2; seq_bad[1] = 8; a->sq.data = seq_bad)
+MUT(m_seq_empty, a->sq.size = 0; a->skv.size = 0)
+MUT(m_seq_1025, a->sq.size = 1025; a->skv.size = 1025)
+MUT(m_n2_zero, a->k.dims[1] = 0; a->v.dims[1] = 0; a->topk.dims[1] = 0; a->dk.dims[1] = 0; a->dv.dims[1] = 0)
+MUT(m_g_33, a->q.dims[1] = 66; a->k.dims[1] = 2; a->head_num = 66)
+MUT(m_dq_ne_dk, a->k.dims[2] = 48; a->dk.dims[2] = 48)
+MUT(m_d_784, a->q.dims[2] = 784; a->k.dims[2] = 784; a->dq.dims[2] = 784; a->dk.dims[2] = 784)
+MUT(m_dv_8, a->v.dims[2] = 8; a->o.dims[2] = 8; a->dy.dims[2] = 8; a->dv.dims[2] = 8)
+MUT(m_topk_shape, a->topk.dims[2] = 3)
+MUT(m_topk_rank, a->topk.rank = 4; a->topk.dims[3] = 1)
+MUT(m_v_rows, a->v.dims[0] = 200; a->dv.dims[0] = 200)
+MUT(m_stride_negative, a->dq.strides[1] = -4)
+MUT(m_span_overflow, a->dk.strides[0] = INT64_MAX / 2)
+MUT(m_null_seq_data, a->skv.data = NULL)
 
 typedef struct rule {
     const char *name;
@@ -442,6 +456,20 @@ static const rule grad_rules[] = {
     {"a_q[B-1] != T1", m_seq_q_total, 0, SPA_ERR_INVALID},
     {"a_kv[B-1] > T2", m_seq_kv_total, 0, SPA_ERR_INVALID},
     {"seq decreasing", m_seq_decreasing, 0, SPA_ERR_INVALID},
+    {"seq negative", m_seq_negative, 0, SPA_ERR_INVALID},
+    {"seq arrays empty", m_seq_empty, 0, SPA_ERR_INVALID},
+    {"B 1025", m_seq_1025, 0, SPA_ERR_INVALID},
+    {"N2 0", m_n2_zero, 0, SPA_ERR_INVALID},
+    {"G 33", m_g_33, 0, SPA_ERR_INVALID},
+    {"Dq != Dk", m_dq_ne_dk, 0, SPA_ERR_INVALID},
+    {"D 784", m_d_784, 0, SPA_ERR_INVALID},
+    {"Dv 8", m_dv_8, 0, SPA_ERR_INVALID},
+    {"topk last dim != K", m_topk_shape, 0, SPA_ERR_INVALID},
+    {"topk rank 4", m_topk_rank, 0, SPA_ERR_INVALID},
+    {"value rows != key rows", m_v_rows, 0, SPA_ERR_INVALID},
+    {"negative stride", m_stride_negative, 0, SPA_ERR_INVALID},
+    {"span overflows", m_span_overflow, 0, SPA_ERR_INVALID},
+    {"NULL seq data", m_null_seq_data, 0, SPA_ERR_NULLPTR},
 };
 
 /* Baseline: 2 batches (q 5 + 3, kv 128 + 128), N1 8, N2 2, D 32, Dv 32, bs 32, K 2. */
@@ -490,9 +518,16 @@ static void test_validation_rules(void)
         CU_ASSERT(memcmp(&ex, &ex_before, sizeof ex) == 0);
         CU_ASSERT(tt_same_bytes(&io.dq, q0) && tt_same_bytes(&io.dk, k0) && tt_same_bytes(&io.dv, v0));
     }
+    /* the baseline is valid; so are a UINT8 mask, no mask, and sparseMode 0 */
     grad_args a = args_of(&c, &io);
     uint64_t size;
     spa_executor ex;
+    CU_ASSERT_EQUAL(call_phase1(&a, &size, &ex), SPA_OK);
+    a.mask.dtype = SPA_UINT8;
+    CU_ASSERT_EQUAL(call_phase1(&a, &size, &ex), SPA_OK);
+    a.use_mask = false;
+    CU_ASSERT_EQUAL(call_phase1(&a, &size, &ex), SPA_OK);
+    a.mode = 0;
     CU_ASSERT_EQUAL(call_phase1(&a, &size, &ex), SPA_OK);
     /* untrusted indices: out of the batch in phase 1 */
     const int32_t bad_vals[3] = {-1, 4, INT32_MAX};
