@@ -127,6 +127,35 @@ static inline void spa_nsas_exp_row(float *x, int64_t n)
 #endif
 }
 
+/* x[j][l] = exp(x[j][l] - m[l]) and sum[l] = sum_j x[j][l] (in row order)
+ * over rows of gp (16 or 32) lanes: the softmax numerators in one pass. */
+SPA_NSAS_INLINE void spa_nsas_exp_sum(float *x, int64_t rows, int64_t gp, const float *m,
+                                      float *sum)
+{
+#if defined(__AVX512F__)
+    for (int64_t l0 = 0; l0 < gp; l0 += 16) {
+        const __m512 mv = _mm512_loadu_ps(m + l0);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t j = 0; j < rows; j++) {
+            float *xj = x + j * gp + l0;
+            const __m512 e = spa_nsas_exp16(_mm512_sub_ps(_mm512_loadu_ps(xj), mv));
+            _mm512_storeu_ps(xj, e);
+            acc = _mm512_add_ps(acc, e);
+        }
+        _mm512_storeu_ps(sum + l0, acc);
+    }
+#else
+    for (int64_t l = 0; l < gp; l++)
+        sum[l] = 0.0f;
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t l = 0; l < gp; l++) {
+            const float e = spa_nsas_exp(x[j * gp + l] - m[l]);
+            x[j * gp + l] = e;
+            sum[l] += e;
+        }
+#endif
+}
+
 /* ---- scores: out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l] ----
  * rows a multiple of 16, gp 16 or 32: Q Kᵀ (a = key rows, bt = query heads
  * transposed) and dY Vᵀ in the grad. */

@@ -98,15 +98,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             }
         }
         /* P = exp(z' - m) / l, rounded to the dtype */
-        for (int64_t j = 0; j < KB; j++)
-            for (int64_t l = 0; l < GP; l++)
-                st[j * GP + l] -= mrow[l];
-        spa_nsas_exp_row(st, KB * GP);
-        for (int64_t l = 0; l < GP; l++)
-            lrow[l] = 0.0f;
-        for (int64_t j = 0; j < KB; j++)
-            for (int64_t l = 0; l < GP; l++)
-                lrow[l] += st[j * GP + l];
+        spa_nsas_exp_sum(st, KB, GP, mrow, lrow);
         for (int64_t j = 0; j < KB; j++)
             for (int64_t l = 0; l < GP; l++)
                 st[j * GP + l] = NSAS_ROUND(st[j * GP + l] / lrow[l]);
