@@ -114,11 +114,6 @@ spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q, co
 {
     spa_nsas_args a;
     memset(&a, 0, sizeof a);
-#define SPA_VIEW(field, t)              \
-    a.field = (t)->data;                \
-    a.field##s0 = (t)->strides[0];      \
-    a.field##s1 = (t)->strides[1];      \
-    a.field##s2 = (t)->strides[2];
     a.q = q->data;
     a.qs0 = q->strides[0], a.qs1 = q->strides[1], a.qs2 = q->strides[2];
     a.k = k->data;
@@ -141,7 +136,6 @@ spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q, co
         a.dq = dq->data;
         a.dqs0 = dq->strides[0], a.dqs1 = dq->strides[1], a.dqs2 = dq->strides[2];
     }
-#undef SPA_VIEW
     a.n2 = sh->n2;
     a.g = sh->g;
     a.gp = sh->gp;
