@@ -53,8 +53,9 @@ SPA_NSAS_INLINE void spa_nsas_pf_step(spa_nsas_pf *p)
         p->off += 64;
         if (p->off >= p->bytes) {
             p->off = 0;
-            p->row += p->stride;
             p->rows--;
+            if (p->rows > 0) /* never point past the last row */
+                p->row += p->stride;
         }
     }
 }
