@@ -12,6 +12,15 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_define(`NSAS_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
+m4_dnl NSAS_WIDEN(dst, src, stride, n): a staged key/value row, unit stride through
+m4_dnl the vector conversions of nsa_select_mk.h.
+m4_define(`NSAS_WIDEN', m4_ifelse(SPA_DT, `f16', `if ($3 == 1)
+                        spa_nsas_widen_f16($1, $2, $4);
+                    else
+                        SPA_WIDEN_ROW($1, $2, $3, $4)', SPA_DT, `bf16', `if ($3 == 1)
+                        spa_nsas_widen_bf16($1, $2, $4);
+                    else
+                        SPA_WIDEN_ROW($1, $2, $3, $4)', `SPA_WIDEN_ROW($1, $2, $3, $4)'))m4_dnl
 enum { TK = NSAS_TK, PITCH = SPA_NSAS_PITCH, AHEAD = 1 };
 
 /* Prefetch cursor over chunk c of one unit's walk: the TK-row chunks of the
@@ -73,7 +82,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = kb + (j0 + r) * a->ks0;
-                    SPA_WIDEN_ROW(dst, src, a->ks2, D);
+                    NSAS_WIDEN(dst, src, a->ks2, D);
                 }
                 spa_nsas_scores(rows, PITCH, nr, qt, D, GP, st + (i * BS + j0) * GP, &pf);
                 spa_nsas_pf_rest(&pf);
@@ -113,7 +122,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = vb + (j0 + r) * a->vs0;
-                    SPA_WIDEN_ROW(dst, src, a->vs2, DV);
+                    NSAS_WIDEN(dst, src, a->vs2, DV);
                 }
                 spa_nsas_accum_t(rows, PITCH, nr, st + (i * BS + j0) * GP, DV, GP, ot, &pf);
                 spa_nsas_pf_rest(&pf);

@@ -15,6 +15,15 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_define(`NSASG_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
+m4_dnl NSASG_WIDEN(dst, src, stride, n): a staged key/value row, unit stride through
+m4_dnl the vector conversions of nsa_select_mk.h.
+m4_define(`NSASG_WIDEN', m4_ifelse(SPA_DT, `f16', `if ($3 == 1)
+                        spa_nsas_widen_f16($1, $2, $4);
+                    else
+                        SPA_WIDEN_ROW($1, $2, $3, $4)', SPA_DT, `bf16', `if ($3 == 1)
+                        spa_nsas_widen_bf16($1, $2, $4);
+                    else
+                        SPA_WIDEN_ROW($1, $2, $3, $4)', `SPA_WIDEN_ROW($1, $2, $3, $4)'))m4_dnl
 enum { TK = NSASG_TK, PITCH = SPA_NSAS_PITCH };
 
 void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
@@ -97,7 +106,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = vb + (j0 + r) * a->vs0;
-                    SPA_WIDEN_ROW(dst, src, a->vs2, DV);
+                    NSASG_WIDEN(dst, src, a->vs2, DV);
                 }
                 spa_nsas_scores(rows, PITCH, nr, dyt, DV, GP, ds, &pfv);
                 spa_nsas_pf_rest(&pfv);
@@ -105,7 +114,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                 for (int64_t r = 0; r < nr; r++) {
                     float *dst = rows + r * PITCH;
                     const SPA_T *src = kb + (j0 + r) * a->ks0;
-                    SPA_WIDEN_ROW(dst, src, a->ks2, D);
+                    NSASG_WIDEN(dst, src, a->ks2, D);
                 }
                 spa_nsas_scores(rows, PITCH, nr, qt, D, GP, pt, &pfk);
                 spa_nsas_pf_rest(&pfk);
