@@ -1,0 +1,19 @@
+m4_divert(-1)
+NsaSelectedAttention forward tile: TK key (then value) rows of one selected
+block staged at a time. Staged per tile (as on one A2 vector core): TK rows of
+the largest head dim (768) as copied (SPA_SZ bytes) and widened to f32, plus
+the TK x 32 f32 score slice of a group of up to 32 query heads. TK >= 16 so
+that every micro-kernel row tile divides it (block sizes are multiples of 16).
+m4_define(`NSAS_DMAX', 768)
+m4_define(`NSAS_BYTES', `m4_eval($1 * NSAS_DMAX * (SPA_SZ + 4) + $1 * 32 * 4)')
+m4_define(`NSAS_TK', SPA_FIT_POW2(`NSAS_BYTES', 128, SPA_UB_BYTES))
+m4_ifelse(m4_eval(NSAS_TK < 16), 1, `m4_errprint(`spattn gen: nsa_select needs a tile of 16 rows
+')m4_m4exit(1)')
+SPA_REQUIRE_FITS(`nsa_select', NSAS_BYTES(NSAS_TK), SPA_UB_BYTES)
+m4_define(`NSAS_TILE', `k'NSAS_TK)
+m4_define(`NSAS_KSYM', `SPA_KSYM(`nsa_select', NSAS_TILE)')
+m4_divert(0)m4_dnl
+SPA_ADD_DECL(`#include "nsa_select_kernel.h"
+#define SPA_KMACRO(`nsa_select') NSAS_KSYM
+#define SPA_NSAS_TK_`'SPA_UPPER(SPA_DT) NSAS_TK
+spa_nsas_fwd_kernel NSAS_KSYM;')m4_dnl

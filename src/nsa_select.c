@@ -1,0 +1,194 @@
+/* NsaSelectedAttention: phase 1 (validate, plan, size) and phase 2 (run the
+ * blocks). The (kv head, query token) units are split into contiguous blocks;
+ * each unit writes only its own output rows, so any split is deterministic. */
+#include <string.h>
+
+#include "nsa_select_plan.h"
+#include "spa_kernels.h"
+#include "spattn/nsa.h"
+
+/* Blocks per call at most: the parallel grain (each block owns a scratch). */
+#define NSAS_MAX_BLOCKS 64
+
+/* What the arguments determine: checked again in phase 2. */
+typedef struct nsas_plan {
+    spa_nsas_shape sh;
+    int64_t per_block; /* units per block */
+    uint32_t blocks;
+    uint64_t scratch_floats;
+} nsas_plan;
+
+typedef struct nsas_exec {
+    spa_exec_head head;
+    spa_tensor q, k, v, topk, mask, mx, sm, o;
+    spa_int_array sq, skv;
+    double scale;
+    int64_t head_num, sparse_mode, bs, kc;
+    int32_t has_mask, empty;
+    nsas_plan p;
+} nsas_exec;
+_Static_assert(sizeof(nsas_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
+
+typedef struct nsas_kernel {
+    spa_nsas_fwd_kernel *fn;
+    int64_t tk;
+} nsas_kernel;
+
+static nsas_kernel kernel_for(int32_t dtype)
+{
+    switch (dtype) {
+    case SPA_FLOAT16:
+        return (nsas_kernel){SPA_K_NSA_SELECT_F16, SPA_NSAS_TK_F16};
+    case SPA_BFLOAT16:
+        return (nsas_kernel){SPA_K_NSA_SELECT_BF16, SPA_NSAS_TK_BF16};
+    default:
+        return (nsas_kernel){SPA_K_NSA_SELECT_F32, SPA_NSAS_TK_F32};
+    }
+}
+
+/* Every rule on the arguments stored in e (spec/nsa.md 3.3), and the plan
+ * they determine. Reads only e, so phase 2 needs no second copy of it. */
+static spa_status check(const nsas_exec *e, const char *layout, nsas_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    SPA_TRY(spa_nsas_check_common(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
+                                  &e->sq, &e->skv, e->head_num, layout, e->sparse_mode, e->bs,
+                                  e->kc, &p->sh));
+    SPA_TRY(spa_tensor_check(&e->mx, 3));
+    SPA_TRY(spa_tensor_check(&e->sm, 3));
+    SPA_TRY(spa_tensor_check(&e->o, 3));
+    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32 &&
+                e->o.dtype == e->q.dtype);
+    const spa_nsas_shape *sh = &p->sh;
+    const int64_t stat_dims[3] = {sh->t1, sh->n1, 8}, o_dims[3] = {sh->t1, sh->n1, sh->dv};
+    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
+                spa_tensor_dims_are(&e->sm, 3, stat_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
+    const int64_t units = sh->t1 * sh->n2; /* <= 2^62 / 128: tensors are span-checked */
+    p->per_block = (units + NSAS_MAX_BLOCKS - 1) / NSAS_MAX_BLOCKS;
+    if (p->per_block < 1)
+        p->per_block = 1;
+    p->blocks = (uint32_t)((units + p->per_block - 1) / p->per_block);
+    /* qt [D][GP], scores [K*bs][GP], out [Dv][GP], staged rows [TK][PITCH], max and sum [GP] */
+    const int64_t gp = sh->gp;
+    p->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp +
+                                   kernel_for(e->q.dtype).tk * SPA_NSAS_PITCH + 2 * gp);
+    return SPA_OK;
+}
+
+static void carve(spa_ws *ws, const nsas_plan *p, float **scratch)
+{
+    *scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
+}
+
+/* spec/nsa.md 3.3 rule 2: all three outputs empty is a legal no-op. */
+static spa_status outputs_empty(const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *o,
+                                bool *empty)
+{
+    SPA_TRY(spa_tensor_check(mx, 3));
+    SPA_TRY(spa_tensor_check(sm, 3));
+    SPA_TRY(spa_tensor_check(o, 3));
+    *empty = spa_tensor_numel(mx) == 0 && spa_tensor_numel(sm) == 0 && spa_tensor_numel(o) == 0;
+    return SPA_OK;
+}
+
+spa_status spa_nsa_select_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *topk_indices, const spa_tensor *atten_mask,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    double scale_value, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    int64_t selected_block_size, int64_t selected_block_count, const spa_tensor *softmax_max_out,
+    const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint64_t *workspace_size,
+    spa_executor *executor)
+{
+    if (query == NULL || key == NULL || value == NULL || topk_indices == NULL ||
+        actual_seq_q_len == NULL || actual_seq_kv_len == NULL || input_layout == NULL ||
+        softmax_max_out == NULL || softmax_sum_out == NULL || attention_out == NULL ||
+        workspace_size == NULL || executor == NULL)
+        return SPA_ERR_NULLPTR;
+    nsas_exec e;
+    bool empty;
+    SPA_TRY(outputs_empty(softmax_max_out, softmax_sum_out, attention_out, &empty));
+    if (empty) {
+        memset(&e, 0, sizeof e);
+        e.empty = 1;
+        *workspace_size = 0;
+        spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_SELECT);
+        return SPA_OK;
+    }
+    memset(&e, 0, sizeof e);
+    e.q = *query, e.k = *key, e.v = *value, e.topk = *topk_indices;
+    e.mx = *softmax_max_out, e.sm = *softmax_sum_out, e.o = *attention_out;
+    if (atten_mask != NULL)
+        e.mask = *atten_mask, e.has_mask = 1;
+    e.sq = *actual_seq_q_len, e.skv = *actual_seq_kv_len;
+    e.scale = scale_value, e.head_num = head_num, e.sparse_mode = sparse_mode;
+    e.bs = selected_block_size, e.kc = selected_block_count;
+    SPA_TRY(check(&e, input_layout, &e.p));
+    spa_ws ws;
+    float *scratch;
+    spa_ws_plan(&ws);
+    carve(&ws, &e.p, &scratch);
+    SPA_REQUIRE(!ws.overflow);
+    e.head.ws_size = spa_ws_planned_bytes(&ws);
+    *workspace_size = e.head.ws_size;
+    spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_SELECT);
+    return SPA_OK;
+}
+
+typedef struct nsas_run {
+    const nsas_exec *e;
+    spa_nsas_args args;
+    float *scratch;
+    spa_nsas_fwd_kernel *kernel;
+} nsas_run;
+
+/* One block of units u = n2 * T1 + t (kv head major, so that a thread works
+ * through the keys and values of one head at a time), split where it crosses
+ * a head or batch boundary. */
+static void run_block(void *arg, uint32_t blk)
+{
+    const nsas_run *r = arg;
+    const nsas_exec *e = r->e;
+    const nsas_plan *p = &e->p;
+    const int64_t t1 = p->sh.t1, units = t1 * p->sh.n2;
+    float *scratch = r->scratch + (uint64_t)blk * p->scratch_floats;
+    int64_t u = (int64_t)blk * p->per_block;
+    const int64_t end = u + p->per_block < units ? u + p->per_block : units;
+    while (u < end) {
+        const int64_t h2 = u / t1, t = u % t1;
+        const int64_t b = spa_nsas_batch_of(&e->sq, t);
+        int64_t qs, qe, ks, ke;
+        spa_nsas_batch(&e->sq, b, &qs, &qe);
+        spa_nsas_batch(&e->skv, b, &ks, &ke);
+        const int64_t stop = h2 * t1 + qe < end ? h2 * t1 + qe : end;
+        r->kernel(&r->args, h2, t, stop - h2 * t1, qs, ks, scratch);
+        u = stop;
+    }
+}
+
+spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                          const spa_runner *runner)
+{
+    nsas_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    if (e.empty)
+        return SPA_OK;
+    /* The caller's tensors, lengths and indices may have changed since phase 1. */
+    nsas_plan p;
+    SPA_TRY(check(&e, "TND", &p));
+    SPA_REQUIRE(p.blocks == e.p.blocks && p.per_block == e.p.per_block &&
+                p.scratch_floats == e.p.scratch_floats);
+    nsas_run r;
+    spa_ws ws;
+    spa_ws_attach(&ws, workspace, workspace_size);
+    carve(&ws, &p, &r.scratch);
+    SPA_REQUIRE(!ws.overflow);
+    r.e = &e;
+    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, NULL, NULL,
+                              e.scale);
+    r.kernel = kernel_for(e.q.dtype).fn;
+    spa_run_blocks(runner, run_block, &r, p.blocks);
+    return SPA_OK;
+}

@@ -1,0 +1,338 @@
+/* NsaSelectedAttentionGrad: phase 1 (validate, plan, size) and phase 2 (run).
+ * Phase 2 has two parallel steps. Step 1: blocks = (kv head, range of query
+ * tokens); each writes dq of its tokens and sums the dK / dV rows its tokens
+ * select into its own f32 partial, which covers the KV rows of the batches its
+ * tokens belong to. Step 2: each KV row sums the partials of the blocks that
+ * cover it in block order, scales and rounds once. No atomics; the split
+ * depends on the shapes and lengths only, so results do not depend on the
+ * runner. Rows no block covers (never selectable) come out +0. */
+#include <string.h>
+
+#include "half.h"
+#include "nsa_select_plan.h"
+#include "spa_kernels.h"
+#include "spattn/nsa.h"
+
+/* Token ranges per kv head: enough blocks for a few threads... */
+#define NSASG_TARGET_BLOCKS 16
+/* ...while the f32 partials of all blocks stay under this (unless one range
+ * per kv head already needs more). */
+#define NSASG_PARTIAL_BYTES (512ull << 20)
+/* KV rows per task of the final reduction. */
+#define NSASG_ROWS_PER_TASK 64
+
+/* What the arguments determine: checked again in phase 2. */
+typedef struct nsasg_plan {
+    spa_nsas_shape sh;
+    int64_t ranges;    /* token ranges per kv head */
+    int64_t per_range; /* tokens per range */
+    uint32_t blocks;   /* n2 * ranges */
+    uint64_t scratch_floats;
+    uint64_t partial_floats; /* all blocks together */
+} nsasg_plan;
+
+typedef struct nsasg_exec {
+    spa_exec_head head;
+    spa_tensor q, k, v, o, dy, mx, sm, topk, mask, dq, dk, dv;
+    spa_int_array sq, skv;
+    double scale;
+    int64_t head_num, sparse_mode, bs, kc;
+    int32_t has_mask;
+    nsasg_plan p;
+} nsasg_exec;
+_Static_assert(sizeof(nsasg_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
+
+typedef struct nsasg_kernel {
+    spa_nsas_grad_kernel *fn;
+    int64_t tk;
+} nsasg_kernel;
+
+static nsasg_kernel kernel_for(int32_t dtype)
+{
+    switch (dtype) {
+    case SPA_FLOAT16:
+        return (nsasg_kernel){SPA_K_NSA_SELECT_GRAD_F16, SPA_NSASG_TK_F16};
+    case SPA_BFLOAT16:
+        return (nsasg_kernel){SPA_K_NSA_SELECT_GRAD_BF16, SPA_NSASG_TK_BF16};
+    default:
+        return (nsasg_kernel){SPA_K_NSA_SELECT_GRAD_F32, SPA_NSASG_TK_F32};
+    }
+}
+
+/* KV rows [lo, hi) of the batches holding tokens [t0, t1) (t0 < t1). */
+static void range_kv(const nsasg_exec *e, int64_t t0, int64_t t1, int64_t *lo, int64_t *hi)
+{
+    int64_t qs, qe, b0 = spa_nsas_batch_of(&e->sq, t0), b1 = spa_nsas_batch_of(&e->sq, t1 - 1);
+    int64_t ks, ke;
+    spa_nsas_batch(&e->skv, b0, &ks, &ke);
+    *lo = ks;
+    spa_nsas_batch(&e->skv, b1, &ks, &ke);
+    *hi = ke;
+    (void)qs, (void)qe;
+}
+
+static void range_tokens(const nsasg_plan *p, int64_t r, int64_t *t0, int64_t *t1)
+{
+    *t0 = r * p->per_range;
+    *t1 = *t0 + p->per_range < p->sh.t1 ? *t0 + p->per_range : p->sh.t1;
+    if (*t0 > *t1)
+        *t0 = *t1;
+}
+
+/* Floats of all partials: per block, its KV rows times (D + Dv). */
+static uint64_t partial_floats(const nsasg_exec *e, const nsasg_plan *p)
+{
+    uint64_t total = 0;
+    for (int64_t r = 0; r < p->ranges; r++) {
+        int64_t t0, t1, lo, hi;
+        range_tokens(p, r, &t0, &t1);
+        if (t0 == t1)
+            continue;
+        range_kv(e, t0, t1, &lo, &hi);
+        total += (uint64_t)(hi - lo) * (uint64_t)(p->sh.d + p->sh.dv);
+    }
+    return total * (uint64_t)p->sh.n2;
+}
+
+/* Every rule on the arguments stored in e (spec/nsa.md 4.3), and the plan
+ * they determine. Reads only e, so phase 2 needs no second copy of it. */
+static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    SPA_TRY(spa_nsas_check_common(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
+                                  &e->sq, &e->skv, e->head_num, layout, e->sparse_mode, e->bs,
+                                  e->kc, &p->sh));
+    SPA_TRY(spa_tensor_check(&e->o, 3));
+    SPA_TRY(spa_tensor_check(&e->dy, 3));
+    SPA_TRY(spa_tensor_check(&e->mx, 3));
+    SPA_TRY(spa_tensor_check(&e->sm, 3));
+    SPA_TRY(spa_tensor_check(&e->dq, 3));
+    SPA_TRY(spa_tensor_check(&e->dk, 3));
+    SPA_TRY(spa_tensor_check(&e->dv, 3));
+    const int32_t dt = e->q.dtype;
+    SPA_REQUIRE(e->o.dtype == dt && e->dy.dtype == dt && e->dq.dtype == dt && e->dk.dtype == dt &&
+                e->dv.dtype == dt);
+    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32);
+    const spa_nsas_shape *sh = &p->sh;
+    const int64_t o_dims[3] = {sh->t1, sh->n1, sh->dv}, stat_dims[3] = {sh->t1, sh->n1, 8};
+    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims) && spa_tensor_dims_are(&e->dy, 3, o_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
+                spa_tensor_dims_are(&e->sm, 3, stat_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims) &&
+                spa_tensor_dims_are(&e->dk, 3, e->k.dims) &&
+                spa_tensor_dims_are(&e->dv, 3, e->v.dims));
+    /* Token ranges: NSASG_TARGET_BLOCKS blocks in all, fewer while the
+     * partials would exceed NSASG_PARTIAL_BYTES. */
+    int64_t ranges = (NSASG_TARGET_BLOCKS + sh->n2 - 1) / sh->n2;
+    if (ranges > sh->t1)
+        ranges = sh->t1 > 0 ? sh->t1 : 1;
+    for (;; ranges--) {
+        p->ranges = ranges;
+        p->per_range = sh->t1 > 0 ? (sh->t1 + ranges - 1) / ranges : 1;
+        p->partial_floats = partial_floats(e, p);
+        if (ranges == 1 || p->partial_floats * 4u <= NSASG_PARTIAL_BYTES)
+            break;
+    }
+    p->blocks = (uint32_t)(sh->n2 * p->ranges);
+    /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; rows [TK][PITCH];
+     * P and dS [TK][GP]; max, sum, D [GP] */
+    const int64_t gp = sh->gp, tk = kernel_for(dt).tk;
+    p->scratch_floats = (uint64_t)(2 * sh->d * gp + sh->g * sh->d + sh->dv * gp + sh->g * sh->dv +
+                                   tk * SPA_NSAS_PITCH + 2 * tk * gp + 3 * gp);
+    return SPA_OK;
+}
+
+typedef struct nsasg_slices {
+    float *scratch; /* [blocks][scratch_floats] */
+    float *partial; /* every block's dK rows then dV rows */
+    uint64_t *offset; /* [blocks]: first float of a block's partial */
+    int64_t *kvlo, *kvhi; /* [blocks]: KV rows a block's partial covers */
+} nsasg_slices;
+
+static void carve(spa_ws *ws, const nsasg_plan *p, nsasg_slices *s)
+{
+    s->scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
+    s->partial = spa_ws_take(ws, p->partial_floats, sizeof(float));
+    s->offset = spa_ws_take(ws, p->blocks, sizeof(uint64_t));
+    s->kvlo = spa_ws_take(ws, p->blocks, sizeof(int64_t));
+    s->kvhi = spa_ws_take(ws, p->blocks, sizeof(int64_t));
+}
+
+/* Block b = kv head b / ranges, token range b % ranges. */
+static void fill_table(const nsasg_exec *e, nsasg_slices *s)
+{
+    uint64_t off = 0;
+    const nsasg_plan *p = &e->p;
+    for (uint32_t b = 0; b < p->blocks; b++) {
+        int64_t t0, t1, lo = 0, hi = 0;
+        range_tokens(p, (int64_t)(b % p->ranges), &t0, &t1);
+        if (t0 < t1)
+            range_kv(e, t0, t1, &lo, &hi);
+        s->offset[b] = off;
+        s->kvlo[b] = lo;
+        s->kvhi[b] = hi;
+        off += (uint64_t)(hi - lo) * (uint64_t)(p->sh.d + p->sh.dv);
+    }
+}
+
+spa_status spa_nsa_select_grad_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *attention_out, const spa_tensor *attention_out_grad,
+    const spa_tensor *softmax_max, const spa_tensor *softmax_sum, const spa_tensor *topk_indices,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    const spa_tensor *atten_mask, double scale_value, int64_t selected_block_size,
+    int64_t selected_block_count, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    const spa_tensor *dq_out, const spa_tensor *dk_out, const spa_tensor *dv_out,
+    uint64_t *workspace_size, spa_executor *executor)
+{
+    if (query == NULL || key == NULL || value == NULL || attention_out == NULL ||
+        attention_out_grad == NULL || softmax_max == NULL || softmax_sum == NULL ||
+        topk_indices == NULL || actual_seq_q_len == NULL || actual_seq_kv_len == NULL ||
+        input_layout == NULL || dq_out == NULL || dk_out == NULL || dv_out == NULL ||
+        workspace_size == NULL || executor == NULL)
+        return SPA_ERR_NULLPTR;
+    nsasg_exec e;
+    memset(&e, 0, sizeof e);
+    e.q = *query, e.k = *key, e.v = *value, e.o = *attention_out, e.dy = *attention_out_grad;
+    e.mx = *softmax_max, e.sm = *softmax_sum, e.topk = *topk_indices;
+    e.dq = *dq_out, e.dk = *dk_out, e.dv = *dv_out;
+    if (atten_mask != NULL)
+        e.mask = *atten_mask, e.has_mask = 1;
+    e.sq = *actual_seq_q_len, e.skv = *actual_seq_kv_len;
+    e.scale = scale_value, e.head_num = head_num, e.sparse_mode = sparse_mode;
+    e.bs = selected_block_size, e.kc = selected_block_count;
+    SPA_TRY(check(&e, input_layout, &e.p));
+    spa_ws ws;
+    nsasg_slices s;
+    spa_ws_plan(&ws);
+    carve(&ws, &e.p, &s);
+    SPA_REQUIRE(!ws.overflow);
+    e.head.ws_size = spa_ws_planned_bytes(&ws);
+    *workspace_size = e.head.ws_size;
+    spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_SELECT_GRAD);
+    return SPA_OK;
+}
+
+typedef struct nsasg_run {
+    const nsasg_exec *e;
+    spa_nsas_args args;
+    nsasg_slices s;
+    spa_nsas_grad_kernel *kernel;
+} nsasg_run;
+
+/* Step 1: zero the block's partial, then its tokens batch by batch. */
+static void run_token_block(void *arg, uint32_t blk)
+{
+    const nsasg_run *r = arg;
+    const nsasg_exec *e = r->e;
+    const nsasg_plan *p = &e->p;
+    const int64_t h2 = (int64_t)(blk / p->ranges), d = p->sh.d, dvd = p->sh.dv;
+    const int64_t lo = r->s.kvlo[blk], nrows = r->s.kvhi[blk] - lo;
+    float *dkp = r->s.partial + r->s.offset[blk], *dvp = dkp + nrows * d;
+    for (int64_t i = 0; i < nrows * (d + dvd); i++)
+        dkp[i] = 0.0f;
+    float *scratch = r->s.scratch + (uint64_t)blk * p->scratch_floats;
+    int64_t t, t1;
+    range_tokens(p, (int64_t)(blk % p->ranges), &t, &t1);
+    while (t < t1) {
+        const int64_t b = spa_nsas_batch_of(&e->sq, t);
+        int64_t qs, qe, ks, ke;
+        spa_nsas_batch(&e->sq, b, &qs, &qe);
+        spa_nsas_batch(&e->skv, b, &ks, &ke);
+        const int64_t stop = qe < t1 ? qe : t1;
+        r->kernel(&r->args, h2, t, stop, qs, ks, lo, dkp, dvp, scratch);
+        t = stop;
+    }
+}
+
+static void store_row(const spa_tensor *out, int64_t row, int64_t h2, const float *acc, int64_t n)
+{
+    const int64_t base = row * out->strides[0] + h2 * out->strides[1], s2 = out->strides[2];
+    switch (out->dtype) {
+    case SPA_FLOAT16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)out->data)[base + i * s2] = spa_f32_to_f16(acc[i]);
+        break;
+    case SPA_BFLOAT16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)out->data)[base + i * s2] = spa_f32_to_bf16(acc[i]);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            ((float *)out->data)[base + i * s2] = acc[i];
+        break;
+    }
+}
+
+/* Step 2: NSASG_ROWS_PER_TASK KV rows of one kv head; each row's sums go
+ * through a small stack buffer, one head-dim chunk at a time. */
+static void run_reduce(void *arg, uint32_t task)
+{
+    const nsasg_run *r = arg;
+    const nsasg_exec *e = r->e;
+    const nsasg_plan *p = &e->p;
+    const int64_t t2 = p->sh.t2, tasks_per_head = (t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
+    const int64_t h2 = (int64_t)task / tasks_per_head;
+    const int64_t row0 = ((int64_t)task % tasks_per_head) * NSASG_ROWS_PER_TASK;
+    const int64_t row1 = row0 + NSASG_ROWS_PER_TASK < t2 ? row0 + NSASG_ROWS_PER_TASK : t2;
+    const int64_t d = p->sh.d, dvd = p->sh.dv;
+    const float scale = (float)e->scale;
+    enum { CHUNK = 128 };
+    float acc[CHUNK];
+    for (int64_t row = row0; row < row1; row++) {
+        for (int part = 0; part < 2; part++) {
+            const int64_t n = part == 0 ? d : dvd;
+            for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
+                const int64_t cn = n - c0 < CHUNK ? n - c0 : CHUNK;
+                for (int64_t i = 0; i < cn; i++)
+                    acc[i] = 0.0f;
+                for (int64_t rg = 0; rg < p->ranges; rg++) {
+                    const uint32_t blk = (uint32_t)(h2 * p->ranges + rg);
+                    const int64_t lo = r->s.kvlo[blk], hi = r->s.kvhi[blk];
+                    if (row < lo || row >= hi)
+                        continue;
+                    const float *src = r->s.partial + r->s.offset[blk] +
+                                       (part == 0 ? (row - lo) * d : (hi - lo) * d + (row - lo) * dvd) + c0;
+                    for (int64_t i = 0; i < cn; i++)
+                        acc[i] += src[i];
+                }
+                if (part == 0)
+                    for (int64_t i = 0; i < cn; i++)
+                        acc[i] = scale * acc[i] + 0.0f;
+                const spa_tensor *out = part == 0 ? &e->dk : &e->dv;
+                spa_tensor view = *out;
+                view.data = (unsigned char *)out->data +
+                            (size_t)(c0 * out->strides[2]) * spa_dtype_size(out->dtype);
+                store_row(&view, row, h2, acc, cn);
+            }
+        }
+    }
+}
+
+spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
+                               const spa_executor *executor, const spa_runner *runner)
+{
+    nsasg_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT_GRAD));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    /* The caller's tensors, lengths and indices may have changed since phase 1. */
+    nsasg_plan p;
+    SPA_TRY(check(&e, "TND", &p));
+    SPA_REQUIRE(p.blocks == e.p.blocks && p.ranges == e.p.ranges &&
+                p.partial_floats == e.p.partial_floats && p.scratch_floats == e.p.scratch_floats);
+    nsasg_run r;
+    spa_ws ws;
+    spa_ws_attach(&ws, workspace, workspace_size);
+    carve(&ws, &p, &r.s);
+    SPA_REQUIRE(!ws.overflow);
+    fill_table(&e, &r.s);
+    r.e = &e;
+    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
+                              e.scale);
+    r.kernel = kernel_for(e.q.dtype).fn;
+    if (p.sh.t1 > 0)
+        spa_run_blocks(runner, run_token_block, &r, p.blocks);
+    const int64_t tasks = p.sh.n2 * ((p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK);
+    spa_run_blocks(runner, run_reduce, &r, (uint32_t)tasks);
+    return SPA_OK;
+}

@@ -1,0 +1,55 @@
+/* Contract between src/nsa_select*.c and the generated kernels of
+ * templates/nsa_select*.c.m4. All strides are in elements. */
+#ifndef SPA_NSA_SELECT_KERNEL_H
+#define SPA_NSA_SELECT_KERNEL_H
+
+#include <stdint.h>
+
+/* Row pitch (floats) of the staged key/value rows in a kernel's scratch: the
+ * largest head dim plus one cache line, a compile-time constant so that the
+ * row offsets of a micro-tile become constant displacements. */
+#define SPA_NSAS_PITCH 784
+
+typedef struct spa_nsas_args {
+    const void *q; /* query [T1, N1, D] */
+    int64_t qs0, qs1, qs2;
+    const void *k; /* key [T2, N2, D] */
+    int64_t ks0, ks1, ks2;
+    const void *v; /* value [T2, N2, Dv] */
+    int64_t vs0, vs1, vs2;
+    const int32_t *idx; /* topkIndices [T1, N2, K], already checked */
+    int64_t is0, is1, is2;
+    void *o; /* attentionOut [T1, N1, Dv]: forward writes, grad reads */
+    int64_t os0, os1, os2;
+    void *mx; /* softmaxMax f32 [T1, N1, 8] */
+    int64_t ms0, ms1, ms2;
+    void *sm; /* softmaxSum f32 [T1, N1, 8] */
+    int64_t ss0, ss1, ss2;
+    const void *dy; /* grad: attentionOutGrad [T1, N1, Dv] */
+    int64_t dys0, dys1, dys2;
+    void *dq; /* grad: dqOut [T1, N1, D] */
+    int64_t dqs0, dqs1, dqs2;
+    int64_t n2;  /* kv heads */
+    int64_t g;   /* query heads per kv head */
+    int64_t gp;  /* g padded to the lane count of the micro-kernels (16 or 32) */
+    int64_t d;   /* q/k head dim */
+    int64_t dv;  /* v head dim */
+    int64_t bs;  /* selectedBlockSize */
+    int64_t kc;  /* selectedBlockCount */
+    float scale;
+    int causal;
+} spa_nsas_args;
+
+/* Forward: query tokens [t0, t1) of kv head n2, all in the batch whose
+ * queries start at token qstart and whose KV starts at row kstart. */
+typedef void spa_nsas_fwd_kernel(const spa_nsas_args *a, int64_t n2, int64_t t0, int64_t t1,
+                                 int64_t qstart, int64_t kstart, float *scratch);
+
+/* Grad: query tokens [t0, t1) of one batch, kv head n2. Writes dq of those
+ * tokens and adds the dK / dV rows they select into the f32 partials dkp
+ * [rows][d] and dvp [rows][dv], whose row 0 is KV row kvlo. */
+typedef void spa_nsas_grad_kernel(const spa_nsas_args *a, int64_t n2, int64_t t0, int64_t t1,
+                                  int64_t qstart, int64_t kstart, int64_t kvlo, float *dkp,
+                                  float *dvp, float *scratch);
+
+#endif

@@ -1,0 +1,149 @@
+/* Shared planning of NsaSelectedAttention and NsaSelectedAttentionGrad. */
+#include <string.h>
+
+#include "nsa_select_plan.h"
+
+/* "TND" exactly; compared by hand (the core imports no string functions). */
+static bool layout_is_tnd(const char *layout)
+{
+    return layout[0] == 'T' && layout[1] == 'N' && layout[2] == 'D' && layout[3] == '\0';
+}
+
+void spa_nsas_batch(const spa_int_array *a, int64_t b, int64_t *start, int64_t *end)
+{
+    *start = b == 0 ? 0 : a->data[b - 1];
+    *end = a->data[b];
+}
+
+int64_t spa_nsas_batch_of(const spa_int_array *a, int64_t t)
+{
+    int64_t lo = 0, hi = (int64_t)a->size - 1; /* first b with a[b] > t */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a->data[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int64_t spa_nsas_lanes(int64_t g)
+{
+    return g <= 16 ? 16 : 32;
+}
+
+/* spec/nsa.md 3.3 rule 7: every index of every query token names a block
+ * lying wholly inside its batch's KV: 0 <= idx and (idx+1)*bs <= Skv_b. */
+static spa_status check_indices(const spa_tensor *topk, const spa_int_array *sq,
+                                const spa_int_array *skv, int64_t n2, int64_t kc, int64_t bs)
+{
+    const int32_t *idx = topk->data;
+    const int64_t s0 = topk->strides[0], s1 = topk->strides[1], s2 = topk->strides[2];
+    for (int64_t b = 0; b < (int64_t)sq->size; b++) {
+        int64_t qs, qe, ks, ke;
+        spa_nsas_batch(sq, b, &qs, &qe);
+        spa_nsas_batch(skv, b, &ks, &ke);
+        const int64_t blocks = (ke - ks) / bs;
+        for (int64_t t = qs; t < qe; t++)
+            for (int64_t h = 0; h < n2; h++)
+                for (int64_t i = 0; i < kc; i++) {
+                    const int64_t x = idx[t * s0 + h * s1 + i * s2];
+                    if (x < 0 || x >= blocks)
+                        return SPA_ERR_INVALID;
+                }
+    }
+    return SPA_OK;
+}
+
+spa_status spa_nsas_check_common(const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
+                                 const spa_tensor *topk, const spa_tensor *mask,
+                                 const spa_int_array *sq, const spa_int_array *skv,
+                                 int64_t head_num, const char *layout, int64_t sparse_mode,
+                                 int64_t bs, int64_t kc, spa_nsas_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    SPA_REQUIRE(layout_is_tnd(layout));
+    SPA_REQUIRE(sparse_mode == 0 || sparse_mode == 2);
+    SPA_REQUIRE(bs >= 16 && bs <= 128 && bs % 16 == 0);
+    SPA_REQUIRE(kc >= 1 && kc <= 32);
+    SPA_TRY(spa_tensor_check(q, 3));
+    SPA_TRY(spa_tensor_check(k, 3));
+    SPA_TRY(spa_tensor_check(v, 3));
+    SPA_TRY(spa_tensor_check(topk, 3));
+    SPA_REQUIRE(spa_is_float_dtype(q->dtype) && k->dtype == q->dtype && v->dtype == q->dtype);
+    SPA_REQUIRE(topk->dtype == SPA_INT32);
+    if (mask != NULL) {
+        SPA_TRY(spa_tensor_check(mask, 2));
+        SPA_REQUIRE(mask->dtype == SPA_BOOL || mask->dtype == SPA_UINT8);
+    }
+    const int64_t t1 = q->dims[0], n1 = q->dims[1], d = q->dims[2];
+    const int64_t t2 = k->dims[0], n2 = k->dims[1], dv = v->dims[2];
+    SPA_REQUIRE(n2 >= 1 && n1 >= 1 && n1 <= 128 && n1 % n2 == 0 && n1 / n2 <= 32);
+    SPA_REQUIRE(head_num == n1);
+    SPA_REQUIRE(d % 16 == 0 && dv % 16 == 0 && dv >= 16 && dv <= d && d <= 768);
+    SPA_REQUIRE(k->dims[2] == d && v->dims[0] == t2 && v->dims[1] == n2);
+    const int64_t topk_dims[3] = {t1, n2, kc};
+    SPA_REQUIRE(spa_tensor_dims_are(topk, 3, topk_dims));
+    int64_t tq, tkv;
+    SPA_TRY(spa_seq_check(sq, 0, &tq));
+    SPA_TRY(spa_seq_check(skv, 0, &tkv));
+    SPA_REQUIRE(sq->size == skv->size && sq->size <= 1024);
+    SPA_REQUIRE(tq == t1 && tkv <= t2);
+    SPA_TRY(check_indices(topk, sq, skv, n2, kc, bs));
+    sh->t1 = t1;
+    sh->t2 = t2;
+    sh->n1 = n1;
+    sh->n2 = n2;
+    sh->g = n1 / n2;
+    sh->gp = spa_nsas_lanes(sh->g);
+    sh->d = d;
+    sh->dv = dv;
+    sh->bs = bs;
+    sh->kc = kc;
+    sh->batches = (int64_t)sq->size;
+    sh->kv_total = tkv;
+    sh->causal = sparse_mode == 2 && mask != NULL;
+    return SPA_OK;
+}
+
+spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q, const spa_tensor *k,
+                               const spa_tensor *v, const spa_tensor *topk, const spa_tensor *o,
+                               const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *dy,
+                               const spa_tensor *dq, double scale)
+{
+    spa_nsas_args a;
+    memset(&a, 0, sizeof a);
+    a.q = q->data;
+    a.qs0 = q->strides[0], a.qs1 = q->strides[1], a.qs2 = q->strides[2];
+    a.k = k->data;
+    a.ks0 = k->strides[0], a.ks1 = k->strides[1], a.ks2 = k->strides[2];
+    a.v = v->data;
+    a.vs0 = v->strides[0], a.vs1 = v->strides[1], a.vs2 = v->strides[2];
+    a.idx = topk->data;
+    a.is0 = topk->strides[0], a.is1 = topk->strides[1], a.is2 = topk->strides[2];
+    a.o = o->data;
+    a.os0 = o->strides[0], a.os1 = o->strides[1], a.os2 = o->strides[2];
+    a.mx = mx->data;
+    a.ms0 = mx->strides[0], a.ms1 = mx->strides[1], a.ms2 = mx->strides[2];
+    a.sm = sm->data;
+    a.ss0 = sm->strides[0], a.ss1 = sm->strides[1], a.ss2 = sm->strides[2];
+    if (dy != NULL) {
+        a.dy = dy->data;
+        a.dys0 = dy->strides[0], a.dys1 = dy->strides[1], a.dys2 = dy->strides[2];
+    }
+    if (dq != NULL) {
+        a.dq = dq->data;
+        a.dqs0 = dq->strides[0], a.dqs1 = dq->strides[1], a.dqs2 = dq->strides[2];
+    }
+    a.n2 = sh->n2;
+    a.g = sh->g;
+    a.gp = sh->gp;
+    a.d = sh->d;
+    a.dv = sh->dv;
+    a.bs = sh->bs;
+    a.kc = sh->kc;
+    a.scale = (float)scale;
+    a.causal = sh->causal;
+    return a;
+}

@@ -1,0 +1,54 @@
+/* Random NsaSelectedAttention problems shared by the forward and grad suites:
+ * shapes, sequence arrays, indices, and the tensors with red zones. */
+#ifndef SPA_TEST_NSAS_CASE_H
+#define SPA_TEST_NSAS_CASE_H
+
+#include "ref/ref_nsa_select.h"
+#include "util.h"
+
+#define NSAS_MAX_BATCHES 6
+
+typedef struct nsas_case {
+    spa_dtype dt;
+    int64_t n1, n2, d, dv, bs, kc;
+    int64_t batches;
+    int64_t qstart[NSAS_MAX_BATCHES], qlen[NSAS_MAX_BATCHES];
+    int64_t kstart[NSAS_MAX_BATCHES], klen[NSAS_MAX_BATCHES];
+    int64_t sq_vals[NSAS_MAX_BATCHES], skv_vals[NSAS_MAX_BATCHES]; /* cumulative */
+    spa_int_array sq, skv;
+    int64_t t1, t2; /* t2 may exceed the last KV end */
+    int64_t sparse_mode;
+    bool has_mask, strided;
+    double scale;
+    int32_t *idx; /* [t1][n2][kc], malloc'd */
+} nsas_case;
+
+/* Case i of a sweep: dtypes every 3, the rest drawn from r (GQA ratios,
+ * head dims, Dv < D, block sizes and counts, batches with Sq != Skv, empty
+ * batches, causal or not, duplicates, strided views). */
+void nsas_case_draw(nsas_case *c, int i, rng *r);
+/* A fixed shape; lengths are (qlen, klen) pairs; indices drawn from r with
+ * or without duplicates. */
+void nsas_case_fixed(nsas_case *c, spa_dtype dt, int64_t n1, int64_t n2, int64_t d, int64_t dv,
+                     int64_t bs, int64_t kc, int64_t batches, const int64_t *qlen,
+                     const int64_t *klen, int64_t sparse_mode, bool has_mask, rng *r, bool dups);
+/* Redraws the indices (distinct blocks where the batch has enough). */
+void nsas_case_draw_indices(nsas_case *c, rng *r, bool dups);
+void nsas_case_free(nsas_case *c);
+bool nsas_case_causal(const nsas_case *c);
+ref_nsas_problem nsas_case_problem(const nsas_case *c);
+void nsas_case_describe(const nsas_case *c, char *buf, size_t size);
+
+/* Every tensor of both ops. */
+typedef struct nsas_io {
+    ttensor q, k, v, topk, mask, mx, sm, o, dy, dq, dk, dv;
+} nsas_io;
+/* q, k, v, dy (and o for the grad) random in the dtype; topk from c->idx;
+ * outputs filled with canaries. */
+void nsas_io_make(nsas_io *io, const nsas_case *c, rng *r);
+void nsas_io_free(nsas_io *io);
+void nsas_io_set_indices(nsas_io *io, const nsas_case *c);
+/* Writes a [t1][n1] statistic into all 8 lanes of an f32 [t1][n1][8] tensor. */
+void nsas_io_set_stat(ttensor *tt, const double *val, int64_t count);
+
+#endif
