@@ -54,9 +54,9 @@ static spa_status check(const nsas_exec *e, const char *layout, nsas_plan *p)
     SPA_TRY(spa_nsas_check_common(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
                                   &e->sq, &e->skv, e->head_num, layout, e->sparse_mode, e->bs,
                                   e->kc, &p->sh));
-    SPA_TRY(spa_tensor_check(&e->mx, 3));
-    SPA_TRY(spa_tensor_check(&e->sm, 3));
-    SPA_TRY(spa_tensor_check(&e->o, 3));
+    SPA_TRY(spa_tensor_check_output(&e->mx, 3));
+    SPA_TRY(spa_tensor_check_output(&e->sm, 3));
+    SPA_TRY(spa_tensor_check_output(&e->o, 3));
     SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32 &&
                 e->o.dtype == e->q.dtype);
     const spa_nsas_shape *sh = &p->sh;

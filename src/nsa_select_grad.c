@@ -106,9 +106,9 @@ static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
     SPA_TRY(spa_tensor_check(&e->dy, 3));
     SPA_TRY(spa_tensor_check(&e->mx, 3));
     SPA_TRY(spa_tensor_check(&e->sm, 3));
-    SPA_TRY(spa_tensor_check(&e->dq, 3));
-    SPA_TRY(spa_tensor_check(&e->dk, 3));
-    SPA_TRY(spa_tensor_check(&e->dv, 3));
+    SPA_TRY(spa_tensor_check_output(&e->dq, 3));
+    SPA_TRY(spa_tensor_check_output(&e->dk, 3));
+    SPA_TRY(spa_tensor_check_output(&e->dv, 3));
     const int32_t dt = e->q.dtype;
     SPA_REQUIRE(e->o.dtype == dt && e->dy.dtype == dt && e->dq.dtype == dt && e->dk.dtype == dt &&
                 e->dv.dtype == dt);

@@ -82,7 +82,7 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
     c->batches = rng_int(r, 1, 4);
     /* keep the fp64 reference cheap: queries x heads x selected keys x dims */
     const double per_token = (double)(c->n1 * c->kc * c->bs * (c->d + c->dv));
-    int64_t max_q = (int64_t)(1.5e6 / per_token);
+    int64_t max_q = (int64_t)(TEST_SIZE(1.5e6, 2e5) / per_token);
     if (max_q < 1)
         max_q = 1;
     for (int64_t b = 0; b < c->batches; b++) {
