@@ -7,8 +7,13 @@
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
 
-/* Blocks per call at most: the parallel grain (each block owns a scratch). */
-#define NSAS_MAX_BLOCKS 64
+/* Blocks per call at most: the parallel grain (each block owns a scratch in
+ * the workspace). A target with one core and little memory lowers it with
+ * -DSPA_SELECT_BLOCKS_MAX in its target.mk. */
+#ifndef SPA_SELECT_BLOCKS_MAX
+#define SPA_SELECT_BLOCKS_MAX 64
+#endif
+#define NSAS_MAX_BLOCKS SPA_SELECT_BLOCKS_MAX
 
 /* What the arguments determine: checked again in phase 2. */
 typedef struct nsas_plan {

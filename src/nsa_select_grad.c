@@ -16,8 +16,12 @@
 /* Token ranges per kv head: enough blocks for a few threads... */
 #define NSASG_TARGET_BLOCKS 16
 /* ...while the f32 partials of all blocks stay under this (unless one range
- * per kv head already needs more). */
-#define NSASG_PARTIAL_BYTES (512ull << 20)
+ * per kv head already needs more). A target with little memory lowers it
+ * with -DSPA_SELECT_PARTIAL_BYTES in its target.mk. */
+#ifndef SPA_SELECT_PARTIAL_BYTES
+#define SPA_SELECT_PARTIAL_BYTES (512ull << 20)
+#endif
+#define NSASG_PARTIAL_BYTES ((uint64_t)SPA_SELECT_PARTIAL_BYTES)
 /* KV rows per task of the final reduction. */
 #define NSASG_ROWS_PER_TASK 64
 

@@ -68,6 +68,7 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
     }
     if (i % 23 == 7)
         c->d = 768;
+    c->d = TEST_CAP(c->d, 128); /* small targets: a few MiB of heap */
     c->dv = i % 3 == 1 ? c->d : 16 * rng_int(r, 1, c->d / 16);
     if (c->d == 192 && i % 2)
         c->dv = 128;
@@ -79,7 +80,7 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
     }
     c->sparse_mode = rng_int(r, 0, 2) == 0 ? 0 : 2;
     c->has_mask = rng_int(r, 0, 3) != 0;
-    c->batches = rng_int(r, 1, 4);
+    c->batches = TEST_CAP(rng_int(r, 1, 4), 2);
     /* keep the fp64 reference cheap: queries x heads x selected keys x dims */
     const double per_token = (double)(c->n1 * c->kc * c->bs * (c->d + c->dv));
     int64_t max_q = (int64_t)(TEST_SIZE(1.5e6, 2e5) / per_token);
@@ -89,7 +90,7 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
         int64_t kind = rng_int(r, 0, 5);
         c->qlen[b] = kind == 0 ? 0 : rng_int(r, 1, max_q < 12 ? max_q : 12);
         c->klen[b] = c->qlen[b] == 0 && rng_int(r, 0, 1) ? rng_int(r, 0, c->bs - 1)
-                                                         : c->bs * rng_int(r, 1, 5) + rng_int(r, 0, c->bs - 1);
+                                                         : c->bs * rng_int(r, 1, TEST_SIZE(5, 2)) + rng_int(r, 0, c->bs - 1);
         /* causal cases with Sq > Skv: queries beyond the last key see every key */
         if (kind == 5 && c->qlen[b] > 0)
             c->qlen[b] = c->klen[b] + rng_int(r, 1, 8) < max_q ? c->klen[b] + rng_int(r, 1, 8) : max_q;

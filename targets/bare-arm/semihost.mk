@@ -9,7 +9,9 @@ AR := arm-none-eabi-ar
 NM := arm-none-eabi-nm
 SIZE := arm-none-eabi-size
 TARGET_CFLAGS := -O2 $(ARCH_FLAGS) -fno-math-errno
-LIB_CFLAGS := -ffreestanding -fbuiltin
+# One core and a few MiB: fewer, smaller parallel blocks for selected
+# attention (its per-block scratch and grad partials live in the workspace).
+LIB_CFLAGS := -ffreestanding -fbuiltin -DSPA_SELECT_BLOCKS_MAX=4 -DSPA_SELECT_PARTIAL_BYTES=1048576
 # -Wno-format for the tests only: newlib's int32_t (spa_status) is `long`,
 # which the suites print with %d; harmless here (both 32-bit, passed alike)
 # and format strings stay checked on the hosted targets, where it is `int`.
