@@ -41,11 +41,11 @@ bool spa_tensor_dims_are(const spa_tensor *t, int32_t rank, const int64_t *want)
 int64_t spa_tensor_numel(const spa_tensor *t); /* after spa_tensor_check */
 
 /* ---- sequence arrays (validate.c) ---- */
-/* Checks a sequence-length array and gives batch b's [start, start+len) via
- * spa_seq_bounds. type 0: cumulative ends, type 1: per-batch lengths. The total
- * (end of the last batch) is returned in *total. */
+/* Checks a sequence-length array (type 0: cumulative ends, type 1: per-batch
+ * lengths) and returns the end of the last batch in *total. */
 spa_status spa_seq_check(const spa_int_array *a, int64_t type, int64_t *total);
-void spa_seq_bounds(const spa_int_array *a, int64_t type, uint64_t b, int64_t *start, int64_t *len);
+/* The layout string is exactly "TND" (layout non-NULL). */
+bool spa_layout_is_tnd(const char *layout);
 
 /* ---- executor (executor.c) ---- */
 /* Every internal executor starts with this header; the checksum covers the

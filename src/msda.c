@@ -44,11 +44,6 @@ static msda_kernel kernel_for(int32_t dtype)
     }
 }
 
-static bool is_index_dtype(int32_t dt)
-{
-    return dt == SPA_INT32 || dt == SPA_INT64;
-}
-
 /* spec/msda.md 8.1 in its order, plus the consistency checks of open point 7
  * and the index contents of open point 6 (levels filled when non-empty). */
 static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
@@ -59,7 +54,8 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     /* rule 2: dtypes */
     const int32_t dt = value->dtype;
     SPA_REQUIRE(spa_is_float_dtype(dt));
-    SPA_REQUIRE(is_index_dtype(spatial_shape->dtype) && is_index_dtype(level_start->dtype));
+    SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype) &&
+                spa_msda_is_index_dtype(level_start->dtype));
     SPA_REQUIRE(location->dtype == dt && attn_weight->dtype == dt && output->dtype == dt);
     /* rule 3: ranks (and descriptor sanity: dims, strides, spans, data) */
     SPA_TRY(spa_tensor_check(value, 4));

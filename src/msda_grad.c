@@ -46,11 +46,6 @@ static msdag_kernel kernel_for(int32_t dtype)
     }
 }
 
-static bool is_index_dtype(int32_t dt)
-{
-    return dt == SPA_INT32 || dt == SPA_INT64;
-}
-
 /* spec/msda.md 8.2 in its order, plus the index contents of open point 6
  * (levels filled when non-empty). Float dtypes may differ tensor by tensor. */
 static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
@@ -63,7 +58,8 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     /* rule 2: dtypes, no equality between the float tensors */
     SPA_REQUIRE(spa_is_float_dtype(value->dtype) && spa_is_float_dtype(location->dtype) &&
                 spa_is_float_dtype(attn_weight->dtype) && spa_is_float_dtype(grad_output->dtype));
-    SPA_REQUIRE(is_index_dtype(spatial_shape->dtype) && is_index_dtype(level_start->dtype));
+    SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype) &&
+                spa_msda_is_index_dtype(level_start->dtype));
     SPA_REQUIRE(spa_is_float_dtype(grad_value->dtype) && spa_is_float_dtype(grad_location->dtype) &&
                 spa_is_float_dtype(grad_attn_weight->dtype));
     /* rule 3 (FRACTAL_NZ): descriptors carry no format; everything is ND. */

@@ -16,6 +16,12 @@ typedef struct spa_msda_dims {
 } spa_msda_dims;
 
 /* Field by field (the core imports no memcmp). */
+/* spatialShape and levelStartIndex may be INT32 or INT64. */
+static inline bool spa_msda_is_index_dtype(int32_t dt)
+{
+    return dt == SPA_INT32 || dt == SPA_INT64;
+}
+
 static inline bool spa_msda_same_dims(const spa_msda_dims *a, const spa_msda_dims *b)
 {
     return a->bs == b->bs && a->nk == b->nk && a->nh == b->nh && a->c == b->c && a->nq == b->nq &&

@@ -8,14 +8,6 @@ int64_t spa_nsac_windows(int64_t len, int64_t bs, int64_t st)
     return len >= bs ? (len - bs) / st + 1 : 0;
 }
 
-/* NULL means the op's default, "TND" (spec/nsa.md 1.3 rule 3). Compared by
- * hand: the core imports no string functions beyond memcpy/memset. */
-static bool layout_is_tnd(const char *layout)
-{
-    return layout == NULL ||
-           (layout[0] == 'T' && layout[1] == 'N' && layout[2] == 'D' && layout[3] == '\0');
-}
-
 spa_status spa_nsac_check_common(const spa_tensor *input, const spa_tensor *weight,
                                  const spa_int_array *seq, const char *layout, int64_t bs,
                                  int64_t st, int64_t seq_type, spa_nsac_shape *shape)
@@ -23,7 +15,8 @@ spa_status spa_nsac_check_common(const spa_tensor *input, const spa_tensor *weig
     SPA_TRY(spa_tensor_check(input, 3));
     SPA_TRY(spa_tensor_check(weight, 2));
     SPA_REQUIRE(spa_is_float_dtype(input->dtype) && weight->dtype == input->dtype);
-    SPA_REQUIRE(layout_is_tnd(layout));
+    /* NULL means the op's default, "TND" (spec/nsa.md 1.3 rule 3). */
+    SPA_REQUIRE(layout == NULL || spa_layout_is_tnd(layout));
     int64_t total;
     SPA_TRY(spa_seq_check(seq, seq_type, &total));
     SPA_REQUIRE(bs > 0 && st > 0 && bs % 16 == 0 && st % 16 == 0 && bs >= st && bs <= 128);
@@ -31,8 +24,7 @@ spa_status spa_nsac_check_common(const spa_tensor *input, const spa_tensor *weig
     SPA_REQUIRE(n >= 1 && n <= 128 && d >= 16 && d <= 256 && d % 16 == 0);
     SPA_REQUIRE(weight->dims[0] == bs && weight->dims[1] == n);
     SPA_REQUIRE(total == input->dims[0]);
-    /* One pass with a running start (spa_seq_bounds would re-sum the
-     * lengths for every batch: quadratic in the batch count). */
+    /* One pass with a running start (linear in the batch count). */
     int64_t windows = 0, start = 0;
     for (uint64_t b = 0; b < seq->size; b++) {
         const int64_t len = seq_type == 0 ? seq->data[b] - start : seq->data[b];

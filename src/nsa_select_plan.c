@@ -3,12 +3,6 @@
 
 #include "nsa_select_plan.h"
 
-/* "TND" exactly; compared by hand (the core imports no string functions). */
-static bool layout_is_tnd(const char *layout)
-{
-    return layout[0] == 'T' && layout[1] == 'N' && layout[2] == 'D' && layout[3] == '\0';
-}
-
 void spa_nsas_batch(const spa_int_array *a, int64_t b, int64_t *start, int64_t *end)
 {
     *start = b == 0 ? 0 : a->data[b - 1];
@@ -63,7 +57,7 @@ spa_status spa_nsas_check_common(const spa_tensor *q, const spa_tensor *k, const
                                  int64_t bs, int64_t kc, spa_nsas_shape *sh)
 {
     memset(sh, 0, sizeof *sh);
-    SPA_REQUIRE(layout_is_tnd(layout));
+    SPA_REQUIRE(spa_layout_is_tnd(layout));
     SPA_REQUIRE(sparse_mode == 0 || sparse_mode == 2);
     SPA_REQUIRE(bs >= 16 && bs <= 128 && bs % 16 == 0);
     SPA_REQUIRE(kc >= 1 && kc <= 32);

@@ -30,16 +30,8 @@ spa_status spa_seq_check(const spa_int_array *a, int64_t type, int64_t *total)
     return SPA_OK;
 }
 
-void spa_seq_bounds(const spa_int_array *a, int64_t type, uint64_t b, int64_t *start, int64_t *len)
+/* Compared by hand: the core imports no string functions beyond memcpy/memset. */
+bool spa_layout_is_tnd(const char *layout)
 {
-    if (type == 0) {
-        *start = b == 0 ? 0 : a->data[b - 1];
-        *len = a->data[b] - *start;
-        return;
-    }
-    int64_t s = 0;
-    for (uint64_t k = 0; k < b; k++)
-        s += a->data[k];
-    *start = s;
-    *len = a->data[b];
+    return layout[0] == 'T' && layout[1] == 'N' && layout[2] == 'D' && layout[3] == '\0';
 }
