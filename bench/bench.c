@@ -72,6 +72,30 @@ double bench_time_ms(void (*fn)(void *), void *arg)
     return t[BENCH_RUNS / 2];
 }
 
+/* Whether word occurs as a blank-separated item of list. */
+static int in_list(const char *list, const char *word)
+{
+    const size_t n = strlen(word);
+    for (const char *p = list; *p;) {
+        while (*p == ' ')
+            p++;
+        const char *e = p;
+        while (*e && *e != ' ')
+            e++;
+        if ((size_t)(e - p) == n && strncmp(p, word, n) == 0)
+            return 1;
+        p = e;
+    }
+    return 0;
+}
+
+int bench_wanted(spa_dtype dt, const char *shape)
+{
+    const char *d = getenv("BENCH_DTYPE"), *s = getenv("BENCH_SHAPE");
+    return (d == NULL || *d == '\0' || in_list(d, bench_dtype_name(dt))) &&
+           (s == NULL || *s == '\0' || in_list(s, shape));
+}
+
 const char *bench_dtype_name(spa_dtype dt)
 {
     return dt == SPA_FLOAT32 ? "f32" : dt == SPA_FLOAT16 ? "f16" : dt == SPA_BFLOAT16 ? "bf16" : "?";
@@ -84,7 +108,7 @@ size_t bench_dtype_size(spa_dtype dt)
 
 /* STREAM triad measured now with the same pool, so that a figure taken on a
  * busy or slower host can be read against what the memory gives today. */
-static double live_triad[3];
+static double live_triad[3], live_fma[3];
 enum { TRIAD_N = 1 << 24, TRIAD_CHUNK = 1 << 16 };
 typedef struct triad_arg {
     float *a, *b, *c;
@@ -129,9 +153,11 @@ void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned thre
     double triad = threads >= 2 ? BENCH_TRIAD_GBPS_2T : BENCH_TRIAD_GBPS_1T;
     double live = live_triad[threads >= 2 ? 2 : 1];
     double peak = BENCH_FMA_GFLOPS_PER_CORE * (threads > 2 ? 2 : threads);
+    double live_peak = live_fma[threads >= 2 ? 2 : 1];
     printf("#   %.0f%% of STREAM triad (%.0f GB/s; %.0f%% of the %.1f GB/s measured now), "
-           "%.1f%% of fp32 FMA peak (%.0f GFLOP/s)\n",
-           100.0 * gbps / triad, triad, 100.0 * gbps / live, live, 100.0 * gflops / peak, peak);
+           "%.1f%% of fp32 FMA peak (%.0f GFLOP/s; %.1f%% of the %.0f measured now)\n",
+           100.0 * gbps / triad, triad, 100.0 * gbps / live, live, 100.0 * gflops / peak, peak,
+           100.0 * gflops / live_peak, live_peak);
     fflush(stdout);
 }
 
@@ -191,8 +217,11 @@ int main(int argc, char **argv)
            "#   STREAM triad %.0f GB/s (1 thread) / %.0f GB/s (2 threads), fp32 FMA %.0f GFLOP/s per core\n",
            BENCH_RUNS, BENCH_TRIAD_GBPS_1T, BENCH_TRIAD_GBPS_2T, BENCH_FMA_GFLOPS_PER_CORE);
     measure_triad();
-    printf("#   measured now: triad %.1f GB/s (1 thread) / %.1f GB/s (2 threads)\n", live_triad[1],
-           live_triad[2]);
+    live_fma[1] = bench_fma_peak_gflops(1);
+    live_fma[2] = bench_fma_peak_gflops(2);
+    printf("#   measured now: triad %.1f GB/s (1 thread) / %.1f GB/s (2 threads), "
+           "fp32 FMA %.0f GFLOP/s (1 thread) / %.0f GFLOP/s (2 threads)\n",
+           live_triad[1], live_triad[2], live_fma[1], live_fma[2]);
     int ran = 0;
 #define SPA_BENCH(name)                            \
     if (only == NULL || strcmp(only, #name) == 0) { \

@@ -26,6 +26,13 @@ int bench_thread_counts(unsigned *out, int max);
 /* Median wall time in ms of BENCH_RUNS calls of fn(arg) after one warm-up. */
 double bench_time_ms(void (*fn)(void *), void *arg);
 
+/* fp32 FMA GFLOP/s this host gives now with that many threads (fma_peak.c). */
+double bench_fma_peak_gflops(unsigned threads);
+
+/* Whether a (dtype, shape) is to be timed: BENCH_DTYPE="f32 bf16" and
+ * BENCH_SHAPE="bench" narrow a run to those (unset: all). */
+int bench_wanted(spa_dtype dt, const char *shape);
+
 void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned threads,
                   double median_ms, double bytes, double flops);
 

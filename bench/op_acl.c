@@ -43,6 +43,8 @@ static aclTensor *tensor(aclDataType dt, uint64_t rank, const int64_t *dims, voi
 
 static void bench_dtype(spa_dtype dt)
 {
+    if (!bench_wanted(dt, "bench"))
+        return;
     const int64_t seq_vals[B] = {T / 4, T / 2, 3 * T / 4, T};
     const int64_t windows = B * ((T / B - BS) / ST + 1);
     const size_t es = bench_dtype_size(dt);

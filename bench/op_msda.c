@@ -110,6 +110,8 @@ static void time_threads(const char *op, spa_dtype dt, const char *shape, msda_b
 static void bench_dtype(spa_dtype dt, int grad, int encoder)
 {
     const char *shape = encoder ? "bench" : "bench_uniform";
+    if (!bench_wanted(dt, shape))
+        return;
     int64_t ss_data[NL * 2], lsi_data[NL], start = 0;
     for (int l = 0; l < NL; l++) {
         ss_data[2 * l] = level_hw[l][0];

@@ -38,6 +38,8 @@ static void time_threads(const char *op, spa_dtype dt, nsac_bench *b, double byt
 
 static void bench_dtype(spa_dtype dt, int grad)
 {
+    if (!bench_wanted(dt, "bench"))
+        return;
     const int64_t seq_vals[B] = {T / 4, T / 2, 3 * T / 4, T};
     const spa_int_array seq = {seq_vals, B};
     const int64_t windows = B * ((T / B - BS) / ST + 1);

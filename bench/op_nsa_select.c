@@ -67,6 +67,8 @@ static int32_t *random_topk(int64_t t, uint64_t seed)
 
 static void bench_shape(spa_dtype dt, const char *shape, int64_t t, int64_t d, int64_t dv, int grad)
 {
+    if (!bench_wanted(dt, shape))
+        return;
     const size_t es = bench_dtype_size(dt);
     const int64_t seq_vals[1] = {t};
     const spa_int_array seq = {seq_vals, 1};
