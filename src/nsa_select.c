@@ -3,6 +3,7 @@
  * each unit writes only its own output rows, so any split is deterministic. */
 #include <string.h>
 
+#include "nsa_select_pack.h"
 #include "nsa_select_plan.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
@@ -21,6 +22,7 @@ typedef struct nsas_plan {
     int64_t per_block; /* units per block */
     uint32_t blocks;
     uint64_t scratch_floats;
+    uint64_t kpack_floats, vpack_floats; /* widened copies (0: read in place) */
 } nsas_plan;
 
 typedef struct nsas_exec {
@@ -34,20 +36,15 @@ typedef struct nsas_exec {
 } nsas_exec;
 _Static_assert(sizeof(nsas_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
-typedef struct nsas_kernel {
-    spa_nsas_fwd_kernel *fn;
-    int64_t tk;
-} nsas_kernel;
-
-static nsas_kernel kernel_for(int32_t dtype)
+static spa_nsas_fwd_kernel *kernel_for(int32_t dtype)
 {
     switch (dtype) {
     case SPA_FLOAT16:
-        return (nsas_kernel){SPA_K_NSA_SELECT_F16, SPA_NSAS_TK_F16};
+        return SPA_K_NSA_SELECT_F16;
     case SPA_BFLOAT16:
-        return (nsas_kernel){SPA_K_NSA_SELECT_BF16, SPA_NSAS_TK_BF16};
+        return SPA_K_NSA_SELECT_BF16;
     default:
-        return (nsas_kernel){SPA_K_NSA_SELECT_F32, SPA_NSAS_TK_F32};
+        return SPA_K_NSA_SELECT_F32;
     }
 }
 
@@ -74,16 +71,24 @@ static spa_status check(const nsas_exec *e, const char *layout, nsas_plan *p)
     if (p->per_block < 1)
         p->per_block = 1;
     p->blocks = (uint32_t)((units + p->per_block - 1) / p->per_block);
-    /* qt [D][GP], scores [K*bs][GP], out [Dv][GP], staged rows [TK][PITCH], max and sum [GP] */
+    /* qt [D][GP], scores [K*bs][GP], out [Dv][GP], max and sum [GP] */
     const int64_t gp = sh->gp;
-    p->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp +
-                                   kernel_for(e->q.dtype).tk * SPA_NSAS_PITCH + 2 * gp);
+    p->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp + 2 * gp);
+    p->kpack_floats = spa_nsas_pack_floats(&e->k, sh->kv_total);
+    p->vpack_floats = spa_nsas_pack_floats(&e->v, sh->kv_total);
     return SPA_OK;
 }
 
-static void carve(spa_ws *ws, const nsas_plan *p, float **scratch)
+typedef struct nsas_slices {
+    float *scratch; /* [blocks][scratch_floats] */
+    float *kpack, *vpack;
+} nsas_slices;
+
+static void carve(spa_ws *ws, const nsas_plan *p, nsas_slices *s)
 {
-    *scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
+    s->scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
+    s->kpack = spa_ws_take(ws, p->kpack_floats, sizeof(float));
+    s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
 }
 
 /* spec/nsa.md 3.3 rule 2: all three outputs empty is a legal no-op. */
@@ -131,9 +136,9 @@ spa_status spa_nsa_select_get_workspace_size(
     e.bs = selected_block_size, e.kc = selected_block_count;
     SPA_TRY(check(&e, input_layout, &e.p));
     spa_ws ws;
-    float *scratch;
+    nsas_slices slices;
     spa_ws_plan(&ws);
-    carve(&ws, &e.p, &scratch);
+    carve(&ws, &e.p, &slices);
     SPA_REQUIRE(!ws.overflow);
     e.head.ws_size = spa_ws_planned_bytes(&ws);
     *workspace_size = e.head.ws_size;
@@ -184,16 +189,20 @@ spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_ex
     nsas_plan p;
     SPA_TRY(check(&e, "TND", &p));
     SPA_REQUIRE(p.blocks == e.p.blocks && p.per_block == e.p.per_block &&
-                p.scratch_floats == e.p.scratch_floats);
+                p.scratch_floats == e.p.scratch_floats && p.kpack_floats == e.p.kpack_floats &&
+                p.vpack_floats == e.p.vpack_floats);
     nsas_run r;
+    nsas_slices slices;
     spa_ws ws;
     spa_ws_attach(&ws, workspace, workspace_size);
-    carve(&ws, &p, &r.scratch);
+    carve(&ws, &p, &slices);
     SPA_REQUIRE(!ws.overflow);
     r.e = &e;
+    r.scratch = slices.scratch;
     r.args = spa_nsas_args_of(&p.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, NULL, NULL,
                               e.scale);
-    r.kernel = kernel_for(e.q.dtype).fn;
+    spa_nsas_attach_rows(&r.args, p.sh.kv_total, &e.k, &e.v, slices.kpack, slices.vpack, runner);
+    r.kernel = kernel_for(e.q.dtype);
     spa_run_blocks(runner, run_block, &r, p.blocks);
     return SPA_OK;
 }

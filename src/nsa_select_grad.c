@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "half.h"
+#include "nsa_select_pack.h"
 #include "nsa_select_plan.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
@@ -33,6 +34,7 @@ typedef struct nsasg_plan {
     uint32_t blocks;   /* n2 * ranges */
     uint64_t scratch_floats;
     uint64_t partial_floats; /* all blocks together */
+    uint64_t kpack_floats, vpack_floats; /* widened copies (0: read in place) */
 } nsasg_plan;
 
 typedef struct nsasg_exec {
@@ -138,11 +140,13 @@ static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
             break;
     }
     p->blocks = (uint32_t)(sh->n2 * p->ranges);
-    /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; rows [TK][PITCH];
-     * P and dS [TK][GP]; max, sum, D [GP] */
+    /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; P and dS [TK][GP];
+     * max, sum, D [GP] */
     const int64_t gp = sh->gp, tk = kernel_for(dt).tk;
     p->scratch_floats = (uint64_t)(2 * sh->d * gp + sh->g * sh->d + sh->dv * gp + sh->g * sh->dv +
-                                   tk * SPA_NSAS_PITCH + 2 * tk * gp + 3 * gp);
+                                   2 * tk * gp + 3 * gp);
+    p->kpack_floats = spa_nsas_pack_floats(&e->k, sh->kv_total);
+    p->vpack_floats = spa_nsas_pack_floats(&e->v, sh->kv_total);
     return SPA_OK;
 }
 
@@ -151,6 +155,7 @@ typedef struct nsasg_slices {
     float *partial; /* every block's dK rows then dV rows */
     uint64_t *offset; /* [blocks]: first float of a block's partial */
     int64_t *kvlo, *kvhi; /* [blocks]: KV rows a block's partial covers */
+    float *kpack, *vpack; /* widened key / value rows */
 } nsasg_slices;
 
 static void carve(spa_ws *ws, const nsasg_plan *p, nsasg_slices *s)
@@ -160,6 +165,8 @@ static void carve(spa_ws *ws, const nsasg_plan *p, nsasg_slices *s)
     s->offset = spa_ws_take(ws, p->blocks, sizeof(uint64_t));
     s->kvlo = spa_ws_take(ws, p->blocks, sizeof(int64_t));
     s->kvhi = spa_ws_take(ws, p->blocks, sizeof(int64_t));
+    s->kpack = spa_ws_take(ws, p->kpack_floats, sizeof(float));
+    s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
 }
 
 /* Block b = kv head b / ranges, token range b % ranges. */
@@ -323,7 +330,8 @@ spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
     nsasg_plan p;
     SPA_TRY(check(&e, "TND", &p));
     SPA_REQUIRE(p.blocks == e.p.blocks && p.ranges == e.p.ranges &&
-                p.partial_floats == e.p.partial_floats && p.scratch_floats == e.p.scratch_floats);
+                p.partial_floats == e.p.partial_floats && p.scratch_floats == e.p.scratch_floats &&
+                p.kpack_floats == e.p.kpack_floats && p.vpack_floats == e.p.vpack_floats);
     nsasg_run r;
     spa_ws ws;
     spa_ws_attach(&ws, workspace, workspace_size);
@@ -334,8 +342,10 @@ spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
     r.args = spa_nsas_args_of(&p.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
                               e.scale);
     r.kernel = kernel_for(e.q.dtype).fn;
-    if (p.sh.t1 > 0)
+    if (p.sh.t1 > 0) {
+        spa_nsas_attach_rows(&r.args, p.sh.kv_total, &e.k, &e.v, r.s.kpack, r.s.vpack, runner);
         spa_run_blocks(runner, run_token_block, &r, p.blocks);
+    }
     const int64_t tasks = p.sh.n2 * ((p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK);
     spa_run_blocks(runner, run_reduce, &r, (uint32_t)tasks);
     return SPA_OK;

@@ -5,11 +5,6 @@
 
 #include <stdint.h>
 
-/* Row pitch (floats) of the staged key/value rows in a kernel's scratch: the
- * largest head dim plus one cache line, a compile-time constant so that the
- * row offsets of a micro-tile become constant displacements. */
-#define SPA_NSAS_PITCH 784
-
 typedef struct spa_nsas_args {
     const void *q; /* query [T1, N1, D] */
     int64_t qs0, qs1, qs2;
@@ -17,6 +12,10 @@ typedef struct spa_nsas_args {
     int64_t ks0, ks1, ks2;
     const void *v; /* value [T2, N2, Dv] */
     int64_t vs0, vs1, vs2;
+    const float *kf; /* key rows as f32: row r of kv head h at kf + h * kfh + r * kfr */
+    int64_t kfr, kfh;
+    const float *vf; /* value rows as f32, the same way */
+    int64_t vfr, vfh;
     const int32_t *idx; /* topkIndices [T1, N2, K], already checked */
     int64_t is0, is1, is2;
     void *o; /* attentionOut [T1, N1, Dv]: forward writes, grad reads */

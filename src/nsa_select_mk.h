@@ -11,6 +11,7 @@
 #ifndef SPA_NSA_SELECT_MK_H
 #define SPA_NSA_SELECT_MK_H
 
+#include <float.h>
 #include <stdint.h>
 
 #include "half.h"
@@ -252,6 +253,75 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
             out[j * gp + l] = acc[l];
     }
 #endif
+}
+
+/* The scores with the row pitch as a constant for the common head dims: the
+ * sixteen rows of a tile then sit at constant displacements from one
+ * pointer, where a run-time pitch needs a register per row and spills. */
+SPA_NSAS_INLINE void spa_nsas_scores_pitch(const float *a, int64_t lda, int64_t rows,
+                                           const float *bt, int64_t n, int64_t gp, float *out,
+                                           spa_nsas_pf *pf)
+{
+#if defined(__AVX512F__)
+    switch (lda) {
+    case 64:
+        spa_nsas_scores(a, 64, rows, bt, n, gp, out, pf);
+        return;
+    case 128:
+        spa_nsas_scores(a, 128, rows, bt, n, gp, out, pf);
+        return;
+    case 192:
+        spa_nsas_scores(a, 192, rows, bt, n, gp, out, pf);
+        return;
+    default:
+        break;
+    }
+#endif
+    spa_nsas_scores(a, lda, rows, bt, n, gp, out, pf);
+}
+
+/* ---- scaled scores and their max, forward ----
+ * out[j][l] = scale * sum_d a[j*lda + d] * bt[d*gp + l] for the valid rows
+ * j < nvalid, MASKVAL (-FLT_MAX) for the causally masked rest (a suffix of
+ * the block); mx[l] = max(mx[l], valid rows). rows a multiple of 16; a tile
+ * of 16 rows with no valid row skips its products. The same values as the
+ * plain scores scaled afterwards, in one pass over the tile. */
+SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t rows, int64_t nvalid,
+                                         const float *bt, int64_t n, int64_t gp, float scale,
+                                         float *out, float *mx, spa_nsas_pf *pf)
+{
+    for (int64_t j0 = 0; j0 < rows; j0 += 16) {
+        float *o = out + j0 * gp;
+        const int64_t valid = nvalid - j0 < 0 ? 0 : nvalid - j0 > 16 ? 16 : nvalid - j0;
+        if (valid > 0)
+            spa_nsas_scores_pitch(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
+#if defined(__AVX512F__)
+        const __m512 sv = _mm512_set1_ps(scale), masked = _mm512_set1_ps(-FLT_MAX);
+        for (int64_t l0 = 0; l0 < gp; l0 += 16) {
+            __m512 m = _mm512_loadu_ps(mx + l0);
+            int64_t r = 0;
+            for (; r < valid; r++) {
+                const __m512 z = _mm512_mul_ps(sv, _mm512_loadu_ps(o + r * gp + l0));
+                _mm512_storeu_ps(o + r * gp + l0, z);
+                m = _mm512_max_ps(m, z);
+            }
+            for (; r < 16; r++)
+                _mm512_storeu_ps(o + r * gp + l0, masked);
+            _mm512_storeu_ps(mx + l0, m);
+        }
+#else
+        for (int64_t r = 0; r < 16; r++)
+            for (int64_t l = 0; l < gp; l++) {
+                if (r < valid) {
+                    const float z = scale * o[r * gp + l];
+                    o[r * gp + l] = z;
+                    mx[l] = mx[l] > z ? mx[l] : z;
+                } else {
+                    o[r * gp + l] = -FLT_MAX;
+                }
+            }
+#endif
+    }
 }
 
 /* ---- transposed accumulate: acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l] ----

@@ -1,9 +1,9 @@
 SPA_STAMP
 /* NsaSelectedAttention forward, a run of query tokens of one batch for one kv
  * head (spec/nsa.md 3.2). Per unit the G query heads of the group are done
- * together: S = Q Kselᵀ over the K*bs selected key rows (staged TK rows at a
- * time, widened to f32), masked softmax in f32, P rounded to the dtype, then
- * O = P Vsel with the value rows staged the same way. */
+ * together: S = Q Kselᵀ over the K*bs selected key rows, read TK rows at a
+ * time as f32 (nsa_select_pack.h: in place, or widened once per call),
+ * masked softmax in f32, P rounded to the dtype, then O = P Vsel. */
 #include <float.h>
 #include <stdint.h>
 
@@ -12,33 +12,23 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_define(`NSAS_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
-m4_dnl NSAS_WIDEN(dst, src, stride, n): a staged key/value row, unit stride through
-m4_dnl the vector conversions of nsa_select_mk.h.
-m4_define(`NSAS_WIDEN', m4_ifelse(SPA_DT, `f16', `if ($3 == 1)
-                        spa_nsas_widen_f16($1, $2, $4);
-                    else
-                        SPA_WIDEN_ROW($1, $2, $3, $4)', SPA_DT, `bf16', `if ($3 == 1)
-                        spa_nsas_widen_bf16($1, $2, $4);
-                    else
-                        SPA_WIDEN_ROW($1, $2, $3, $4)', `SPA_WIDEN_ROW($1, $2, $3, $4)'))m4_dnl
-enum { TK = NSAS_TK, PITCH = SPA_NSAS_PITCH, AHEAD = 1 };
+enum { TK = NSAS_TK };
 
-/* Prefetch cursor over chunk c of one unit's walk: the TK-row chunks of the
- * selected key blocks in index order, then those of the value blocks. */
+/* The TK-row chunk c of one unit's walk (the chunks of the selected key
+ * blocks in index order, then those of the value blocks), for the prefetch
+ * cursor: requested while the chunk before it is computed. */
 static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t h2, int64_t kstart,
                             int64_t c)
 {
     const int64_t per_block = (a->bs + TK - 1) / TK, i = c / per_block, j0 = (c % per_block) * TK;
     const int64_t nr = a->bs - j0 < TK ? a->bs - j0 : TK;
     if (i < a->kc) {
-        const SPA_T *k = a->k;
         const int64_t row = kstart + (int64_t)ir[i * a->is2] * a->bs + j0;
-        return spa_nsas_pf_rows(k + row * a->ks0 + h2 * a->ks1, a->ks0 * SPA_SZ, nr, a->d * SPA_SZ);
+        return spa_nsas_pf_rows(a->kf + h2 * a->kfh + row * a->kfr, a->kfr * 4, nr, a->d * 4);
     }
     if (i < 2 * a->kc) {
-        const SPA_T *v = a->v;
         const int64_t row = kstart + (int64_t)ir[(i - a->kc) * a->is2] * a->bs + j0;
-        return spa_nsas_pf_rows(v + row * a->vs0 + h2 * a->vs1, a->vs0 * SPA_SZ, nr, a->dv * SPA_SZ);
+        return spa_nsas_pf_rows(a->vf + h2 * a->vfh + row * a->vfr, a->vfr * 4, nr, a->dv * 4);
     }
     return spa_nsas_pf_rows(NULL, 0, 0, 0);
 }
@@ -47,20 +37,18 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
                  int64_t kstart, float *scratch)
 {
     const SPA_T *q = a->q;
-    const SPA_T *k = a->k;
-    const SPA_T *v = a->v;
     SPA_T *o = a->o;
     float *mx = a->mx;
     float *sm = a->sm;
-    const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs,
-                  KC = a->kc, KB = a->kc * a->bs, CPB = (a->bs + TK - 1) / TK;
+    const float *kh = a->kf + h2 * a->kfh, *vh = a->vf + h2 * a->vfh;
+    const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs, KC = a->kc,
+                  KB = a->kc * a->bs, CPB = (a->bs + TK - 1) / TK;
     /* scratch (the floats phase 1 reserved): lanes of padded heads stay 0 */
-    float *qt = scratch;     /* [D][GP]  query heads, transposed */
-    float *st = qt + D * GP; /* [KB][GP] scores, then P */
-    float *ot = st + KB * GP; /* [DV][GP] output heads, transposed */
-    float *rows = ot + DV * GP; /* [TK][PITCH] staged key or value rows */
-    float *mrow = rows + TK * PITCH; /* [GP] max */
-    float *lrow = mrow + GP;     /* [GP] sum */
+    float *qt = scratch;        /* [D][GP]  query heads, transposed */
+    float *st = qt + D * GP;    /* [KB][GP] scores, then P */
+    float *ot = st + KB * GP;   /* [DV][GP] output heads, transposed */
+    float *mrow = ot + DV * GP; /* [GP] max */
+    float *lrow = mrow + GP;    /* [GP] sum */
 
     for (int64_t i = 0; i < D * GP; i++)
         qt[i] = 0.0f;
@@ -72,38 +60,20 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             for (int64_t d = 0; d < D; d++)
                 qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
         }
-        /* S = Q Kselᵀ, in index order (duplicates included) */
-        for (int64_t i = 0; i < KC; i++) {
-            const SPA_T *kb = k + (kstart + (int64_t)ir[i * a->is2] * BS) * a->ks0 + h2 * a->ks1;
-            for (int64_t j0 = 0; j0 < BS; j0 += TK) {
-                const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                /* a later chunk's rows, requested while this one is computed */
-                spa_nsas_pf pf = chunk_pf(a, ir, h2, kstart, i * CPB + j0 / TK + AHEAD);
-                for (int64_t r = 0; r < nr; r++) {
-                    float *dst = rows + r * PITCH;
-                    const SPA_T *src = kb + (j0 + r) * a->ks0;
-                    NSAS_WIDEN(dst, src, a->ks2, D);
-                }
-                spa_nsas_scores(rows, PITCH, nr, qt, D, GP, st + (i * BS + j0) * GP, &pf);
-                spa_nsas_pf_rest(&pf);
-            }
-        }
-        /* z' = scale*S or MASKVAL (-FLT_MAX) where key position p > s */
+        /* z' = scale * Q Kselᵀ in index order (duplicates included), MASKVAL
+         * (-FLT_MAX) where key position p > s; m = the row max */
         for (int64_t l = 0; l < GP; l++)
             mrow[l] = -FLT_MAX;
         for (int64_t i = 0; i < KC; i++) {
             const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
-            for (int64_t j = 0; j < BS; j++) {
-                float *z = st + (i * BS + j) * GP;
-                if (a->causal && p0 + j > s) {
-                    for (int64_t l = 0; l < GP; l++)
-                        z[l] = -FLT_MAX;
-                } else {
-                    for (int64_t l = 0; l < GP; l++) {
-                        z[l] = a->scale * z[l];
-                        mrow[l] = mrow[l] > z[l] ? mrow[l] : z[l];
-                    }
-                }
+            const float *kb = kh + (kstart + p0) * a->kfr;
+            const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
+            for (int64_t j0 = 0; j0 < BS; j0 += TK) {
+                const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
+                spa_nsas_pf pf = chunk_pf(a, ir, h2, kstart, i * CPB + j0 / TK + 1);
+                spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, qt, D, GP, a->scale,
+                                    st + (i * BS + j0) * GP, mrow, &pf);
+                spa_nsas_pf_rest(&pf);
             }
         }
         /* P = exp(z' - m) / l, rounded to the dtype */
@@ -115,16 +85,11 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
         for (int64_t i = 0; i < DV * GP; i++)
             ot[i] = 0.0f;
         for (int64_t i = 0; i < KC; i++) {
-            const SPA_T *vb = v + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vs0 + h2 * a->vs1;
+            const float *vb = vh + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                spa_nsas_pf pf = chunk_pf(a, ir, h2, kstart, (KC + i) * CPB + j0 / TK + AHEAD);
-                for (int64_t r = 0; r < nr; r++) {
-                    float *dst = rows + r * PITCH;
-                    const SPA_T *src = vb + (j0 + r) * a->vs0;
-                    NSAS_WIDEN(dst, src, a->vs2, DV);
-                }
-                spa_nsas_accum_t(rows, PITCH, nr, st + (i * BS + j0) * GP, DV, GP, ot, &pf);
+                spa_nsas_pf pf = chunk_pf(a, ir, h2, kstart, (KC + i) * CPB + j0 / TK + 1);
+                spa_nsas_accum_t(vb + j0 * a->vfr, a->vfr, nr, st + (i * BS + j0) * GP, DV, GP, ot, &pf);
                 spa_nsas_pf_rest(&pf);
             }
         }

@@ -15,24 +15,14 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_define(`NSASG_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
-m4_dnl NSASG_WIDEN(dst, src, stride, n): a staged key/value row, unit stride through
-m4_dnl the vector conversions of nsa_select_mk.h.
-m4_define(`NSASG_WIDEN', m4_ifelse(SPA_DT, `f16', `if ($3 == 1)
-                        spa_nsas_widen_f16($1, $2, $4);
-                    else
-                        SPA_WIDEN_ROW($1, $2, $3, $4)', SPA_DT, `bf16', `if ($3 == 1)
-                        spa_nsas_widen_bf16($1, $2, $4);
-                    else
-                        SPA_WIDEN_ROW($1, $2, $3, $4)', `SPA_WIDEN_ROW($1, $2, $3, $4)'))m4_dnl
-enum { TK = NSASG_TK, PITCH = SPA_NSAS_PITCH };
+enum { TK = NSASG_TK };
 
 void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                   int64_t kstart, int64_t kvlo, float *dkp, float *dvp, float *scratch)
 {
     const SPA_T *q = a->q;
-    const SPA_T *k = a->k;
-    const SPA_T *v = a->v;
     const SPA_T *o = a->o;
+    const float *kh = a->kf + h2 * a->kfh, *vh = a->vf + h2 * a->vfh;
     const SPA_T *dy = a->dy;
     const float *mx = a->mx;
     const float *sm = a->sm;
@@ -44,8 +34,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
     float *dyt = qn + G * D;     /* [DV][GP] output grads, transposed */
     float *dyn = dyt + DV * GP;  /* [G][DV]  output grads */
     float *dqt = dyn + G * DV;   /* [D][GP]  dQ accumulators */
-    float *rows = dqt + D * GP;  /* [TK][PITCH] staged value, then key rows */
-    float *pt = rows + TK * PITCH;   /* [TK][GP] S, then P */
+    float *pt = dqt + D * GP;    /* [TK][GP] S, then P */
     float *ds = pt + TK * GP;    /* [TK][GP] dP, then dS */
     float *mrow = ds + TK * GP;  /* [GP] softmax max (pad: 0) */
     float *lrow = mrow + GP;     /* [GP] softmax sum (pad: 1) */
@@ -86,8 +75,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
             dqt[i] = 0.0f;
         for (int64_t i = 0; i < KC; i++) {
             const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
-            const SPA_T *kb = k + (kstart + p0) * a->ks0 + h2 * a->ks1;
-            const SPA_T *vb = v + (kstart + p0) * a->vs0 + h2 * a->vs1;
+            const float *kb = kh + (kstart + p0) * a->kfr, *vb = vh + (kstart + p0) * a->vfr;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
                 /* the next chunk's value, key and partial rows, requested
@@ -97,26 +85,17 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                     pn = i + 1 < KC ? (int64_t)ir[(i + 1) * a->is2] * BS : -1;
                 spa_nsas_pf pfv = spa_nsas_pf_rows(NULL, 0, 0, 0), pfk = pfv, pfdk = pfv, pfdv = pfv;
                 if (pn >= 0) {
-                    pfv = spa_nsas_pf_rows(v + (kstart + pn) * a->vs0 + h2 * a->vs1, a->vs0 * SPA_SZ, nr, DV * SPA_SZ);
-                    pfk = spa_nsas_pf_rows(k + (kstart + pn) * a->ks0 + h2 * a->ks1, a->ks0 * SPA_SZ, nr, D * SPA_SZ);
+                    pfv = spa_nsas_pf_rows(vh + (kstart + pn) * a->vfr, a->vfr * 4, nr, DV * 4);
+                    pfk = spa_nsas_pf_rows(kh + (kstart + pn) * a->kfr, a->kfr * 4, nr, D * 4);
                     pfdk = spa_nsas_pf_rows(dkp + (kstart + pn - kvlo) * D, D * 4, nr, D * 4);
                     pfdv = spa_nsas_pf_rows(dvp + (kstart + pn - kvlo) * DV, DV * 4, nr, DV * 4);
                 }
+                const float *kr = kb + j0 * a->kfr, *vr = vb + j0 * a->vfr;
                 /* dP = dY Vᵀ */
-                for (int64_t r = 0; r < nr; r++) {
-                    float *dst = rows + r * PITCH;
-                    const SPA_T *src = vb + (j0 + r) * a->vs0;
-                    NSASG_WIDEN(dst, src, a->vs2, DV);
-                }
-                spa_nsas_scores(rows, PITCH, nr, dyt, DV, GP, ds, &pfv);
+                spa_nsas_scores_pitch(vr, a->vfr, nr, dyt, DV, GP, ds, &pfv);
                 spa_nsas_pf_rest(&pfv);
                 /* S = Q Kᵀ */
-                for (int64_t r = 0; r < nr; r++) {
-                    float *dst = rows + r * PITCH;
-                    const SPA_T *src = kb + (j0 + r) * a->ks0;
-                    NSASG_WIDEN(dst, src, a->ks2, D);
-                }
-                spa_nsas_scores(rows, PITCH, nr, qt, D, GP, pt, &pfk);
+                spa_nsas_scores_pitch(kr, a->kfr, nr, qt, D, GP, pt, &pfk);
                 spa_nsas_pf_rest(&pfk);
                 /* z' - m, with z' = MASKVAL where key position p > s */
                 for (int64_t r = 0; r < nr; r++) {
@@ -139,7 +118,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                         dp[l] = NSASG_ROUND(dsv);
                     }
                 }
-                spa_nsas_accum_t(rows, PITCH, nr, ds, D, GP, dqt, &pfdk);
+                spa_nsas_accum_t(kr, a->kfr, nr, ds, D, GP, dqt, &pfdk);
                 const int64_t prow = kstart + p0 + j0 - kvlo;
                 spa_nsas_rows_add(ds, nr, GP, qn, G, D, dkp + prow * D, &pfdv);
                 spa_nsas_pf_rest(&pfdk);

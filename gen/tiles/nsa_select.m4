@@ -1,11 +1,12 @@
 m4_divert(-1)
 NsaSelectedAttention forward tile: TK key (then value) rows of one selected
-block staged at a time. Staged per tile (as on one A2 vector core): TK rows of
-the largest head dim (768) as copied (SPA_SZ bytes) and widened to f32, plus
-the TK x 32 f32 score slice of a group of up to 32 query heads. TK >= 16 so
-that every micro-kernel row tile divides it (block sizes are multiples of 16).
+block per micro-step, read as f32 (in place or widened once per call, see
+src/nsa_select_pack.h). Held per step (as on one A2 vector core): TK f32 rows
+of the largest head dim (768) plus the TK x 32 f32 score slice of a group of
+up to 32 query heads. TK >= 16 so that every micro-kernel row tile divides
+it (block sizes are multiples of 16).
 m4_define(`NSAS_DMAX', 768)
-m4_define(`NSAS_BYTES', `m4_eval($1 * NSAS_DMAX * (SPA_SZ + 4) + $1 * 32 * 4)')
+m4_define(`NSAS_BYTES', `m4_eval($1 * NSAS_DMAX * 4 + $1 * 32 * 4)')
 m4_define(`NSAS_TK', SPA_FIT_POW2(`NSAS_BYTES', 128, SPA_UB_BYTES))
 m4_ifelse(m4_eval(NSAS_TK < 16), 1, `m4_errprint(`spattn gen: nsa_select needs a tile of 16 rows
 ')m4_m4exit(1)')

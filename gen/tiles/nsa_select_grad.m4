@@ -1,11 +1,12 @@
 m4_divert(-1)
-NsaSelectedAttentionGrad tile: TK rows of one selected block; the value rows
-(for dP) and then the key rows (for S, dQ) pass through one staging buffer.
-Staged per tile: TK rows of the largest head dim (768) as copied (SPA_SZ bytes)
-and widened to f32, plus two TK x 32 f32 slices (S/P and dP/dS) of a group of
-up to 32 query heads. TK >= 16 (block sizes are multiples of 16).
+NsaSelectedAttentionGrad tile: TK rows of one selected block per micro-step;
+the value rows (for dP) and then the key rows (for S, dQ) are read as f32 (in
+place or widened once per call, see src/nsa_select_pack.h). Held per step:
+TK f32 rows of the largest head dim (768), plus two TK x 32 f32 slices (S/P
+and dP/dS) of a group of up to 32 query heads. TK >= 16 (block sizes are
+multiples of 16).
 m4_define(`NSASG_DMAX', 768)
-m4_define(`NSASG_BYTES', `m4_eval($1 * NSASG_DMAX * (SPA_SZ + 4) + 2 * $1 * 32 * 4)')
+m4_define(`NSASG_BYTES', `m4_eval($1 * NSASG_DMAX * 4 + 2 * $1 * 32 * 4)')
 m4_define(`NSASG_TK', SPA_FIT_POW2(`NSASG_BYTES', 128, SPA_UB_BYTES))
 m4_ifelse(m4_eval(NSASG_TK < 16), 1, `m4_errprint(`spattn gen: nsa_select_grad needs a tile of 16 rows
 ')m4_m4exit(1)')
