@@ -32,32 +32,30 @@
 #endif
 
 /* A prefetch cursor over `rows` rows of `bytes` bytes, `stride` bytes apart:
- * the micro-kernels advance it by one cache line per inner iteration, so the
- * next chunk's rows are requested a line at a time while this chunk is
- * computed (a burst would stall on the miss buffers). Hints only. */
+ * the micro-kernels request one row (all its lines) every few inner
+ * iterations, so the next chunk's rows arrive while this chunk is computed,
+ * spread out (a burst would stall on the miss buffers) and at the cost of
+ * one well-predicted branch per iteration. Hints only. */
 typedef struct spa_nsas_pf {
     const char *row;
-    int64_t stride, bytes, off, rows;
+    int64_t stride, bytes, rows;
 } spa_nsas_pf;
 
 SPA_NSAS_INLINE spa_nsas_pf spa_nsas_pf_rows(const void *base, int64_t stride, int64_t rows,
                                              int64_t bytes)
 {
-    spa_nsas_pf p = {base, stride, bytes, 0, base != NULL ? rows : 0};
+    spa_nsas_pf p = {base, stride, bytes, base != NULL ? rows : 0};
     return p;
 }
 
-SPA_NSAS_INLINE void spa_nsas_pf_step(spa_nsas_pf *p)
+SPA_NSAS_INLINE void spa_nsas_pf_row(spa_nsas_pf *p)
 {
     if (p->rows > 0) {
-        SPA_NSAS_PREFETCH(p->row + p->off);
-        p->off += 64;
-        if (p->off >= p->bytes) {
-            p->off = 0;
-            p->rows--;
-            if (p->rows > 0) /* never point past the last row */
-                p->row += p->stride;
-        }
+        for (int64_t off = 0; off < p->bytes; off += 64)
+            SPA_NSAS_PREFETCH(p->row + off);
+        p->rows--;
+        if (p->rows > 0) /* never point past the last row */
+            p->row += p->stride;
     }
 }
 
@@ -65,7 +63,7 @@ SPA_NSAS_INLINE void spa_nsas_pf_step(spa_nsas_pf *p)
 SPA_NSAS_INLINE void spa_nsas_pf_rest(spa_nsas_pf *p)
 {
     while (p->rows > 0)
-        spa_nsas_pf_step(p);
+        spa_nsas_pf_row(p);
 }
 
 /* ---- widening a unit-stride row of n (a multiple of 16) 16-bit values ----
@@ -203,7 +201,7 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
             for (int64_t d = 0; d < n; d++) {
                 const __m512 b = _mm512_loadu_ps(bt + d * 16);
                 const float *ad = a0 + d;
-                spa_nsas_pf_step(pf);
+                if ((d & 7) == 0) spa_nsas_pf_row(pf);
 #define FMA(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(ad[(r) * lda]), b, c##r);
                 SPA_R16(FMA)
 #undef FMA
@@ -222,7 +220,7 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
         for (int64_t d = 0; d < n; d++) {
             const __m512 b0 = _mm512_loadu_ps(bt + d * 32), b1 = _mm512_loadu_ps(bt + d * 32 + 16);
             const float *ad = a0 + d;
-                spa_nsas_pf_step(pf);
+                if ((d & 7) == 0) spa_nsas_pf_row(pf);
 #define FMA(r)                                     \
     {                                              \
         const __m512 x = _mm512_set1_ps(ad[(r) * lda]); \
@@ -244,7 +242,7 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
         const float *aj = a + j * lda;
         for (int64_t d = 0; d < n; d++) {
             const float x = aj[d];
-            spa_nsas_pf_step(pf);
+            if ((d & 7) == 0) spa_nsas_pf_row(pf);
             const float *b = bt + d * gp;
             for (int64_t l = 0; l < gp; l++)
                 acc[l] += x * b[l];
@@ -339,7 +337,7 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
             for (int64_t j = 0; j < rows; j++) {
                 const __m512 pv = _mm512_loadu_ps(p + j * 16);
                 const float *aj = a + j * lda + e0;
-                spa_nsas_pf_step(pf);
+                if ((j & 7) == 0) spa_nsas_pf_row(pf);
 #define FMA(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(aj[r]), pv, c##r);
                 SPA_R16(FMA)
 #undef FMA
@@ -360,7 +358,7 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
         for (int64_t j = 0; j < rows; j++) {
             const __m512 p0 = _mm512_loadu_ps(p + j * 32), p1 = _mm512_loadu_ps(p + j * 32 + 16);
             const float *aj = a + j * lda + e0;
-                spa_nsas_pf_step(pf);
+                if ((j & 7) == 0) spa_nsas_pf_row(pf);
 #define FMA(r)                                   \
     {                                            \
         const __m512 x = _mm512_set1_ps(aj[r]);  \
@@ -384,7 +382,7 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
             c[l] = ce[l];
         for (int64_t j = 0; j < rows; j++) {
             const float x = a[j * lda + e];
-            spa_nsas_pf_step(pf);
+            if ((j & 7) == 0) spa_nsas_pf_row(pf);
             const float *pj = p + j * gp;
             for (int64_t l = 0; l < gp; l++)
                 c[l] += x * pj[l];
@@ -415,7 +413,7 @@ SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp,
     __m512 c##r##3 = _mm512_loadu_ps(oj + (r) * n + e0 + 48);
             SPA_R4(LD)
 #undef LD
-            spa_nsas_pf_step(pf);
+            spa_nsas_pf_row(pf);
             for (int64_t c = 0; c < g; c++) {
                 const float *bc = b + c * n + e0;
                 const __m512 b0 = _mm512_loadu_ps(bc), b1 = _mm512_loadu_ps(bc + 16),
@@ -462,7 +460,7 @@ SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp,
         float *oj = out + j * n;
         for (int64_t e0 = 0; e0 < n; e0 += 16) {
             float c16[16];
-            spa_nsas_pf_step(pf);
+            if (e0 == 0) spa_nsas_pf_row(pf);
             for (int l = 0; l < 16; l++)
                 c16[l] = oj[e0 + l];
             for (int64_t c = 0; c < g; c++) {

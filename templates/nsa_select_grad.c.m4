@@ -37,7 +37,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
     float *pt = dqt + D * GP;    /* [TK][GP] S, then P */
     float *ds = pt + TK * GP;    /* [TK][GP] dP, then dS */
     float *mrow = ds + TK * GP;  /* [GP] softmax max (pad: 0) */
-    float *lrow = mrow + GP;     /* [GP] softmax sum (pad: 1) */
+    float *lrow = mrow + GP;     /* [GP] 1 / softmax sum (pad: 1) */
     float *drow = lrow + GP;     /* [GP] rowsum(dY o O) (pad: 0) */
 
     for (int64_t i = 0; i < D * GP; i++)
@@ -69,7 +69,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
             }
             drow[g] = dsum;
             mrow[g] = mx[t * a->ms0 + h * a->ms1];
-            lrow[g] = sm[t * a->ss0 + h * a->ss1];
+            lrow[g] = 1.0f / sm[t * a->ss0 + h * a->ss1]; /* P = exp(.) / l as exp(.) * (1/l) */
         }
         for (int64_t i = 0; i < D * GP; i++)
             dqt[i] = 0.0f;
@@ -112,7 +112,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                     float *p = pt + r * GP, *dp = ds + r * GP;
                     const float keep = a->causal && p0 + j0 + r > s ? 0.0f : 1.0f;
                     for (int64_t l = 0; l < GP; l++) {
-                        const float pv = p[l] / lrow[l];
+                        const float pv = p[l] * lrow[l];
                         const float dsv = keep * (pv * (dp[l] - drow[l]));
                         p[l] = NSASG_ROUND(pv);
                         dp[l] = NSASG_ROUND(dsv);
