@@ -11,7 +11,8 @@ SPA_STAMP
 #include "nsa_select_kernel.h"
 #include "nsa_select_mk.h"
 
-m4_define(`NSAS_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
+m4_dnl NSAS_ROUND_ROWS(x, n): P rounded to the dtype in place (nothing for f32).
+m4_define(`NSAS_ROUND_ROWS', m4_ifelse(SPA_DT, `f32', `', `spa_nsas_round_'SPA_DT`($1, $2);'))m4_dnl
 enum { TK = NSAS_TK };
 
 /* The TK-row chunk c of one unit's walk (the chunks of the selected key
@@ -83,7 +84,8 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             inv[l] = 1.0f / lrow[l];
         for (int64_t j = 0; j < KB; j++)
             for (int64_t l = 0; l < GP; l++)
-                st[j * GP + l] = NSAS_ROUND(st[j * GP + l] * inv[l]);
+                st[j * GP + l] = st[j * GP + l] * inv[l];
+        NSAS_ROUND_ROWS(st, KB * GP)
         /* O = P Vsel */
         for (int64_t i = 0; i < DV * GP; i++)
             ot[i] = 0.0f;

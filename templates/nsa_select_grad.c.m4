@@ -14,7 +14,8 @@ SPA_STAMP
 #include "nsa_select_kernel.h"
 #include "nsa_select_mk.h"
 
-m4_define(`NSASG_ROUND', m4_ifelse(SPA_DT, `f32', `($1)', `SPA_LOAD(SPA_STORE($1))'))m4_dnl
+m4_dnl NSASG_ROUND_ROWS(x, n): P or dS rounded to the dtype in place (nothing for f32).
+m4_define(`NSASG_ROUND_ROWS', m4_ifelse(SPA_DT, `f32', `', `spa_nsas_round_'SPA_DT`($1, $2);'))m4_dnl
 enum { TK = NSASG_TK };
 
 void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
@@ -114,10 +115,12 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                     for (int64_t l = 0; l < GP; l++) {
                         const float pv = p[l] * lrow[l];
                         const float dsv = keep * (pv * (dp[l] - drow[l]));
-                        p[l] = NSASG_ROUND(pv);
-                        dp[l] = NSASG_ROUND(dsv);
+                        p[l] = pv;
+                        dp[l] = dsv;
                     }
                 }
+                NSASG_ROUND_ROWS(pt, nr * GP)
+                NSASG_ROUND_ROWS(ds, nr * GP)
                 spa_nsas_accum_t(kr, a->kfr, nr, ds, D, GP, dqt, &pfdk);
                 const int64_t prow = kstart + p0 + j0 - kvlo;
                 spa_nsas_rows_add(ds, nr, GP, qn, G, D, dkp + prow * D, &pfdv);

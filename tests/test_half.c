@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../src/half.h"
+#include "../src/nsa_select_mk.h"
 #include "ref/ref.h"
 #include "util.h"
 
@@ -116,9 +117,35 @@ static void test_narrow_against_rne(void)
     free(src), free(h_run), free(h_stream), free(b_run), free(b_stream);
 }
 
+/* The in-place round trips of the selected-attention kernels (P and dS in
+ * the dtype) equal narrowing then widening with the scalar forms. */
+static void test_round_in_place(void)
+{
+    enum { N = 1 << 16 };
+    float *x = malloc(sizeof(float) * N), *h = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+    rng r = rng_seed(302);
+    for (int i = 0; i < N; i++)
+        x[i] = random_float(&r);
+    x[0] = NAN, x[1] = -INFINITY, x[2] = 65520.0f, x[3] = 0x1p-25f, x[4] = 0x1.8p-24f;
+    x[5] = 0x1p-140f, x[6] = -0.0f, x[7] = 0x1.fffffep127f;
+    memcpy(h, x, sizeof(float) * N);
+    memcpy(b, x, sizeof(float) * N);
+    spa_nsas_round_f16(h, all_patterns);
+    spa_nsas_round_bf16(b, all_patterns);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        const float hf = spa_f16_to_f32(spa_f32_to_f16(x[i])), bf = spa_bf16_to_f32(spa_f32_to_bf16(x[i]));
+        bad += !same_value(h[i], hf) || !same_value(b[i], bf);
+        bad += spa_f32_bits(b[i]) != spa_f32_bits(bf); /* NaN payloads too */
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(x), free(h), free(b);
+}
+
 void suite_half(void)
 {
     CU_pSuite s = CU_add_suite("half", NULL, NULL);
     CU_add_test(s, "widening, all 65536 patterns", test_widen_exhaustive);
     CU_add_test(s, "narrowing is RNE; run forms equal scalar", test_narrow_against_rne);
+    CU_add_test(s, "in-place round trips equal scalar", test_round_in_place);
 }
