@@ -97,12 +97,29 @@ SPA_NSAS_INLINE void spa_nsas_widen_bf16(float *dst, const uint16_t *src, int64_
  * x[0..n), n a multiple of 16: P and dS "in the dtype" as the spec computes
  * them. The AVX-512 paths give the values of half.h bit for bit (RNE, NaN
  * kept NaN); the portable loops are half.h itself. */
+#if defined(__AVX512F__)
+static inline __m512 spa_nsas_round16_f16(__m512 v)
+{
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+static inline __m512 spa_nsas_round16_bf16(__m512 v)
+{
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                  _mm512_set1_epi32(0x7F800000));
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int32_t)0xFFFF0000u)));
+}
+#endif
+
 SPA_NSAS_INLINE void spa_nsas_round_f16(float *x, int64_t n)
 {
 #if defined(__AVX512F__)
     for (int64_t i = 0; i < n; i += 16)
-        _mm512_storeu_ps(x + i, _mm512_cvtph_ps(_mm512_cvtps_ph(
-                                    _mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        _mm512_storeu_ps(x + i, spa_nsas_round16_f16(_mm512_loadu_ps(x + i)));
 #else
     for (int64_t i = 0; i < n; i++)
         x[i] = spa_f16_to_f32(spa_f32_to_f16(x[i]));
@@ -112,20 +129,45 @@ SPA_NSAS_INLINE void spa_nsas_round_f16(float *x, int64_t n)
 SPA_NSAS_INLINE void spa_nsas_round_bf16(float *x, int64_t n)
 {
 #if defined(__AVX512F__)
-    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7FFF),
-                  high = _mm512_set1_epi32((int32_t)0xFFFF0000u), quiet = _mm512_set1_epi32(0x400000),
-                  abs = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(x + i));
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-        __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, bias), lsb);
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
-        r = _mm512_mask_or_epi32(r, nan, u, quiet);
-        _mm512_storeu_ps(x + i, _mm512_castsi512_ps(_mm512_and_si512(r, high)));
-    }
+    for (int64_t i = 0; i < n; i += 16)
+        _mm512_storeu_ps(x + i, spa_nsas_round16_bf16(_mm512_loadu_ps(x + i)));
 #else
     for (int64_t i = 0; i < n; i++)
         x[i] = spa_bf16_to_f32(spa_f32_to_bf16(x[i]));
+#endif
+}
+
+/* x[j][l] = round(x[j][l] * s[l]) over rows of gp (16 or 32) lanes: the
+ * forward's P = exp(z' - m) * (1/l) in the dtype, in one pass. */
+SPA_NSAS_INLINE void spa_nsas_scale_round_f16(float *x, int64_t rows, int64_t gp, const float *s)
+{
+#if defined(__AVX512F__)
+    for (int64_t l0 = 0; l0 < gp; l0 += 16) {
+        const __m512 sv = _mm512_loadu_ps(s + l0);
+        for (int64_t j = 0; j < rows; j++)
+            _mm512_storeu_ps(x + j * gp + l0,
+                             spa_nsas_round16_f16(_mm512_mul_ps(_mm512_loadu_ps(x + j * gp + l0), sv)));
+    }
+#else
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t l = 0; l < gp; l++)
+            x[j * gp + l] = spa_f16_to_f32(spa_f32_to_f16(x[j * gp + l] * s[l]));
+#endif
+}
+
+SPA_NSAS_INLINE void spa_nsas_scale_round_bf16(float *x, int64_t rows, int64_t gp, const float *s)
+{
+#if defined(__AVX512F__)
+    for (int64_t l0 = 0; l0 < gp; l0 += 16) {
+        const __m512 sv = _mm512_loadu_ps(s + l0);
+        for (int64_t j = 0; j < rows; j++)
+            _mm512_storeu_ps(x + j * gp + l0,
+                             spa_nsas_round16_bf16(_mm512_mul_ps(_mm512_loadu_ps(x + j * gp + l0), sv)));
+    }
+#else
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t l = 0; l < gp; l++)
+            x[j * gp + l] = spa_bf16_to_f32(spa_f32_to_bf16(x[j * gp + l] * s[l]));
 #endif
 }
 

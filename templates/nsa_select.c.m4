@@ -11,8 +11,6 @@ SPA_STAMP
 #include "nsa_select_kernel.h"
 #include "nsa_select_mk.h"
 
-m4_dnl NSAS_ROUND_ROWS(x, n): P rounded to the dtype in place (nothing for f32).
-m4_define(`NSAS_ROUND_ROWS', m4_ifelse(SPA_DT, `f32', `', `spa_nsas_round_'SPA_DT`($1, $2);'))m4_dnl
 enum { TK = NSAS_TK };
 
 /* The TK-row chunk c of one unit's walk (the chunks of the selected key
@@ -77,15 +75,17 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 spa_nsas_pf_rest(&pf);
             }
         }
-        /* P = exp(z' - m) / l (times 1/l), rounded to the dtype */
+        /* P = exp(z' - m) / l, as exp(z' - m) times one reciprocal per head */
         spa_nsas_exp_sum(st, KB, GP, mrow, lrow);
-        float inv[32]; /* one division per head; a vector division per row costs a tenth of the products */
+        float inv[32];
         for (int64_t l = 0; l < GP; l++)
             inv[l] = 1.0f / lrow[l];
-        for (int64_t j = 0; j < KB; j++)
-            for (int64_t l = 0; l < GP; l++)
-                st[j * GP + l] = st[j * GP + l] * inv[l];
-        NSAS_ROUND_ROWS(st, KB * GP)
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+        /* f32 P needs no rounding: 1/l is applied to O instead, sparing a pass over P */
+', `m4_dnl
+        /* P rounded to the dtype, as the spec computes it */
+        spa_nsas_scale_round_`'SPA_DT`'(st, KB, GP, inv);
+')m4_dnl
         /* O = P Vsel */
         for (int64_t i = 0; i < DV * GP; i++)
             ot[i] = 0.0f;
@@ -98,6 +98,11 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 spa_nsas_pf_rest(&pf);
             }
         }
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+        for (int64_t e = 0; e < DV; e++)
+            for (int64_t l = 0; l < GP; l++)
+                ot[e * GP + l] *= inv[l];
+')m4_dnl
         for (int64_t g = 0; g < G; g++) {
             const int64_t h = h2 * G + g;
             SPA_T *orow = o + t * a->os0 + h * a->os1;
