@@ -199,7 +199,7 @@ spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_ex
     SPA_REQUIRE(!ws.overflow);
     r.e = &e;
     r.scratch = slices.scratch;
-    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, NULL, NULL,
+    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.topk, &e.o, &e.mx, &e.sm, NULL, NULL,
                               e.scale);
     spa_nsas_attach_rows(&r.args, p.sh.kv_total, &e.k, &e.v, slices.kpack, slices.vpack, runner);
     r.kernel = kernel_for(e.q.dtype);

@@ -339,7 +339,7 @@ spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
     SPA_REQUIRE(!ws.overflow);
     fill_table(&e, &r.s);
     r.e = &e;
-    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.k, &e.v, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
+    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
                               e.scale);
     r.kernel = kernel_for(e.q.dtype).fn;
     if (p.sh.t1 > 0) {

@@ -8,10 +8,6 @@
 typedef struct spa_nsas_args {
     const void *q; /* query [T1, N1, D] */
     int64_t qs0, qs1, qs2;
-    const void *k; /* key [T2, N2, D] */
-    int64_t ks0, ks1, ks2;
-    const void *v; /* value [T2, N2, Dv] */
-    int64_t vs0, vs1, vs2;
     const float *kf; /* key rows as f32: row r of kv head h at kf + h * kfh + r * kfr */
     int64_t kfr, kfh;
     const float *vf; /* value rows as f32, the same way */

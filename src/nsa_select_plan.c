@@ -101,8 +101,8 @@ spa_status spa_nsas_check_common(const spa_tensor *q, const spa_tensor *k, const
     return SPA_OK;
 }
 
-spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q, const spa_tensor *k,
-                               const spa_tensor *v, const spa_tensor *topk, const spa_tensor *o,
+spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q,
+                               const spa_tensor *topk, const spa_tensor *o,
                                const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *dy,
                                const spa_tensor *dq, double scale)
 {
@@ -110,10 +110,6 @@ spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q, co
     memset(&a, 0, sizeof a);
     a.q = q->data;
     a.qs0 = q->strides[0], a.qs1 = q->strides[1], a.qs2 = q->strides[2];
-    a.k = k->data;
-    a.ks0 = k->strides[0], a.ks1 = k->strides[1], a.ks2 = k->strides[2];
-    a.v = v->data;
-    a.vs0 = v->strides[0], a.vs1 = v->strides[1], a.vs2 = v->strides[2];
     a.idx = topk->data;
     a.is0 = topk->strides[0], a.is1 = topk->strides[1], a.is2 = topk->strides[2];
     a.o = o->data;

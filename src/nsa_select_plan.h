@@ -31,9 +31,10 @@ int64_t spa_nsas_batch_of(const spa_int_array *a, int64_t t);
 /* Lanes of the micro-kernels for a group of g heads: 16 or 32. */
 int64_t spa_nsas_lanes(int64_t g);
 
-/* Kernel argument block from the checked tensors (grad ones may be NULL). */
-spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q, const spa_tensor *k,
-                               const spa_tensor *v, const spa_tensor *topk, const spa_tensor *o,
+/* Kernel argument block from the checked tensors (grad ones may be NULL); the
+ * key / value rows are attached by spa_nsas_attach_rows. */
+spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q,
+                               const spa_tensor *topk, const spa_tensor *o,
                                const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *dy,
                                const spa_tensor *dq, double scale);
 
