@@ -115,59 +115,40 @@ static inline __m512 spa_nsas_round16_bf16(__m512 v)
 }
 #endif
 
-SPA_NSAS_INLINE void spa_nsas_round_f16(float *x, int64_t n)
+/* x[0..n) rounded to bf16 (bf16 != 0) or f16 in place, n a multiple of 16. */
+SPA_NSAS_INLINE void spa_nsas_round(float *x, int64_t n, int bf16)
 {
 #if defined(__AVX512F__)
-    for (int64_t i = 0; i < n; i += 16)
-        _mm512_storeu_ps(x + i, spa_nsas_round16_f16(_mm512_loadu_ps(x + i)));
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        _mm512_storeu_ps(x + i, bf16 ? spa_nsas_round16_bf16(v) : spa_nsas_round16_f16(v));
+    }
 #else
     for (int64_t i = 0; i < n; i++)
-        x[i] = spa_f16_to_f32(spa_f32_to_f16(x[i]));
+        x[i] = bf16 ? spa_bf16_to_f32(spa_f32_to_bf16(x[i])) : spa_f16_to_f32(spa_f32_to_f16(x[i]));
 #endif
 }
 
-SPA_NSAS_INLINE void spa_nsas_round_bf16(float *x, int64_t n)
-{
-#if defined(__AVX512F__)
-    for (int64_t i = 0; i < n; i += 16)
-        _mm512_storeu_ps(x + i, spa_nsas_round16_bf16(_mm512_loadu_ps(x + i)));
-#else
-    for (int64_t i = 0; i < n; i++)
-        x[i] = spa_bf16_to_f32(spa_f32_to_bf16(x[i]));
-#endif
-}
-
-/* x[j][l] = round(x[j][l] * s[l]) over rows of gp (16 or 32) lanes: the
- * forward's P = exp(z' - m) * (1/l) in the dtype, in one pass. */
-SPA_NSAS_INLINE void spa_nsas_scale_round_f16(float *x, int64_t rows, int64_t gp, const float *s)
+/* x[j][l] = round(x[j][l] * s[l]) to bf16 (bf16 != 0) or f16, over rows of gp
+ * (16 or 32) lanes: the forward's P = exp(z' - m) * (1/l) in the dtype, in one
+ * pass. */
+SPA_NSAS_INLINE void spa_nsas_scale_round(float *x, int64_t rows, int64_t gp, const float *s,
+                                          int bf16)
 {
 #if defined(__AVX512F__)
     for (int64_t l0 = 0; l0 < gp; l0 += 16) {
         const __m512 sv = _mm512_loadu_ps(s + l0);
-        for (int64_t j = 0; j < rows; j++)
-            _mm512_storeu_ps(x + j * gp + l0,
-                             spa_nsas_round16_f16(_mm512_mul_ps(_mm512_loadu_ps(x + j * gp + l0), sv)));
+        for (int64_t j = 0; j < rows; j++) {
+            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + j * gp + l0), sv);
+            _mm512_storeu_ps(x + j * gp + l0, bf16 ? spa_nsas_round16_bf16(v) : spa_nsas_round16_f16(v));
+        }
     }
 #else
     for (int64_t j = 0; j < rows; j++)
-        for (int64_t l = 0; l < gp; l++)
-            x[j * gp + l] = spa_f16_to_f32(spa_f32_to_f16(x[j * gp + l] * s[l]));
-#endif
-}
-
-SPA_NSAS_INLINE void spa_nsas_scale_round_bf16(float *x, int64_t rows, int64_t gp, const float *s)
-{
-#if defined(__AVX512F__)
-    for (int64_t l0 = 0; l0 < gp; l0 += 16) {
-        const __m512 sv = _mm512_loadu_ps(s + l0);
-        for (int64_t j = 0; j < rows; j++)
-            _mm512_storeu_ps(x + j * gp + l0,
-                             spa_nsas_round16_bf16(_mm512_mul_ps(_mm512_loadu_ps(x + j * gp + l0), sv)));
-    }
-#else
-    for (int64_t j = 0; j < rows; j++)
-        for (int64_t l = 0; l < gp; l++)
-            x[j * gp + l] = spa_bf16_to_f32(spa_f32_to_bf16(x[j * gp + l] * s[l]));
+        for (int64_t l = 0; l < gp; l++) {
+            const float v = x[j * gp + l] * s[l];
+            x[j * gp + l] = bf16 ? spa_bf16_to_f32(spa_f32_to_bf16(v)) : spa_f16_to_f32(spa_f32_to_f16(v));
+        }
 #endif
 }
 

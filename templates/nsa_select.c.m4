@@ -84,7 +84,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
         /* f32 P needs no rounding: 1/l is applied to O instead, sparing a pass over P */
 ', `m4_dnl
         /* P rounded to the dtype, as the spec computes it */
-        spa_nsas_scale_round_`'SPA_DT`'(st, KB, GP, inv);
+        spa_nsas_scale_round(st, KB, GP, inv, m4_ifelse(SPA_DT, `bf16', 1, 0));
 ')m4_dnl
         /* O = P Vsel */
         for (int64_t i = 0; i < DV * GP; i++)

@@ -15,7 +15,7 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_dnl NSASG_ROUND_ROWS(x, n): P or dS rounded to the dtype in place (nothing for f32).
-m4_define(`NSASG_ROUND_ROWS', m4_ifelse(SPA_DT, `f32', `', `spa_nsas_round_'SPA_DT`($1, $2);'))m4_dnl
+m4_define(`NSASG_ROUND_ROWS', m4_ifelse(SPA_DT, `f32', `', `spa_nsas_round($1, $2, 'm4_ifelse(SPA_DT, `bf16', 1, 0)`);'))m4_dnl
 enum { TK = NSASG_TK };
 
 void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,

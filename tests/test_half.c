@@ -130,8 +130,8 @@ static void test_round_in_place(void)
     x[5] = 0x1p-140f, x[6] = -0.0f, x[7] = 0x1.fffffep127f;
     memcpy(h, x, sizeof(float) * N);
     memcpy(b, x, sizeof(float) * N);
-    spa_nsas_round_f16(h, all_patterns);
-    spa_nsas_round_bf16(b, all_patterns);
+    spa_nsas_round(h, all_patterns, 0);
+    spa_nsas_round(b, all_patterns, 1);
     int bad = 0;
     for (int i = 0; i < N; i++) {
         const float hf = spa_f16_to_f32(spa_f32_to_f16(x[i])), bf = spa_bf16_to_f32(spa_f32_to_bf16(x[i]));
