@@ -217,3 +217,37 @@ void nsas_io_set_stat(ttensor *tt, const double *val, int64_t count)
             memcpy((float *)tt->t.data + tt_offset(tt, i * 8 + l), &f, sizeof f);
         }
 }
+
+static const int64_t fq1[2] = {9, 5}, fk1[2] = {200, 70};
+static const int64_t fq2[1] = {40}, fk2[1] = {33};
+static const int64_t fq3[3] = {3, 0, 6}, fk3[3] = {256, 17, 130};
+static const int64_t fq4[1] = {2}, fk4[1] = {512};
+static const struct {
+    spa_dtype dt;
+    int64_t n1, n2, d, dv, bs, kc, batches;
+    const int64_t *q, *k;
+    int64_t mode;
+    bool mask, dups;
+} features[] = {
+    {SPA_FLOAT16, 12, 4, 192, 128, 64, 2, 2, fq1, fk1, 2, true, false},
+    {SPA_BFLOAT16, 6, 1, 48, 48, 16, 2, 1, fq2, fk2, 2, true, true},   /* Sq > Skv, causal */
+    {SPA_FLOAT32, 6, 1, 80, 32, 32, 4, 3, fq3, fk3, 2, true, true},    /* Sq < Skv, causal */
+    {SPA_FLOAT16, 4, 2, 272, 16, 16, 8, 3, fq3, fk3, 0, true, false},
+    {SPA_FLOAT32, 32, 1, 64, 64, 16, 32, 1, fq4, fk4, 2, false, true}, /* G 32, K 32, mode 2 w/o mask */
+    {SPA_BFLOAT16, 2, 2, TEST_SIZE(768, 128), TEST_SIZE(768, 128), 128, 4, 1, fq4, fk4, 0, false, false},
+    {SPA_FLOAT16, 20, 4, 128, 128, 64, 3, 2, fq1, fk1, 2, true, true}, /* G 5 */
+    {SPA_FLOAT32, 18, 1, 192, 128, 64, 2, 1, fq2, fk4, 2, true, true}, /* G 18: 32 lanes */
+};
+
+int nsas_feature_count(void)
+{
+    return (int)(sizeof features / sizeof features[0]);
+}
+
+void nsas_case_feature(nsas_case *c, int i, rng *r)
+{
+    nsas_case_fixed(c, features[i].dt, features[i].n1, features[i].n2, features[i].d, features[i].dv,
+                    features[i].bs, features[i].kc, features[i].batches, features[i].q, features[i].k,
+                    features[i].mode, features[i].mask, r, features[i].dups);
+    c->strided = i % 2 == 1;
+}

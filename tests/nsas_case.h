@@ -32,6 +32,12 @@ void nsas_case_draw(nsas_case *c, int i, rng *r);
 void nsas_case_fixed(nsas_case *c, spa_dtype dt, int64_t n1, int64_t n2, int64_t d, int64_t dv,
                      int64_t bs, int64_t kc, int64_t batches, const int64_t *qlen,
                      const int64_t *klen, int64_t sparse_mode, bool has_mask, rng *r, bool dups);
+/* The named features both suites check (GQA 12/4, 6/1 and 18/1, D 192 /
+ * Dv 128, odd head dims, causal with Sq < Skv and Sq > Skv, duplicates, the
+ * largest K, block and head dim): how many, and case i of them (every other
+ * one on strided views). */
+int nsas_feature_count(void);
+void nsas_case_feature(nsas_case *c, int i, rng *r);
 /* Redraws the indices (distinct blocks where the batch has enough). */
 void nsas_case_draw_indices(nsas_case *c, rng *r, bool dups);
 void nsas_case_free(nsas_case *c);

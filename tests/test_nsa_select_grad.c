@@ -201,34 +201,13 @@ static void test_random_shapes(void)
     }
 }
 
+/* The named features of nsas_case.h. */
 static void test_features(void)
 {
     rng r = rng_seed(403);
-    const int64_t q1[2] = {9, 5}, k1[2] = {200, 70};
-    const int64_t q2[1] = {40}, k2[1] = {33};
-    const int64_t q3[3] = {3, 0, 6}, k3[3] = {256, 17, 130};
-    const int64_t q4[1] = {2}, k4[1] = {512};
-    struct {
-        spa_dtype dt;
-        int64_t n1, n2, d, dv, bs, kc, batches;
-        const int64_t *q, *k;
-        int64_t mode;
-        bool mask, dups;
-    } fx[] = {
-        {SPA_FLOAT16, 12, 4, 192, 128, 64, 2, 2, q1, k1, 2, true, false},
-        {SPA_BFLOAT16, 6, 1, 48, 48, 16, 2, 1, q2, k2, 2, true, true},   /* Sq > Skv, causal */
-        {SPA_FLOAT32, 6, 1, 80, 32, 32, 4, 3, q3, k3, 2, true, true},    /* Sq < Skv, causal */
-        {SPA_FLOAT16, 4, 2, 272, 16, 16, 8, 3, q3, k3, 0, true, false},
-        {SPA_FLOAT32, 32, 1, 64, 64, 16, 32, 1, q4, k4, 2, false, true}, /* G 32, K 32 */
-        {SPA_BFLOAT16, 2, 2, TEST_SIZE(768, 128), TEST_SIZE(768, 128), 128, 4, 1, q4, k4, 0, false, false},
-        {SPA_FLOAT16, 20, 4, 128, 128, 64, 3, 2, q1, k1, 2, true, true}, /* G 5 */
-        {SPA_FLOAT32, 18, 1, 192, 128, 64, 2, 1, q2, k4, 2, true, true}, /* G 18: 32 lanes */
-    };
-    for (int i = 0; i < (int)(sizeof fx / sizeof fx[0]); i++) {
+    for (int i = 0; i < nsas_feature_count(); i++) {
         nsas_case c;
-        nsas_case_fixed(&c, fx[i].dt, fx[i].n1, fx[i].n2, fx[i].d, fx[i].dv, fx[i].bs, fx[i].kc,
-                        fx[i].batches, fx[i].q, fx[i].k, fx[i].mode, fx[i].mask, &r, fx[i].dups);
-        c.strided = i % 2 == 1;
+        nsas_case_feature(&c, i, &r);
         check_case(&c, &r, i % N_RUNNERS, "feature", i);
         nsas_case_free(&c);
     }
