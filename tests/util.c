@@ -1,6 +1,8 @@
 /* Test harness: see util.h. */
 #include "util.h"
 
+#include <CUnit/CUnit.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,3 +358,14 @@ void test_runners_stop(void)
 {
 }
 #endif
+
+void case_verdict(const char *label, int i, const char *desc, spa_status st, int64_t bad,
+                  bool guards)
+{
+    if (st != SPA_OK || bad != 0 || !guards)
+        fprintf(stderr, "  %s %d (%s): status %d, %lld bad, guards %s\n", label, i, desc, (int)st,
+                (long long)bad, guards ? "ok" : "BROKEN");
+    CU_ASSERT_EQUAL(st, SPA_OK);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(guards);
+}

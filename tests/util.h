@@ -74,6 +74,12 @@ tol tol_for(spa_dtype dt, double f32_atol);
 int64_t check_close(const char *what, const double *got, const double *ref, const double *mag,
                     int64_t n, tol t);
 
+/* The verdict on one case of a sweep: status SPA_OK, no value out of
+ * tolerance (bad == 0) and every red zone intact. A failing case is named on
+ * stderr with its description, so that it can be replayed. */
+void case_verdict(const char *label, int i, const char *desc, spa_status st, int64_t bad,
+                  bool guards);
+
 /* ---- problem sizes ----
  * Small targets (a Cortex-M board under QEMU: 15 MiB of heap, a slow CPU)
  * build the suites with -DSPA_TEST_SMALL=1 from their target.mk. Suites pick
