@@ -1,6 +1,8 @@
 /* NsaSelectedAttention: phase 1 (validate, plan, size) and phase 2 (run the
- * blocks). The (kv head, query token) units are split into contiguous blocks;
- * each unit writes only its own output rows, so any split is deterministic. */
+ * blocks). Phase 2 runs the kv heads one after the other: the head's key and
+ * value rows are made f32 (nsa_select_pack.h), then its query tokens run in
+ * contiguous blocks; each (kv head, token) unit writes only its own output
+ * rows, so any split is deterministic. */
 #include <string.h>
 
 #include "nsa_select_pack.h"
@@ -19,8 +21,8 @@
 /* What the arguments determine: checked again in phase 2. */
 typedef struct nsas_plan {
     spa_nsas_shape sh;
-    int64_t per_block; /* units per block */
-    uint32_t blocks;
+    int64_t per_block; /* query tokens per block */
+    uint32_t blocks;   /* blocks per kv head */
     uint64_t scratch_floats;
     uint64_t kpack_floats, vpack_floats; /* widened copies (0: read in place) */
 } nsas_plan;
@@ -66,11 +68,12 @@ static spa_status check(const nsas_exec *e, const char *layout, nsas_plan *p)
     SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
                 spa_tensor_dims_are(&e->sm, 3, stat_dims));
     SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
-    const int64_t units = sh->t1 * sh->n2; /* <= 2^62 / 128: tensors are span-checked */
-    p->per_block = (units + NSAS_MAX_BLOCKS - 1) / NSAS_MAX_BLOCKS;
+    /* NSAS_MAX_BLOCKS blocks over all kv heads, at least one per head */
+    const int64_t per_head = NSAS_MAX_BLOCKS / sh->n2 > 1 ? NSAS_MAX_BLOCKS / sh->n2 : 1;
+    p->per_block = (sh->t1 + per_head - 1) / per_head;
     if (p->per_block < 1)
         p->per_block = 1;
-    p->blocks = (uint32_t)((units + p->per_block - 1) / p->per_block);
+    p->blocks = (uint32_t)((sh->t1 + p->per_block - 1) / p->per_block);
     /* qt [D][GP], scores [K*bs][GP], out [Dv][GP], max and sum [GP] */
     const int64_t gp = sh->gp;
     p->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp + 2 * gp);
@@ -151,29 +154,26 @@ typedef struct nsas_run {
     spa_nsas_args args;
     float *scratch;
     spa_nsas_fwd_kernel *kernel;
+    int64_t h2; /* the kv head being run */
 } nsas_run;
 
-/* One block of units u = n2 * T1 + t (kv head major, so that a thread works
- * through the keys and values of one head at a time), split where it crosses
- * a head or batch boundary. */
+/* One block of query tokens of kv head r->h2, split where it crosses a batch. */
 static void run_block(void *arg, uint32_t blk)
 {
     const nsas_run *r = arg;
     const nsas_exec *e = r->e;
     const nsas_plan *p = &e->p;
-    const int64_t t1 = p->sh.t1, units = t1 * p->sh.n2;
     float *scratch = r->scratch + (uint64_t)blk * p->scratch_floats;
-    int64_t u = (int64_t)blk * p->per_block;
-    const int64_t end = u + p->per_block < units ? u + p->per_block : units;
-    while (u < end) {
-        const int64_t h2 = u / t1, t = u % t1;
+    int64_t t = (int64_t)blk * p->per_block;
+    const int64_t end = t + p->per_block < p->sh.t1 ? t + p->per_block : p->sh.t1;
+    while (t < end) {
         const int64_t b = spa_nsas_batch_of(&e->sq, t);
         int64_t qs, qe, ks, ke;
         spa_nsas_batch(&e->sq, b, &qs, &qe);
         spa_nsas_batch(&e->skv, b, &ks, &ke);
-        const int64_t stop = h2 * t1 + qe < end ? h2 * t1 + qe : end;
-        r->kernel(&r->args, h2, t, stop - h2 * t1, qs, ks, scratch);
-        u = stop;
+        const int64_t stop = qe < end ? qe : end;
+        r->kernel(&r->args, r->h2, t, stop, qs, ks, scratch);
+        t = stop;
     }
 }
 
@@ -201,8 +201,11 @@ spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_ex
     r.scratch = slices.scratch;
     r.args = spa_nsas_args_of(&p.sh, &e.q, &e.topk, &e.o, &e.mx, &e.sm, NULL, NULL,
                               e.scale);
-    spa_nsas_attach_rows(&r.args, p.sh.kv_total, &e.k, &e.v, slices.kpack, slices.vpack, runner);
     r.kernel = kernel_for(e.q.dtype);
-    spa_run_blocks(runner, run_block, &r, p.blocks);
+    for (r.h2 = 0; r.h2 < p.sh.n2 && p.sh.t1 > 0; r.h2++) {
+        spa_nsas_attach_head(&r.args, p.sh.kv_total, &e.k, &e.v, slices.kpack, slices.vpack,
+                             r.h2, runner);
+        spa_run_blocks(runner, run_block, &r, p.blocks);
+    }
     return SPA_OK;
 }

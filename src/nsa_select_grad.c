@@ -1,6 +1,8 @@
 /* NsaSelectedAttentionGrad: phase 1 (validate, plan, size) and phase 2 (run).
- * Phase 2 has two parallel steps. Step 1: blocks = (kv head, range of query
- * tokens); each writes dq of its tokens and sums the dK / dV rows its tokens
+ * Phase 2 has two parallel steps. Step 1 runs the kv heads one after the
+ * other, each once its key and value rows are f32 (nsa_select_pack.h):
+ * blocks = (kv head, range of query tokens); each writes dq of its tokens
+ * and sums the dK / dV rows its tokens
  * select into its own f32 partial, which covers the KV rows of the batches its
  * tokens belong to. Step 2: each KV row sums the partials of the blocks that
  * cover it in block order, scales and rounds once. No atomics; the split
@@ -229,22 +231,25 @@ typedef struct nsasg_run {
     spa_nsas_args args;
     nsasg_slices s;
     spa_nsas_grad_kernel *kernel;
+    int64_t h2; /* step 1: the kv head being run */
 } nsasg_run;
 
-/* Step 1: zero the block's partial, then its tokens batch by batch. */
-static void run_token_block(void *arg, uint32_t blk)
+/* Step 1, token range `range` of kv head r->h2: zero the block's partial,
+ * then its tokens batch by batch. */
+static void run_token_block(void *arg, uint32_t range)
 {
     const nsasg_run *r = arg;
     const nsasg_exec *e = r->e;
     const nsasg_plan *p = &e->p;
-    const int64_t h2 = (int64_t)(blk / p->ranges), d = p->sh.d, dvd = p->sh.dv;
+    const int64_t h2 = r->h2, d = p->sh.d, dvd = p->sh.dv;
+    const uint32_t blk = (uint32_t)(h2 * p->ranges) + range;
     const int64_t lo = r->s.kvlo[blk], nrows = r->s.kvhi[blk] - lo;
     float *dkp = r->s.partial + r->s.offset[blk], *dvp = dkp + nrows * d;
     for (int64_t i = 0; i < nrows * (d + dvd); i++)
         dkp[i] = 0.0f;
     float *scratch = r->s.scratch + (uint64_t)blk * p->scratch_floats;
     int64_t t, t1;
-    range_tokens(p, (int64_t)(blk % p->ranges), &t, &t1);
+    range_tokens(p, (int64_t)range, &t, &t1);
     while (t < t1) {
         const int64_t b = spa_nsas_batch_of(&e->sq, t);
         int64_t qs, qe, ks, ke;
@@ -342,9 +347,10 @@ spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
     r.args = spa_nsas_args_of(&p.sh, &e.q, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
                               e.scale);
     r.kernel = kernel_for(e.q.dtype).fn;
-    if (p.sh.t1 > 0) {
-        spa_nsas_attach_rows(&r.args, p.sh.kv_total, &e.k, &e.v, r.s.kpack, r.s.vpack, runner);
-        spa_run_blocks(runner, run_token_block, &r, p.blocks);
+    for (r.h2 = 0; r.h2 < p.sh.n2 && p.sh.t1 > 0; r.h2++) {
+        spa_nsas_attach_head(&r.args, p.sh.kv_total, &e.k, &e.v, r.s.kpack, r.s.vpack, r.h2,
+                             runner);
+        spa_run_blocks(runner, run_token_block, &r, (uint32_t)p.ranges);
     }
     const int64_t tasks = p.sh.n2 * ((p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK);
     spa_run_blocks(runner, run_reduce, &r, (uint32_t)tasks);

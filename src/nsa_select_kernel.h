@@ -8,10 +8,10 @@
 typedef struct spa_nsas_args {
     const void *q; /* query [T1, N1, D] */
     int64_t qs0, qs1, qs2;
-    const float *kf; /* key rows as f32: row r of kv head h at kf + h * kfh + r * kfr */
-    int64_t kfr, kfh;
-    const float *vf; /* value rows as f32, the same way */
-    int64_t vfr, vfh;
+    const float *kf; /* key rows of the kv head being run, as f32: row r at kf + r * kfr */
+    int64_t kfr;
+    const float *vf; /* value rows of that head, the same way */
+    int64_t vfr;
     const int32_t *idx; /* topkIndices [T1, N2, K], already checked */
     int64_t is0, is1, is2;
     void *o; /* attentionOut [T1, N1, Dv]: forward writes, grad reads */

@@ -1,9 +1,9 @@
-/* Widening the key / value rows of selected attention once per call. */
+/* Widening the key / value rows of selected attention once per call and head. */
 #include "nsa_select_pack.h"
 
 #include "half.h"
 
-/* Rows per pack task: a few hundred KiB of output per task. */
+/* Rows per pack task: up to a few hundred KiB of output per task. */
 #define NSAS_PACK_ROWS 256
 
 bool spa_nsas_pack_needed(const spa_tensor *t)
@@ -17,30 +17,15 @@ uint64_t spa_nsas_pack_floats(const spa_tensor *t, int64_t rows)
     if (!spa_nsas_pack_needed(t))
         return 0;
     /* rows <= dims[0] and the tensor's span is checked: no overflow */
-    return (uint64_t)rows * (uint64_t)t->dims[1] * (uint64_t)t->dims[2];
+    return (uint64_t)rows * (uint64_t)t->dims[2];
 }
 
-spa_nsas_f32rows spa_nsas_rows_of(const spa_tensor *t, int64_t rows, float *dst)
-{
-    spa_nsas_f32rows r;
-    if (!spa_nsas_pack_needed(t)) {
-        r.base = t->data;
-        r.row = t->strides[0];
-        r.head = t->strides[1];
-    } else {
-        r.base = dst;
-        r.row = t->dims[2];
-        r.head = rows * t->dims[2];
-    }
-    return r;
-}
-
-uint32_t spa_nsas_pack_tasks(const spa_nsas_pack *p)
-{
-    if (!spa_nsas_pack_needed(p->t))
-        return 0;
-    return (uint32_t)((p->rows + NSAS_PACK_ROWS - 1) / NSAS_PACK_ROWS);
-}
+/* Rows [0, rows) of head h of t into dst [rows][dim], in tasks of NSAS_PACK_ROWS. */
+typedef struct nsas_pack {
+    const spa_tensor *t;
+    int64_t rows, h;
+    float *dst;
+} nsas_pack;
 
 static void widen_row(float *dst, const spa_tensor *t, int64_t r, int64_t h)
 {
@@ -66,26 +51,33 @@ static void widen_row(float *dst, const spa_tensor *t, int64_t r, int64_t h)
         dst[i] = t->dtype == SPA_FLOAT16 ? spa_f16_to_f32(u[i * s]) : spa_bf16_to_f32(u[i * s]);
 }
 
-void spa_nsas_pack_task(void *arg, uint32_t task)
+static void pack_task(void *arg, uint32_t task)
 {
-    const spa_nsas_pack *p = arg;
+    const nsas_pack *p = arg;
     const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
     const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
-    const int64_t n2 = p->t->dims[1], dim = p->t->dims[2];
-    for (int64_t h = 0; h < n2; h++)
-        for (int64_t r = r0; r < r1; r++)
-            widen_row(p->dst + (h * p->rows + r) * dim, p->t, r, h);
+    for (int64_t r = r0; r < r1; r++)
+        widen_row(p->dst + r * p->t->dims[2], p->t, r, p->h);
 }
 
-void spa_nsas_attach_rows(spa_nsas_args *a, int64_t kv_total, const spa_tensor *k,
-                          const spa_tensor *v, float *kpack, float *vpack,
+/* The f32 rows of head h of t: packed into dst first, or in place. */
+static const float *head_rows(const spa_tensor *t, int64_t rows, float *dst, int64_t h,
+                              const spa_runner *runner, int64_t *pitch)
+{
+    if (!spa_nsas_pack_needed(t)) {
+        *pitch = t->strides[0];
+        return (const float *)t->data + h * t->strides[1];
+    }
+    const nsas_pack p = {t, rows, h, dst};
+    spa_run_blocks(runner, pack_task, (void *)&p, (uint32_t)((rows + NSAS_PACK_ROWS - 1) / NSAS_PACK_ROWS));
+    *pitch = t->dims[2];
+    return dst;
+}
+
+void spa_nsas_attach_head(spa_nsas_args *a, int64_t kv_total, const spa_tensor *k,
+                          const spa_tensor *v, float *kpack, float *vpack, int64_t h2,
                           const spa_runner *runner)
 {
-    const spa_nsas_pack pk = {k, kv_total, kpack}, pv = {v, kv_total, vpack};
-    spa_run_blocks(runner, spa_nsas_pack_task, (void *)&pk, spa_nsas_pack_tasks(&pk));
-    spa_run_blocks(runner, spa_nsas_pack_task, (void *)&pv, spa_nsas_pack_tasks(&pv));
-    const spa_nsas_f32rows kr = spa_nsas_rows_of(k, kv_total, kpack);
-    const spa_nsas_f32rows vr = spa_nsas_rows_of(v, kv_total, vpack);
-    a->kf = kr.base, a->kfr = kr.row, a->kfh = kr.head;
-    a->vf = vr.base, a->vfr = vr.row, a->vfh = vr.head;
+    a->kf = head_rows(k, kv_total, kpack, h2, runner, &a->kfr);
+    a->vf = head_rows(v, kv_total, vpack, h2, runner, &a->vfr);
 }

@@ -16,18 +16,18 @@ enum { TK = NSAS_TK };
 /* The TK-row chunk c of one unit's walk (the chunks of the selected key
  * blocks in index order, then those of the value blocks), for the prefetch
  * cursor: requested while the chunk before it is computed. */
-static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t h2, int64_t kstart,
+static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t kstart,
                             int64_t c)
 {
     const int64_t per_block = (a->bs + TK - 1) / TK, i = c / per_block, j0 = (c % per_block) * TK;
     const int64_t nr = a->bs - j0 < TK ? a->bs - j0 : TK;
     if (i < a->kc) {
         const int64_t row = kstart + (int64_t)ir[i * a->is2] * a->bs + j0;
-        return spa_nsas_pf_rows(a->kf + h2 * a->kfh + row * a->kfr, a->kfr * 4, nr, a->d * 4);
+        return spa_nsas_pf_rows(a->kf + row * a->kfr, a->kfr * 4, nr, a->d * 4);
     }
     if (i < 2 * a->kc) {
         const int64_t row = kstart + (int64_t)ir[(i - a->kc) * a->is2] * a->bs + j0;
-        return spa_nsas_pf_rows(a->vf + h2 * a->vfh + row * a->vfr, a->vfr * 4, nr, a->dv * 4);
+        return spa_nsas_pf_rows(a->vf + row * a->vfr, a->vfr * 4, nr, a->dv * 4);
     }
     return spa_nsas_pf_rows(NULL, 0, 0, 0);
 }
@@ -39,7 +39,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
     SPA_T *o = a->o;
     float *mx = a->mx;
     float *sm = a->sm;
-    const float *kh = a->kf + h2 * a->kfh, *vh = a->vf + h2 * a->vfh;
+    const float *kh = a->kf, *vh = a->vf; /* the rows of kv head h2 */
     const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs, KC = a->kc,
                   KB = a->kc * a->bs, CPB = (a->bs + TK - 1) / TK;
     /* scratch (the floats phase 1 reserved): lanes of padded heads stay 0 */
@@ -69,7 +69,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                spa_nsas_pf pf = chunk_pf(a, ir, h2, kstart, i * CPB + j0 / TK + 1);
+                spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / TK + 1);
                 spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, qt, D, GP, a->scale,
                                     st + (i * BS + j0) * GP, mrow, &pf);
                 spa_nsas_pf_rest(&pf);
@@ -93,7 +93,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             const float *vb = vh + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
             for (int64_t j0 = 0; j0 < BS; j0 += TK) {
                 const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                spa_nsas_pf pf = chunk_pf(a, ir, h2, kstart, (KC + i) * CPB + j0 / TK + 1);
+                spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / TK + 1);
                 spa_nsas_accum_t(vb + j0 * a->vfr, a->vfr, nr, st + (i * BS + j0) * GP, DV, GP, ot, &pf);
                 spa_nsas_pf_rest(&pf);
             }

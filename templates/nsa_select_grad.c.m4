@@ -23,7 +23,7 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
 {
     const SPA_T *q = a->q;
     const SPA_T *o = a->o;
-    const float *kh = a->kf + h2 * a->kfh, *vh = a->vf + h2 * a->vfh;
+    const float *kh = a->kf, *vh = a->vf; /* the rows of kv head h2 */
     const SPA_T *dy = a->dy;
     const float *mx = a->mx;
     const float *sm = a->sm;
