@@ -1,13 +1,14 @@
 /* NsaSelectedAttentionGrad: phase 1 (validate, plan, size) and phase 2 (run).
- * Phase 2 has two parallel steps. Step 1 runs the kv heads one after the
- * other, each once its key and value rows are f32 (nsa_select_pack.h):
- * blocks = (kv head, range of query tokens); each writes dq of its tokens
- * and sums the dK / dV rows its tokens
- * select into its own f32 partial, which covers the KV rows of the batches its
- * tokens belong to. Step 2: each KV row sums the partials of the blocks that
- * cover it in block order, scales and rounds once. No atomics; the split
- * depends on the shapes and lengths only, so results do not depend on the
- * runner. Rows no block covers (never selectable) come out +0. */
+ * Phase 2 runs the kv heads one after the other, each in two parallel steps
+ * once its key and value rows are f32 (nsa_select_pack.h). Step 1: blocks =
+ * ranges of query tokens; each writes dq of its tokens for the head and sums
+ * the dK / dV rows its tokens select into its own f32 partial, which covers
+ * the KV rows of the batches its tokens belong to. Step 2: each KV row of the
+ * head sums the partials of the blocks that cover it in block order, scales
+ * and rounds once. No atomics; the split depends on the shapes and lengths
+ * only, so results do not depend on the runner. Rows no block covers (never
+ * selectable) come out +0. The partials of one head are all the workspace
+ * holds. */
 #include <string.h>
 
 #include "half.h"
@@ -17,10 +18,10 @@
 #include "spattn/nsa.h"
 
 /* Token ranges per kv head: enough blocks for a few threads... */
-#define NSASG_TARGET_BLOCKS 16
-/* ...while the f32 partials of all blocks stay under this (unless one range
- * per kv head already needs more). A target with little memory lowers it
- * with -DSPA_SELECT_PARTIAL_BYTES in its target.mk. */
+#define NSASG_TARGET_RANGES 16
+/* ...while the f32 partials of one head stay under this (unless one range
+ * already needs more). A target with little memory lowers it with
+ * -DSPA_SELECT_PARTIAL_BYTES in its target.mk. */
 #ifndef SPA_SELECT_PARTIAL_BYTES
 #define SPA_SELECT_PARTIAL_BYTES (512ull << 20)
 #endif
@@ -33,9 +34,8 @@ typedef struct nsasg_plan {
     spa_nsas_shape sh;
     int64_t ranges;    /* token ranges per kv head */
     int64_t per_range; /* tokens per range */
-    uint32_t blocks;   /* n2 * ranges */
     uint64_t scratch_floats;
-    uint64_t partial_floats; /* all blocks together */
+    uint64_t partial_floats; /* the partials of one head's ranges */
     uint64_t kpack_floats, vpack_floats; /* widened copies (0: read in place) */
 } nsasg_plan;
 
@@ -87,7 +87,7 @@ static void range_tokens(const nsasg_plan *p, int64_t r, int64_t *t0, int64_t *t
         *t0 = *t1;
 }
 
-/* Floats of all partials: per block, its KV rows times (D + Dv). */
+/* Floats of one head's partials: per range, its KV rows times (D + Dv). */
 static uint64_t partial_floats(const nsasg_exec *e, const nsasg_plan *p)
 {
     uint64_t total = 0;
@@ -99,7 +99,7 @@ static uint64_t partial_floats(const nsasg_exec *e, const nsasg_plan *p)
         range_kv(e, t0, t1, &lo, &hi);
         total += (uint64_t)(hi - lo) * (uint64_t)(p->sh.d + p->sh.dv);
     }
-    return total * (uint64_t)p->sh.n2;
+    return total;
 }
 
 /* Every rule on the arguments stored in e (spec/nsa.md 4.3), and the plan
@@ -129,9 +129,9 @@ static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
     SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims) &&
                 spa_tensor_dims_are(&e->dk, 3, e->k.dims) &&
                 spa_tensor_dims_are(&e->dv, 3, e->v.dims));
-    /* Token ranges: NSASG_TARGET_BLOCKS blocks in all, fewer while the
-     * partials would exceed NSASG_PARTIAL_BYTES. */
-    int64_t ranges = (NSASG_TARGET_BLOCKS + sh->n2 - 1) / sh->n2;
+    /* Token ranges: NSASG_TARGET_RANGES, fewer while the partials would
+     * exceed NSASG_PARTIAL_BYTES. */
+    int64_t ranges = NSASG_TARGET_RANGES;
     if (ranges > sh->t1)
         ranges = sh->t1 > 0 ? sh->t1 : 1;
     for (;; ranges--) {
@@ -141,7 +141,6 @@ static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
         if (ranges == 1 || p->partial_floats * 4u <= NSASG_PARTIAL_BYTES)
             break;
     }
-    p->blocks = (uint32_t)(sh->n2 * p->ranges);
     /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; P and dS [TK][GP];
      * max, sum, D [GP] */
     const int64_t gp = sh->gp, tk = kernel_for(dt).tk;
@@ -153,32 +152,33 @@ static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
 }
 
 typedef struct nsasg_slices {
-    float *scratch; /* [blocks][scratch_floats] */
-    float *partial; /* every block's dK rows then dV rows */
-    uint64_t *offset; /* [blocks]: first float of a block's partial */
-    int64_t *kvlo, *kvhi; /* [blocks]: KV rows a block's partial covers */
+    float *scratch; /* [ranges][scratch_floats] */
+    float *partial; /* every range's dK rows then dV rows, for the head being run */
+    uint64_t *offset; /* [ranges]: first float of a range's partial */
+    int64_t *kvlo, *kvhi; /* [ranges]: KV rows a range's partial covers */
     float *kpack, *vpack; /* widened key / value rows */
 } nsasg_slices;
 
 static void carve(spa_ws *ws, const nsasg_plan *p, nsasg_slices *s)
 {
-    s->scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
+    const uint64_t ranges = (uint64_t)p->ranges;
+    s->scratch = spa_ws_take(ws, ranges * p->scratch_floats, sizeof(float));
     s->partial = spa_ws_take(ws, p->partial_floats, sizeof(float));
-    s->offset = spa_ws_take(ws, p->blocks, sizeof(uint64_t));
-    s->kvlo = spa_ws_take(ws, p->blocks, sizeof(int64_t));
-    s->kvhi = spa_ws_take(ws, p->blocks, sizeof(int64_t));
+    s->offset = spa_ws_take(ws, ranges, sizeof(uint64_t));
+    s->kvlo = spa_ws_take(ws, ranges, sizeof(int64_t));
+    s->kvhi = spa_ws_take(ws, ranges, sizeof(int64_t));
     s->kpack = spa_ws_take(ws, p->kpack_floats, sizeof(float));
     s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
 }
 
-/* Block b = kv head b / ranges, token range b % ranges. */
+/* Where each token range's partial lies and which KV rows it covers. */
 static void fill_table(const nsasg_exec *e, nsasg_slices *s)
 {
     uint64_t off = 0;
     const nsasg_plan *p = &e->p;
-    for (uint32_t b = 0; b < p->blocks; b++) {
+    for (int64_t b = 0; b < p->ranges; b++) {
         int64_t t0, t1, lo = 0, hi = 0;
-        range_tokens(p, (int64_t)(b % p->ranges), &t0, &t1);
+        range_tokens(p, b, &t0, &t1);
         if (t0 < t1)
             range_kv(e, t0, t1, &lo, &hi);
         s->offset[b] = off;
@@ -242,12 +242,11 @@ static void run_token_block(void *arg, uint32_t range)
     const nsasg_exec *e = r->e;
     const nsasg_plan *p = &e->p;
     const int64_t h2 = r->h2, d = p->sh.d, dvd = p->sh.dv;
-    const uint32_t blk = (uint32_t)(h2 * p->ranges) + range;
-    const int64_t lo = r->s.kvlo[blk], nrows = r->s.kvhi[blk] - lo;
-    float *dkp = r->s.partial + r->s.offset[blk], *dvp = dkp + nrows * d;
+    const int64_t lo = r->s.kvlo[range], nrows = r->s.kvhi[range] - lo;
+    float *dkp = r->s.partial + r->s.offset[range], *dvp = dkp + nrows * d;
     for (int64_t i = 0; i < nrows * (d + dvd); i++)
         dkp[i] = 0.0f;
-    float *scratch = r->s.scratch + (uint64_t)blk * p->scratch_floats;
+    float *scratch = r->s.scratch + (uint64_t)range * p->scratch_floats;
     int64_t t, t1;
     range_tokens(p, (int64_t)range, &t, &t1);
     while (t < t1) {
@@ -280,16 +279,15 @@ static void store_row(const spa_tensor *out, int64_t row, int64_t h2, const floa
     }
 }
 
-/* Step 2: NSASG_ROWS_PER_TASK KV rows of one kv head; each row's sums go
+/* Step 2: NSASG_ROWS_PER_TASK KV rows of kv head r->h2; each row's sums go
  * through a small stack buffer, one head-dim chunk at a time. */
 static void run_reduce(void *arg, uint32_t task)
 {
     const nsasg_run *r = arg;
     const nsasg_exec *e = r->e;
     const nsasg_plan *p = &e->p;
-    const int64_t t2 = p->sh.t2, tasks_per_head = (t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
-    const int64_t h2 = (int64_t)task / tasks_per_head;
-    const int64_t row0 = ((int64_t)task % tasks_per_head) * NSASG_ROWS_PER_TASK;
+    const int64_t t2 = p->sh.t2, h2 = r->h2;
+    const int64_t row0 = (int64_t)task * NSASG_ROWS_PER_TASK;
     const int64_t row1 = row0 + NSASG_ROWS_PER_TASK < t2 ? row0 + NSASG_ROWS_PER_TASK : t2;
     const int64_t d = p->sh.d, dvd = p->sh.dv;
     const float scale = (float)e->scale;
@@ -303,11 +301,10 @@ static void run_reduce(void *arg, uint32_t task)
                 for (int64_t i = 0; i < cn; i++)
                     acc[i] = 0.0f;
                 for (int64_t rg = 0; rg < p->ranges; rg++) {
-                    const uint32_t blk = (uint32_t)(h2 * p->ranges + rg);
-                    const int64_t lo = r->s.kvlo[blk], hi = r->s.kvhi[blk];
+                    const int64_t lo = r->s.kvlo[rg], hi = r->s.kvhi[rg];
                     if (row < lo || row >= hi)
                         continue;
-                    const float *src = r->s.partial + r->s.offset[blk] +
+                    const float *src = r->s.partial + r->s.offset[rg] +
                                        (part == 0 ? (row - lo) * d : (hi - lo) * d + (row - lo) * dvd) + c0;
                     for (int64_t i = 0; i < cn; i++)
                         acc[i] += src[i];
@@ -334,7 +331,7 @@ spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
     /* The caller's tensors, lengths and indices may have changed since phase 1. */
     nsasg_plan p;
     SPA_TRY(check(&e, "TND", &p));
-    SPA_REQUIRE(p.blocks == e.p.blocks && p.ranges == e.p.ranges &&
+    SPA_REQUIRE(p.ranges == e.p.ranges &&
                 p.partial_floats == e.p.partial_floats && p.scratch_floats == e.p.scratch_floats &&
                 p.kpack_floats == e.p.kpack_floats && p.vpack_floats == e.p.vpack_floats);
     nsasg_run r;
@@ -347,12 +344,14 @@ spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
     r.args = spa_nsas_args_of(&p.sh, &e.q, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
                               e.scale);
     r.kernel = kernel_for(e.q.dtype).fn;
-    for (r.h2 = 0; r.h2 < p.sh.n2 && p.sh.t1 > 0; r.h2++) {
-        spa_nsas_attach_head(&r.args, p.sh.kv_total, &e.k, &e.v, r.s.kpack, r.s.vpack, r.h2,
-                             runner);
-        spa_run_blocks(runner, run_token_block, &r, (uint32_t)p.ranges);
+    const int64_t tasks = (p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
+    for (r.h2 = 0; r.h2 < p.sh.n2; r.h2++) {
+        if (p.sh.t1 > 0) {
+            spa_nsas_attach_head(&r.args, p.sh.kv_total, &e.k, &e.v, r.s.kpack, r.s.vpack, r.h2,
+                                 runner);
+            spa_run_blocks(runner, run_token_block, &r, (uint32_t)p.ranges);
+        }
+        spa_run_blocks(runner, run_reduce, &r, (uint32_t)tasks);
     }
-    const int64_t tasks = p.sh.n2 * ((p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK);
-    spa_run_blocks(runner, run_reduce, &r, (uint32_t)tasks);
     return SPA_OK;
 }
