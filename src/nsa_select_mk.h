@@ -32,10 +32,10 @@
 #endif
 
 /* A prefetch cursor over `rows` rows of `bytes` bytes, `stride` bytes apart:
- * the micro-kernels request one row (all its lines) every few inner
+ * the micro-kernels request one row (all its lines) every eight inner
  * iterations, so the next chunk's rows arrive while this chunk is computed,
- * spread out (a burst would stall on the miss buffers) and at the cost of
- * one well-predicted branch per iteration. Hints only. */
+ * spread out (a burst would stall on the miss buffers); the eight iterations
+ * between requests are unrolled, with no test in them. Hints only. */
 typedef struct spa_nsas_pf {
     const char *row;
     int64_t stride, bytes, rows;
@@ -257,13 +257,16 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
 #define DECL(r) __m512 c##r = _mm512_setzero_ps();
             SPA_R16(DECL)
 #undef DECL
-            for (int64_t d = 0; d < n; d++) {
-                const __m512 b = _mm512_loadu_ps(bt + d * 16);
-                const float *ad = a0 + d;
-                if ((d & 7) == 0) spa_nsas_pf_row(pf);
+            for (int64_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
+                spa_nsas_pf_row(pf);
+#pragma GCC unroll 8
+                for (int64_t d = d0; d < d0 + 8; d++) {
+                    const __m512 b = _mm512_loadu_ps(bt + d * 16);
+                    const float *ad = a0 + d;
 #define FMA(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(ad[(r) * lda]), b, c##r);
-                SPA_R16(FMA)
+                    SPA_R16(FMA)
 #undef FMA
+                }
             }
 #define ST(r) _mm512_storeu_ps(out + (j0 + (r)) * 16, c##r);
             SPA_R16(ST)
@@ -276,18 +279,21 @@ SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, 
 #define DECL(r) __m512 c##r = _mm512_setzero_ps(), f##r = _mm512_setzero_ps();
         SPA_R8(DECL)
 #undef DECL
-        for (int64_t d = 0; d < n; d++) {
-            const __m512 b0 = _mm512_loadu_ps(bt + d * 32), b1 = _mm512_loadu_ps(bt + d * 32 + 16);
-            const float *ad = a0 + d;
-                if ((d & 7) == 0) spa_nsas_pf_row(pf);
-#define FMA(r)                                     \
-    {                                              \
+        for (int64_t d0 = 0; d0 < n; d0 += 8) {
+            spa_nsas_pf_row(pf);
+#pragma GCC unroll 8
+            for (int64_t d = d0; d < d0 + 8; d++) {
+                const __m512 b0 = _mm512_loadu_ps(bt + d * 32), b1 = _mm512_loadu_ps(bt + d * 32 + 16);
+                const float *ad = a0 + d;
+#define FMA(r)                                          \
+    {                                                   \
         const __m512 x = _mm512_set1_ps(ad[(r) * lda]); \
-        c##r = _mm512_fmadd_ps(x, b0, c##r);       \
-        f##r = _mm512_fmadd_ps(x, b1, f##r);       \
+        c##r = _mm512_fmadd_ps(x, b0, c##r);            \
+        f##r = _mm512_fmadd_ps(x, b1, f##r);            \
     }
-            SPA_R8(FMA)
+                SPA_R8(FMA)
 #undef FMA
+            }
         }
 #define ST(r)                                               \
     _mm512_storeu_ps(out + (j0 + (r)) * 32, c##r);          \
@@ -393,13 +399,16 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
 #define LD(r) __m512 c##r = _mm512_loadu_ps(ce + (r) * 16);
             SPA_R16(LD)
 #undef LD
-            for (int64_t j = 0; j < rows; j++) {
-                const __m512 pv = _mm512_loadu_ps(p + j * 16);
-                const float *aj = a + j * lda + e0;
-                if ((j & 7) == 0) spa_nsas_pf_row(pf);
+            for (int64_t j0 = 0; j0 < rows; j0 += 8) { /* rows is a multiple of 16 */
+                spa_nsas_pf_row(pf);
+#pragma GCC unroll 8
+                for (int64_t j = j0; j < j0 + 8; j++) {
+                    const __m512 pv = _mm512_loadu_ps(p + j * 16);
+                    const float *aj = a + j * lda + e0;
 #define FMA(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(aj[r]), pv, c##r);
-                SPA_R16(FMA)
+                    SPA_R16(FMA)
 #undef FMA
+                }
             }
 #define ST(r) _mm512_storeu_ps(ce + (r) * 16, c##r);
             SPA_R16(ST)
@@ -414,18 +423,21 @@ SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows,
            f##r = _mm512_loadu_ps(ce + (r) * 32 + 16);
         SPA_R8(LD)
 #undef LD
-        for (int64_t j = 0; j < rows; j++) {
-            const __m512 p0 = _mm512_loadu_ps(p + j * 32), p1 = _mm512_loadu_ps(p + j * 32 + 16);
-            const float *aj = a + j * lda + e0;
-                if ((j & 7) == 0) spa_nsas_pf_row(pf);
-#define FMA(r)                                   \
-    {                                            \
-        const __m512 x = _mm512_set1_ps(aj[r]);  \
-        c##r = _mm512_fmadd_ps(x, p0, c##r);     \
-        f##r = _mm512_fmadd_ps(x, p1, f##r);     \
+        for (int64_t j0 = 0; j0 < rows; j0 += 8) {
+            spa_nsas_pf_row(pf);
+#pragma GCC unroll 8
+            for (int64_t j = j0; j < j0 + 8; j++) {
+                const __m512 p0 = _mm512_loadu_ps(p + j * 32), p1 = _mm512_loadu_ps(p + j * 32 + 16);
+                const float *aj = a + j * lda + e0;
+#define FMA(r)                                  \
+    {                                           \
+        const __m512 x = _mm512_set1_ps(aj[r]); \
+        c##r = _mm512_fmadd_ps(x, p0, c##r);    \
+        f##r = _mm512_fmadd_ps(x, p1, f##r);    \
     }
-            SPA_R8(FMA)
+                SPA_R8(FMA)
 #undef FMA
+            }
         }
 #define ST(r)                                   \
     _mm512_storeu_ps(ce + (r) * 32, c##r);      \
