@@ -19,8 +19,9 @@ SPA_STAMP
 #include <stdint.h>
 
 #include "msda_kernel.h"
+#include "msda_stage16.h"
 
-enum { TS = MSDAG_TS, CMAX = SPA_MSDA_MAX_C, PF = 4, PFQ = 8 };
+enum { TS = MSDAG_TS, CMAX = SPA_MSDA_MAX_C, PF = 4, PFQ = 8, FQ = 8 };
 
 /* Corners outside the map read this row (value 0, spec 6). */
 static const float zero_row[CMAX];
@@ -262,6 +263,119 @@ static void load_gout(const spa_msda_args *a, int64_t b, int64_t q, int64_t h, f
     }
 }
 
+#if SPA_MSDA_STAGE16
+/* The sixteen-lane path (msda_stage16.h), for C a multiple of 16: a tile of
+ * queries is staged sixteen samples at a time, then each live sample runs
+ * the operations of channels_16 (same order, same 16-lane reductions and
+ * folds) with intrinsics, the channel blocks of one sample side by side. */
+static bool fast_fits(const spa_msda_args *a, int64_t nlp, int64_t desc_bytes)
+{
+    const int64_t nch = (nlp + 15) / 16;
+    return a->c % 16 == 0 && a->nk <= INT32_MAX && a->ls[5] == 1 && a->ls[4] == 2 &&
+           a->ls[3] == 2 * a->np && a->as[4] == 1 && a->as[3] == a->np &&
+           nch * (int64_t)sizeof(spa_msda_lanes) + nch * (int64_t)sizeof(spa_msda_chunk) <= desc_bytes;
+}
+
+/* spa_v16_fold: lanes j + j+8, j + j+4, j + j+2, then 0 + 1. */
+static inline float fast_fold(__m512 v)
+{
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* One live sample (lane i of chunk e) over all channels; sums as in
+ * channels_16: d/dx, d/dy, d/da. */
+static inline void fast_sample(const spa_msda_chunk *e, int i, float fws, float fhs, int64_t cl,
+                               const float *grow, float *sums)
+{
+    const float *r0 = e->v[0][i], *r1 = e->v[1][i], *r2 = e->v[2][i], *r3 = e->v[3][i];
+    float *g0 = e->g[0][i], *g1 = e->g[1][i], *g2 = e->g[2][i], *g3 = e->g[3][i];
+    const float lxs = e->lx[i], lys = e->ly[i];
+    const __m512 w0 = _mm512_set1_ps(e->w[0][i]), w1 = _mm512_set1_ps(e->w[1][i]);
+    const __m512 w2 = _mm512_set1_ps(e->w[2][i]), w3 = _mm512_set1_ps(e->w[3][i]);
+    const __m512 av = _mm512_set1_ps(e->a[i]), fw = _mm512_set1_ps(fws), fh = _mm512_set1_ps(fhs);
+    const __m512 lx = _mm512_set1_ps(lxs), ly = _mm512_set1_ps(lys);
+    const __m512 hx = _mm512_set1_ps(1.0f - lxs), hy = _mm512_set1_ps(1.0f - lys);
+    const __m512 nhx = _mm512_set1_ps(-(1.0f - lxs)), nhy = _mm512_set1_ps(-(1.0f - lys));
+    __m512 va = _mm512_setzero_ps(), vx = va, vy = va;
+    for (int64_t c = 0; c < cl; c += 16) {
+        const __m512 g = _mm512_loadu_ps(grow + c), t = _mm512_mul_ps(g, av);
+        const __m512 v0 = _mm512_loadu_ps(r0 + c), v1 = _mm512_loadu_ps(r1 + c);
+        const __m512 v2 = _mm512_loadu_ps(r2 + c), v3 = _mm512_loadu_ps(r3 + c);
+        _mm512_storeu_ps(g0 + c, _mm512_add_ps(_mm512_loadu_ps(g0 + c), _mm512_mul_ps(w0, t)));
+        _mm512_storeu_ps(g1 + c, _mm512_add_ps(_mm512_loadu_ps(g1 + c), _mm512_mul_ps(w1, t)));
+        _mm512_storeu_ps(g2 + c, _mm512_add_ps(_mm512_loadu_ps(g2 + c), _mm512_mul_ps(w2, t)));
+        _mm512_storeu_ps(g3 + c, _mm512_add_ps(_mm512_loadu_ps(g3 + c), _mm512_mul_ps(w3, t)));
+        __m512 val = _mm512_mul_ps(w0, v0);
+        val = _mm512_add_ps(val, _mm512_mul_ps(w1, v1));
+        val = _mm512_add_ps(val, _mm512_mul_ps(w2, v2));
+        val = _mm512_add_ps(val, _mm512_mul_ps(w3, v3));
+        __m512 dx = _mm512_add_ps(_mm512_mul_ps(nhy, v0), _mm512_mul_ps(hy, v1));
+        dx = _mm512_sub_ps(dx, _mm512_mul_ps(ly, v2));
+        dx = _mm512_add_ps(dx, _mm512_mul_ps(ly, v3));
+        __m512 dy = _mm512_sub_ps(_mm512_mul_ps(nhx, v0), _mm512_mul_ps(lx, v1));
+        dy = _mm512_add_ps(dy, _mm512_mul_ps(hx, v2));
+        dy = _mm512_add_ps(dy, _mm512_mul_ps(lx, v3));
+        va = _mm512_add_ps(va, _mm512_mul_ps(g, val));
+        vx = _mm512_add_ps(vx, _mm512_mul_ps(_mm512_mul_ps(t, dx), fw));
+        vy = _mm512_add_ps(vy, _mm512_mul_ps(_mm512_mul_ps(t, dy), fh));
+    }
+    sums[0] = fast_fold(vx);
+    sums[1] = fast_fold(vy);
+    sums[2] = fast_fold(va);
+}
+
+static void fast_all(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, float *gpair,
+                     int64_t tq, spa_msda_chunk *ch, spa_msda_lanes *ln, float *grow, float *sink)
+{
+    const int64_t nlp = a->nl * a->np, nch = (nlp + 15) / 16, cl = a->c;
+    const int64_t row_bytes = cl * (int64_t)sizeof(float);
+    const size_t lsz = a->loc_dt == SPA_FLOAT32 ? 4 : 2, asz = a->attn_dt == SPA_FLOAT32 ? 4 : 2;
+    spa_msda_lanes_init(&a->lv, a->nl, a->np, ln);
+    for (int64_t t0 = 0; t0 < a->nq; t0 += tq) {
+        const int64_t tn = a->nq - t0 < tq ? a->nq - t0 : tq;
+        for (int64_t i = 0; i < tn; i++) {
+            const int64_t q = t0 + i;
+            const char *lq = (const char *)a->loc + (size_t)(b * a->ls[0] + q * a->ls[1] + h * a->ls[2]) * lsz;
+            const char *aq = (const char *)a->attn + (size_t)(b * a->as[0] + q * a->as[1] + h * a->as[2]) * asz;
+            if (q + PFQ < a->nq) {
+                for (int64_t off = 0; off < 2 * nlp * (int64_t)lsz; off += 64)
+                    SPA_PREFETCH(lq + (size_t)(PFQ * a->ls[1]) * lsz + off);
+                for (int64_t off = 0; off < nlp * (int64_t)asz; off += 64)
+                    SPA_PREFETCH(aq + (size_t)(PFQ * a->as[1]) * asz + off);
+            }
+            for (int64_t j = 0; j < nch; j++)
+                spa_msda_stage16(&ln[j], 16 * j, lq, a->loc_dt, aq, a->attn_dt, vpair, row_bytes, zero_row,
+                                 gpair, sink, CMAX, &ch[i * nch + j]);
+        }
+        for (int64_t i = 0; i < tn; i++) {
+            const int64_t q = t0 + i;
+            load_gout(a, b, q, h, grow);
+            const int64_t gq = b * a->gls[0] + q * a->gls[1] + h * a->gls[2];
+            const int64_t aq = b * a->gas[0] + q * a->gas[1] + h * a->gas[2];
+            for (int64_t j = 0; j < nch; j++) {
+                const spa_msda_chunk *e = &ch[i * nch + j];
+                const int n = nlp - 16 * j < 16 ? (int)(nlp - 16 * j) : 16;
+                for (int k = 0; k < n; k++) {
+                    const int64_t s = 16 * j + k, l = s / a->np, p = s % a->np;
+                    const int64_t go = gq + l * a->gls[3] + p * a->gls[4];
+                    const int64_t ao = aq + l * a->gas[3] + p * a->gas[4];
+                    float sums[3] = {0.0f, 0.0f, 0.0f}; /* skipped sample: zero gradients */
+                    if (e->live >> k & 1u)
+                        fast_sample(e, k, ln[j].fw[k], ln[j].fh[k], cl, grow, sums);
+                    spa_msda_store(a->gloc, a->gloc_dt, go, sums[0]);
+                    spa_msda_store(a->gloc, a->gloc_dt, go + a->gls[5], sums[1]);
+                    spa_msda_store(a->gattn, a->gattn_dt, ao, sums[2]);
+                }
+            }
+        }
+    }
+}
+#endif
+
 void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, float *gpair,
                  void *scratch)
 {
@@ -273,6 +387,18 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
     const int64_t row_bytes = cl * (int64_t)sizeof(float);
     const size_t gsz = a->gout_dt == SPA_FLOAT32 ? 4 : 2;
     const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
+#if SPA_MSDA_STAGE16
+    if (fast_fits(a, nlp, tq * nlp * (int64_t)sizeof(spa_msda_grad_sample))) {
+        /* tiles of up to FQ queries in the descriptor area, the lane constants after them */
+        const int64_t nch = (nlp + 15) / 16, desc_bytes = tq * nlp * (int64_t)sizeof(spa_msda_grad_sample);
+        const int64_t room = (desc_bytes - nch * (int64_t)sizeof(spa_msda_lanes)) /
+                             (nch * (int64_t)sizeof(spa_msda_chunk));
+        const int64_t ftq = room < FQ ? room : FQ;
+        spa_msda_chunk *ch = scratch;
+        fast_all(a, b, h, vpair, gpair, ftq, ch, (spa_msda_lanes *)(ch + ftq * nch), grow, sink);
+        return;
+    }
+#endif
 
     for (int64_t t0 = 0; t0 < a->nq; t0 += tq) {
         const int64_t tn = a->nq - t0 < tq ? a->nq - t0 : tq;
