@@ -268,28 +268,46 @@ static void load_gout(const spa_msda_args *a, int64_t b, int64_t q, int64_t h, f
  * queries is staged sixteen samples at a time, then each live sample runs
  * the operations of channels_16 (same order, same 16-lane reductions and
  * folds) with intrinsics, the channel blocks of one sample side by side. */
+/* the 16-lane sums of d/dx, d/dy, d/da of the 16 samples of a chunk */
+enum { FOLD_BYTES = 3 * 256 * (int)sizeof(float) };
+
 static bool fast_fits(const spa_msda_args *a, int64_t nlp, int64_t desc_bytes)
 {
     const int64_t nch = (nlp + 15) / 16;
     return a->c % 16 == 0 && a->nk <= INT32_MAX && a->ls[5] == 1 && a->ls[4] == 2 &&
            a->ls[3] == 2 * a->np && a->as[4] == 1 && a->as[3] == a->np &&
-           nch * (int64_t)sizeof(spa_msda_lanes) + nch * (int64_t)sizeof(spa_msda_chunk) <= desc_bytes;
+           FOLD_BYTES + nch * (int64_t)sizeof(spa_msda_lanes) + nch * (int64_t)sizeof(spa_msda_chunk) <=
+               desc_bytes;
 }
 
-/* spa_v16_fold: lanes j + j+8, j + j+4, j + j+2, then 0 + 1. */
-static inline float fast_fold(__m512 v)
+/* spa_v16_fold of sixteen vectors v[0..15] at once, result k in lane k:
+ * per vector lanes j + j+8, then j + j+4, j + j+2 and 0 + 1, as pairs of
+ * vectors shuffled together (each addition is one of spa_v16_fold's). */
+static inline __m512 fast_fold16(const float *v)
 {
-    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    __m512 s1[8], s2[4], s3[2];
+    for (int m = 0; m < 8; m++) {
+        const __m512 x = _mm512_loadu_ps(v + 32 * m), y = _mm512_loadu_ps(v + 32 * m + 16);
+        s1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    for (int m = 0; m < 4; m++)
+        s2[m] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int m = 0; m < 2; m++)
+        s3[m] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * m], s2[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(s2[2 * m], s2[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* vector k ends in lane 4 * (k % 4) + k / 4 */
+    return _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), r);
 }
 
-/* One live sample (lane i of chunk e) over all channels; sums as in
- * channels_16: d/dx, d/dy, d/da. */
+/* One live sample (lane i of chunk e) over all channels: the scatter-adds,
+ * and the 16-lane sums of channels_16 (d/dx, d/dy, d/da) before their fold,
+ * into sx, sy, sa. */
 static inline void fast_sample(const spa_msda_chunk *e, int i, float fws, float fhs, int64_t cl,
-                               const float *grow, float *sums)
+                               const float *grow, float *sx, float *sy, float *sa)
 {
     const float *r0 = e->v[0][i], *r1 = e->v[1][i], *r2 = e->v[2][i], *r3 = e->v[3][i];
     float *g0 = e->g[0][i], *g1 = e->g[1][i], *g2 = e->g[2][i], *g3 = e->g[3][i];
@@ -323,17 +341,20 @@ static inline void fast_sample(const spa_msda_chunk *e, int i, float fws, float 
         vx = _mm512_add_ps(vx, _mm512_mul_ps(_mm512_mul_ps(t, dx), fw));
         vy = _mm512_add_ps(vy, _mm512_mul_ps(_mm512_mul_ps(t, dy), fh));
     }
-    sums[0] = fast_fold(vx);
-    sums[1] = fast_fold(vy);
-    sums[2] = fast_fold(va);
+    _mm512_storeu_ps(sx, vx);
+    _mm512_storeu_ps(sy, vy);
+    _mm512_storeu_ps(sa, va);
 }
 
 static void fast_all(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, float *gpair,
-                     int64_t tq, spa_msda_chunk *ch, spa_msda_lanes *ln, float *grow, float *sink)
+                     int64_t tq, spa_msda_chunk *ch, spa_msda_lanes *ln, float *fold, float *grow,
+                     float *sink)
 {
     const int64_t nlp = a->nl * a->np, nch = (nlp + 15) / 16, cl = a->c;
     const int64_t row_bytes = cl * (int64_t)sizeof(float);
     const size_t lsz = a->loc_dt == SPA_FLOAT32 ? 4 : 2, asz = a->attn_dt == SPA_FLOAT32 ? 4 : 2;
+    const size_t gsz = a->gout_dt == SPA_FLOAT32 ? 4 : 2;
+    const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
     spa_msda_lanes_init(&a->lv, a->nl, a->np, ln);
     for (int64_t t0 = 0; t0 < a->nq; t0 += tq) {
         const int64_t tn = a->nq - t0 < tq ? a->nq - t0 : tq;
@@ -347,28 +368,52 @@ static void fast_all(const spa_msda_args *a, int64_t b, int64_t h, const float *
                 for (int64_t off = 0; off < nlp * (int64_t)asz; off += 64)
                     SPA_PREFETCH(aq + (size_t)(PFQ * a->as[1]) * asz + off);
             }
+            /* the gradOutput row the combine reads first after this tile */
+            if (q + tq < a->nq)
+                for (int64_t off = 0; off < gout_bytes; off += 64)
+                    SPA_PREFETCH((const char *)a->gout +
+                                 (size_t)(b * a->gos[0] + (q + tq) * a->gos[1] + h * cl * a->gos[2]) * gsz + off);
             for (int64_t j = 0; j < nch; j++)
                 spa_msda_stage16(&ln[j], 16 * j, lq, a->loc_dt, aq, a->attn_dt, vpair, row_bytes, zero_row,
                                  gpair, sink, CMAX, &ch[i * nch + j]);
         }
         for (int64_t i = 0; i < tn; i++) {
             const int64_t q = t0 + i;
-            load_gout(a, b, q, h, grow);
+            const int64_t goff = b * a->gos[0] + q * a->gos[1] + h * cl * a->gos[2];
+            const float *gr = grow;
+            if (a->gos[2] != 1)
+                load_gout(a, b, q, h, grow);
+            else if (a->gout_dt == SPA_FLOAT32) /* read in place */
+                gr = (const float *)a->gout + goff;
+            else
+                for (int64_t c = 0; c < cl; c += 16)
+                    _mm512_storeu_ps(grow + c, spa_msda_vload((const uint16_t *)a->gout + goff + c, a->gout_dt,
+                                                              (__mmask16)0xFFFF));
             const int64_t gq = b * a->gls[0] + q * a->gls[1] + h * a->gls[2];
             const int64_t aq = b * a->gas[0] + q * a->gas[1] + h * a->gas[2];
             for (int64_t j = 0; j < nch; j++) {
                 const spa_msda_chunk *e = &ch[i * nch + j];
                 const int n = nlp - 16 * j < 16 ? (int)(nlp - 16 * j) : 16;
                 for (int k = 0; k < n; k++) {
+                    if (e->live >> k & 1u) {
+                        fast_sample(e, k, ln[j].fw[k], ln[j].fh[k], cl, gr, fold + 16 * k,
+                                    fold + 256 + 16 * k, fold + 512 + 16 * k);
+                    } else { /* skipped sample: zero gradients */
+                        _mm512_storeu_ps(fold + 16 * k, _mm512_setzero_ps());
+                        _mm512_storeu_ps(fold + 256 + 16 * k, _mm512_setzero_ps());
+                        _mm512_storeu_ps(fold + 512 + 16 * k, _mm512_setzero_ps());
+                    }
+                }
+                float sums[3][16];
+                _mm512_storeu_ps(sums[0], fast_fold16(fold));
+                _mm512_storeu_ps(sums[1], fast_fold16(fold + 256));
+                _mm512_storeu_ps(sums[2], fast_fold16(fold + 512));
+                for (int k = 0; k < n; k++) {
                     const int64_t s = 16 * j + k, l = s / a->np, p = s % a->np;
                     const int64_t go = gq + l * a->gls[3] + p * a->gls[4];
-                    const int64_t ao = aq + l * a->gas[3] + p * a->gas[4];
-                    float sums[3] = {0.0f, 0.0f, 0.0f}; /* skipped sample: zero gradients */
-                    if (e->live >> k & 1u)
-                        fast_sample(e, k, ln[j].fw[k], ln[j].fh[k], cl, grow, sums);
-                    spa_msda_store(a->gloc, a->gloc_dt, go, sums[0]);
-                    spa_msda_store(a->gloc, a->gloc_dt, go + a->gls[5], sums[1]);
-                    spa_msda_store(a->gattn, a->gattn_dt, ao, sums[2]);
+                    spa_msda_store(a->gloc, a->gloc_dt, go, sums[0][k]);
+                    spa_msda_store(a->gloc, a->gloc_dt, go + a->gls[5], sums[1][k]);
+                    spa_msda_store(a->gattn, a->gattn_dt, aq + l * a->gas[3] + p * a->gas[4], sums[2][k]);
                 }
             }
         }
@@ -389,13 +434,15 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
     const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
 #if SPA_MSDA_STAGE16
     if (fast_fits(a, nlp, tq * nlp * (int64_t)sizeof(spa_msda_grad_sample))) {
-        /* tiles of up to FQ queries in the descriptor area, the lane constants after them */
+        /* in the descriptor area: the fold rows, the lane constants, then
+         * tiles of up to FQ queries */
         const int64_t nch = (nlp + 15) / 16, desc_bytes = tq * nlp * (int64_t)sizeof(spa_msda_grad_sample);
-        const int64_t room = (desc_bytes - nch * (int64_t)sizeof(spa_msda_lanes)) /
+        const int64_t room = (desc_bytes - FOLD_BYTES - nch * (int64_t)sizeof(spa_msda_lanes)) /
                              (nch * (int64_t)sizeof(spa_msda_chunk));
         const int64_t ftq = room < FQ ? room : FQ;
-        spa_msda_chunk *ch = scratch;
-        fast_all(a, b, h, vpair, gpair, ftq, ch, (spa_msda_lanes *)(ch + ftq * nch), grow, sink);
+        float *fold = scratch;
+        spa_msda_lanes *ln = (spa_msda_lanes *)(fold + 3 * 256);
+        fast_all(a, b, h, vpair, gpair, ftq, (spa_msda_chunk *)(ln + nch), ln, fold, grow, sink);
         return;
     }
 #endif
