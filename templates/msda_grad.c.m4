@@ -356,6 +356,12 @@ static void fast_all(const spa_msda_args *a, int64_t b, int64_t h, const float *
     const size_t gsz = a->gout_dt == SPA_FLOAT32 ? 4 : 2;
     const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
     spa_msda_lanes_init(&a->lv, a->nl, a->np, ln);
+    /* f32 gradLocation and gradAttnWeight laid out like location and
+     * attnWeight here: each chunk's results are stored as vectors */
+    const bool out_f32 = a->gloc_dt == SPA_FLOAT32 && a->gattn_dt == SPA_FLOAT32 && a->gls[5] == 1 &&
+                         a->gls[4] == 2 && a->gls[3] == 2 * a->np && a->gas[4] == 1 && a->gas[3] == a->np;
+    const __m512i ilv_lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i ilv_hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     for (int64_t t0 = 0; t0 < a->nq; t0 += tq) {
         const int64_t tn = a->nq - t0 < tq ? a->nq - t0 : tq;
         for (int64_t i = 0; i < tn; i++) {
@@ -408,6 +414,17 @@ static void fast_all(const spa_msda_args *a, int64_t b, int64_t h, const float *
                 _mm512_storeu_ps(sums[0], fast_fold16(fold));
                 _mm512_storeu_ps(sums[1], fast_fold16(fold + 256));
                 _mm512_storeu_ps(sums[2], fast_fold16(fold + 512));
+                if (out_f32) { /* the chunk's rows are contiguous: (x, y) interleaved, then the weights */
+                    const __mmask16 m = (__mmask16)ln[j].valid;
+                    const __m512 sx = _mm512_loadu_ps(sums[0]), sy = _mm512_loadu_ps(sums[1]);
+                    float *gl = (float *)a->gloc + gq + 32 * j;
+                    _mm512_mask_storeu_ps(gl, (__mmask16)ln[j].xy_lo,
+                                          _mm512_permutex2var_ps(sx, ilv_lo, sy));
+                    _mm512_mask_storeu_ps(gl + 16, (__mmask16)ln[j].xy_hi,
+                                          _mm512_permutex2var_ps(sx, ilv_hi, sy));
+                    _mm512_mask_storeu_ps((float *)a->gattn + aq + 16 * j, m, _mm512_loadu_ps(sums[2]));
+                    continue;
+                }
                 for (int k = 0; k < n; k++) {
                     const int64_t s = 16 * j + k, l = s / a->np, p = s % a->np;
                     const int64_t go = gq + l * a->gls[3] + p * a->gls[4];
