@@ -451,15 +451,15 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
     const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
 #if SPA_MSDA_STAGE16
     if (fast_fits(a, nlp, tq * nlp * (int64_t)sizeof(spa_msda_grad_sample))) {
-        /* in the descriptor area: the fold rows, the lane constants, then
-         * tiles of up to FQ queries */
+        /* in the descriptor area: tiles of up to FQ queries (pointers first,
+         * for their alignment), the fold rows, the lane constants */
         const int64_t nch = (nlp + 15) / 16, desc_bytes = tq * nlp * (int64_t)sizeof(spa_msda_grad_sample);
         const int64_t room = (desc_bytes - FOLD_BYTES - nch * (int64_t)sizeof(spa_msda_lanes)) /
                              (nch * (int64_t)sizeof(spa_msda_chunk));
         const int64_t ftq = room < FQ ? room : FQ;
-        float *fold = scratch;
-        spa_msda_lanes *ln = (spa_msda_lanes *)(fold + 3 * 256);
-        fast_all(a, b, h, vpair, gpair, ftq, (spa_msda_chunk *)(ln + nch), ln, fold, grow, sink);
+        spa_msda_chunk *ch = scratch;
+        float *fold = (float *)(ch + ftq * nch);
+        fast_all(a, b, h, vpair, gpair, ftq, ch, (spa_msda_lanes *)(fold + 3 * 256), fold, grow, sink);
         return;
     }
 #endif
