@@ -8,7 +8,8 @@ SPA_STAMP
  * outside its level); pass 2 combines the corner rows of each query in the
  * canonical order (levels, then points, ascending; corners 00, 01, 10, 11;
  * acc += a * samp) and stores the output row once, while the corners of the
- * samples PF places ahead are prefetched. */
+ * samples PF places ahead are prefetched. With AVX-512 the same two passes run
+ * on tiles of FQ queries staged sixteen samples at a time (fast_range). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif

@@ -9,7 +9,10 @@ SPA_STAMP
  * any conversion); pass 2 adds w * g * a into the corner rows of the f32
  * accumulator and reduces gradLocation and gradAttnWeight over the channels
  * in N lanes (lane j sums channels j, j+N, ... in order), then folds the
- * lanes pairwise (j + N/2, j + N/4, ...), a fixed order for any runner. */
+ * lanes pairwise (j + N/2, j + N/4, ...), a fixed order for any runner.
+ * With AVX-512 and C a multiple of 16 the same passes run on tiles of FQ
+ * queries staged sixteen samples at a time (fast_all), with the same
+ * operations in the same order. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
