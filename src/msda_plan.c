@@ -111,14 +111,11 @@ static void spa_msda_widen_row(const spa_tensor *value, int64_t off, float *row)
     switch (value->dtype) {
     case SPA_FLOAT16: {
         const uint16_t *src = (const uint16_t *)value->data + off;
-#if defined(__F16C__)
-        if (cs == 1) { /* eight at a time in hardware (exact, like the portable path) */
-            for (int64_t c = 0; c < cl; c += 8)
-                _mm256_storeu_ps(row + c, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + c))));
-            break;
-        }
-#endif
-        SPA_MSDA_ROW(row[c] = spa_f16_to_f32(src[c]), row[c] = spa_f16_to_f32(src[c * cs]));
+        if (cs == 1) /* in hardware where the target has it (exact, like the portable path) */
+            spa_f16_widen_run(row, src, cl);
+        else
+            for (int64_t c = 0; c < cl; c++)
+                row[c] = spa_f16_to_f32(src[c * cs]);
         break;
     }
     case SPA_BFLOAT16: {
@@ -150,7 +147,11 @@ static void spa_msda_narrow_row(const float *row, const spa_tensor *gv, int64_t 
     switch (gv->dtype) {
     case SPA_FLOAT16: {
         uint16_t *dst = (uint16_t *)gv->data + off;
-        SPA_MSDA_ROW(dst[c] = spa_f32_to_f16(row[c]), dst[c * cs] = spa_f32_to_f16(row[c]));
+        if (cs == 1) /* in hardware where the target has it (RNE, like spa_f32_to_f16) */
+            spa_f16_narrow_run(dst, row, cl);
+        else
+            for (int64_t c = 0; c < cl; c++)
+                dst[c * cs] = spa_f32_to_f16(row[c]);
         break;
     }
     case SPA_BFLOAT16: {

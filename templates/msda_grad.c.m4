@@ -349,6 +349,31 @@ static inline void fast_sample(const spa_msda_chunk *e, int i, float fws, float 
     _mm512_storeu_ps(sa, va);
 }
 
+/* Lanes m of v into t (dtype dt) at element offset off, narrowed as
+ * spa_msda_store does: F16C rounding is RNE like spa_f32_to_f16; the bf16
+ * lanes round like spa_f32_to_bf16 (a NaN keeps its top bits, made quiet). */
+static inline void fast_store(void *t, int32_t dt, int64_t off, __mmask16 m, __m512 v)
+{
+    switch (dt) {
+    case SPA_FLOAT16:
+        _mm256_mask_storeu_epi16((uint16_t *)t + off, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        break;
+    case SPA_BFLOAT16: {
+        const __m512i u = _mm512_castps_si512(v);
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        const __m512i rounded =
+            _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), 16);
+        const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        const __m512i r = _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+        _mm256_mask_storeu_epi16((uint16_t *)t + off, m, _mm512_cvtepi32_epi16(r));
+        break;
+    }
+    default:
+        _mm512_mask_storeu_ps((float *)t + off, m, v);
+        break;
+    }
+}
+
 static void fast_all(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, float *gpair,
                      int64_t tq, spa_msda_chunk *ch, spa_msda_lanes *ln, float *fold, float *grow,
                      float *sink)
@@ -359,10 +384,10 @@ static void fast_all(const spa_msda_args *a, int64_t b, int64_t h, const float *
     const size_t gsz = a->gout_dt == SPA_FLOAT32 ? 4 : 2;
     const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
     spa_msda_lanes_init(&a->lv, a->nl, a->np, ln);
-    /* f32 gradLocation and gradAttnWeight laid out like location and
-     * attnWeight here: each chunk's results are stored as vectors */
-    const bool out_f32 = a->gloc_dt == SPA_FLOAT32 && a->gattn_dt == SPA_FLOAT32 && a->gls[5] == 1 &&
-                         a->gls[4] == 2 && a->gls[3] == 2 * a->np && a->gas[4] == 1 && a->gas[3] == a->np;
+    /* gradLocation and gradAttnWeight laid out like location and attnWeight
+     * here: each chunk's results are stored as vectors */
+    const bool out_vec = a->gls[5] == 1 && a->gls[4] == 2 && a->gls[3] == 2 * a->np && a->gas[4] == 1 &&
+                         a->gas[3] == a->np;
     const __m512i ilv_lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i ilv_hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     for (int64_t t0 = 0; t0 < a->nq; t0 += tq) {
@@ -417,15 +442,13 @@ static void fast_all(const spa_msda_args *a, int64_t b, int64_t h, const float *
                 _mm512_storeu_ps(sums[0], fast_fold16(fold));
                 _mm512_storeu_ps(sums[1], fast_fold16(fold + 256));
                 _mm512_storeu_ps(sums[2], fast_fold16(fold + 512));
-                if (out_f32) { /* the chunk's rows are contiguous: (x, y) interleaved, then the weights */
-                    const __mmask16 m = (__mmask16)ln[j].valid;
+                if (out_vec) { /* the chunk's rows are contiguous: (x, y) interleaved, then the weights */
                     const __m512 sx = _mm512_loadu_ps(sums[0]), sy = _mm512_loadu_ps(sums[1]);
-                    float *gl = (float *)a->gloc + gq + 32 * j;
-                    _mm512_mask_storeu_ps(gl, (__mmask16)ln[j].xy_lo,
-                                          _mm512_permutex2var_ps(sx, ilv_lo, sy));
-                    _mm512_mask_storeu_ps(gl + 16, (__mmask16)ln[j].xy_hi,
-                                          _mm512_permutex2var_ps(sx, ilv_hi, sy));
-                    _mm512_mask_storeu_ps((float *)a->gattn + aq + 16 * j, m, _mm512_loadu_ps(sums[2]));
+                    fast_store(a->gloc, a->gloc_dt, gq + 32 * j, (__mmask16)ln[j].xy_lo,
+                               _mm512_permutex2var_ps(sx, ilv_lo, sy));
+                    fast_store(a->gloc, a->gloc_dt, gq + 32 * j + 16, (__mmask16)ln[j].xy_hi,
+                               _mm512_permutex2var_ps(sx, ilv_hi, sy));
+                    fast_store(a->gattn, a->gattn_dt, aq + 16 * j, (__mmask16)ln[j].valid, _mm512_loadu_ps(sums[2]));
                     continue;
                 }
                 for (int k = 0; k < n; k++) {
