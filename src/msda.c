@@ -16,7 +16,8 @@ typedef struct msda_plan {
     int64_t tile_queries, tiles, units, per_block;
     uint32_t blocks;
     uint64_t scratch_bytes; /* per block */
-    int64_t pairs, pairs_per_block; /* the packing step */
+    int64_t pairs;
+    int64_t pack_units, pack_per_block; /* the packing step: (batch, run of keys) units */
     uint32_t pack_blocks;
 } msda_plan;
 
@@ -104,7 +105,8 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     p->scratch_bytes = (uint64_t)(p->tile_queries * nlp) * sizeof(spa_msda_fwd_sample) +
                        SPA_MSDA_MAX_C * sizeof(float);
     p->pairs = d->bs * d->nh;
-    p->pairs_per_block = spa_msda_split(p->pairs, &p->pack_blocks);
+    p->pack_units = d->bs * ((d->nk + SPA_MSDA_PACK_KEYS - 1) / SPA_MSDA_PACK_KEYS);
+    p->pack_per_block = spa_msda_split(p->pack_units, &p->pack_blocks);
     return SPA_OK;
 }
 
@@ -114,7 +116,8 @@ static bool same_plan(const msda_plan *a, const msda_plan *b)
            a->tile_queries == b->tile_queries && a->tiles == b->tiles && a->units == b->units &&
            a->per_block == b->per_block && a->blocks == b->blocks &&
            a->scratch_bytes == b->scratch_bytes && a->pairs == b->pairs &&
-           a->pairs_per_block == b->pairs_per_block && a->pack_blocks == b->pack_blocks;
+           a->pack_units == b->pack_units && a->pack_per_block == b->pack_per_block &&
+           a->pack_blocks == b->pack_blocks;
 }
 
 typedef struct msda_slices {
@@ -174,19 +177,25 @@ typedef struct msda_run {
     spa_msda_fwd_kernel *kernel;
 } msda_run;
 
-/* Step 1: the pairs of one block, packed. */
+/* Step 1: the key runs of one block, packed (every head of a key at once,
+ * so that value is read front to back). */
 static void run_pack(void *arg, uint32_t blk)
 {
     const msda_run *r = arg;
     const msda_plan *p = r->p;
-    const int64_t first = (int64_t)blk * p->pairs_per_block;
-    const int64_t end = first + p->pairs_per_block < p->pairs ? first + p->pairs_per_block : p->pairs;
-    for (int64_t pair = first; pair < end; pair++)
-        spa_msda_pack_pair(r->value, pair / p->d.nh, pair % p->d.nh,
-                           r->s.vpack + pair * p->d.nk * p->d.c);
+    const int64_t runs = p->pack_units / p->d.bs;
+    const int64_t first = (int64_t)blk * p->pack_per_block;
+    const int64_t end = first + p->pack_per_block < p->pack_units ? first + p->pack_per_block : p->pack_units;
+    for (int64_t u = first; u < end; u++) {
+        const int64_t b = u / runs, k0 = u % runs * SPA_MSDA_PACK_KEYS;
+        const int64_t k1 = k0 + SPA_MSDA_PACK_KEYS < p->d.nk ? k0 + SPA_MSDA_PACK_KEYS : p->d.nk;
+        spa_msda_pack_keys(r->value, b, k0, k1, r->s.vpack + b * p->d.nh * p->d.nk * p->d.c);
+    }
 }
 
-/* One block: its units, merged into one query range per pair. */
+/* One block: its units, tile-major (the heads of one batch and query tile
+ * one after another, so their location, weight and output rows are read and
+ * written while in cache). */
 static void run_block(void *arg, uint32_t blk)
 {
     const msda_run *r = arg;
@@ -194,14 +203,12 @@ static void run_block(void *arg, uint32_t blk)
     void *scratch = r->s.scratch + (uint64_t)blk * p->scratch_bytes;
     int64_t u = (int64_t)blk * p->per_block;
     const int64_t end = u + p->per_block < p->units ? u + p->per_block : p->units;
-    while (u < end) {
-        const int64_t pair = u / p->tiles, tile = u % p->tiles;
-        const int64_t pair_end = (pair + 1) * p->tiles < end ? (pair + 1) * p->tiles : end;
-        const int64_t q0 = tile * p->tile_queries;
-        const int64_t q1 = (pair_end - pair * p->tiles) * p->tile_queries;
-        r->kernel(r->args, pair / p->d.nh, pair % p->d.nh, r->s.vpack + pair * p->d.nk * p->d.c, q0,
-                  q1 < p->d.nq ? q1 : p->d.nq, scratch);
-        u = pair_end;
+    for (; u < end; u++) {
+        const int64_t h = u % p->d.nh, bt = u / p->d.nh, b = bt / p->tiles, tile = bt % p->tiles;
+        const int64_t pair = b * p->d.nh + h;
+        const int64_t q0 = tile * p->tile_queries, q1 = q0 + p->tile_queries;
+        r->kernel(r->args, b, h, r->s.vpack + pair * p->d.nk * p->d.c, q0, q1 < p->d.nq ? q1 : p->d.nq,
+                  scratch);
     }
 }
 

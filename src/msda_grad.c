@@ -1,11 +1,11 @@
 /* MultiScaleDeformableAttentionGrad: phase 1 (validate, plan, size) and
- * phase 2 (run). Blocks take contiguous ranges of (b, h) pairs; a pair's
- * gradValue slice [b, :, h, :] belongs to the block that runs it, so every
- * accumulation happens in one fixed order whatever the runner. Per pair the
- * block packs value[b, :, h, :] into an f32 slice [nk][C] of its workspace,
- * accumulates gradValue in a second f32 slice of that layout (the corners of
- * a sample lie close together there, whatever the caller's layout), then
- * stores it into gradValue with one RNE rounding. */
+ * phase 2 (run). Phase 2 has three parallel steps. Value is packed into f32
+ * slices [nk][C], one per (b, h) pair, reading it key by key. Blocks then take
+ * contiguous ranges of pairs; a pair's f32 gradValue slice belongs to the
+ * block that runs it, so every accumulation happens in one fixed order
+ * whatever the runner (the corners of a sample lie close together in these
+ * slices, whatever the caller's layout). Last, the slices are stored into
+ * gradValue key by key with one RNE rounding. */
 #include <string.h>
 
 #include "msda_plan.h"
@@ -19,6 +19,8 @@ typedef struct msdag_plan {
     uint64_t scratch_bytes; /* per block: descriptors and rows */
     uint64_t slice_floats;  /* nk * C */
     uint32_t blocks;
+    int64_t key_units, key_per_block; /* packing and storing: (batch, run of keys) units */
+    uint32_t key_blocks;
 } msdag_plan;
 
 typedef struct msdag_exec {
@@ -116,6 +118,8 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     int64_t slice;
     SPA_REQUIRE(spa_mul_ok(d->nk, d->c, &slice));
     p->slice_floats = (uint64_t)slice;
+    p->key_units = d->bs * ((d->nk + SPA_MSDA_PACK_KEYS - 1) / SPA_MSDA_PACK_KEYS);
+    p->key_per_block = spa_msda_split(p->key_units, &p->key_blocks);
     return SPA_OK;
 }
 
@@ -124,14 +128,16 @@ static bool same_plan(const msdag_plan *a, const msdag_plan *b)
     return spa_msda_same_dims(&a->d, &b->d) && a->empty == b->empty &&
            a->slice_floats == b->slice_floats && a->tile_queries == b->tile_queries &&
            a->pairs == b->pairs && a->per_block == b->per_block &&
-           a->scratch_bytes == b->scratch_bytes && a->blocks == b->blocks;
+           a->scratch_bytes == b->scratch_bytes && a->blocks == b->blocks &&
+           a->key_units == b->key_units && a->key_per_block == b->key_per_block &&
+           a->key_blocks == b->key_blocks;
 }
 
 typedef struct msdag_slices {
     spa_msda_args *args;
     unsigned char *scratch; /* [blocks][scratch_bytes] */
-    float *vpack;           /* [blocks][nk][C] */
-    float *gacc;            /* [blocks][nk][C] */
+    float *vpack;           /* [pairs][nk][C] */
+    float *gacc;            /* [pairs][nk][C] */
 } msdag_slices;
 
 static void carve(spa_ws *ws, const msdag_plan *p, msdag_slices *s)
@@ -140,12 +146,12 @@ static void carve(spa_ws *ws, const msdag_plan *p, msdag_slices *s)
     s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
     s->vpack = NULL;
     s->gacc = NULL;
-    if (p->slice_floats > UINT64_MAX / 4 / p->blocks) {
+    if (p->slice_floats > UINT64_MAX / 4 / (uint64_t)p->pairs) {
         ws->overflow = true;
         return;
     }
-    s->vpack = spa_ws_take(ws, p->blocks * p->slice_floats, sizeof(float));
-    s->gacc = spa_ws_take(ws, p->blocks * p->slice_floats, sizeof(float));
+    s->vpack = spa_ws_take(ws, (uint64_t)p->pairs * p->slice_floats, sizeof(float));
+    s->gacc = spa_ws_take(ws, (uint64_t)p->pairs * p->slice_floats, sizeof(float));
 }
 
 spa_status spa_msda_grad_get_workspace_size(
@@ -193,21 +199,52 @@ typedef struct msdag_run {
     spa_msda_grad_kernel *kernel;
 } msdag_run;
 
+/* Steps 1 and 3: the (batch, key run) units of one block. */
+static void key_range(const msdag_plan *p, uint32_t blk, int64_t *first, int64_t *end)
+{
+    *first = (int64_t)blk * p->key_per_block;
+    *end = *first + p->key_per_block < p->key_units ? *first + p->key_per_block : p->key_units;
+}
+
+static void run_pack(void *arg, uint32_t blk)
+{
+    const msdag_run *r = arg;
+    const msdag_plan *p = r->p;
+    const int64_t runs = p->key_units / p->d.bs;
+    int64_t u, end;
+    for (key_range(p, blk, &u, &end); u < end; u++) {
+        const int64_t b = u / runs, k0 = u % runs * SPA_MSDA_PACK_KEYS;
+        const int64_t k1 = k0 + SPA_MSDA_PACK_KEYS < p->d.nk ? k0 + SPA_MSDA_PACK_KEYS : p->d.nk;
+        spa_msda_pack_keys(r->value, b, k0, k1, r->s.vpack + (uint64_t)(b * p->d.nh) * p->slice_floats);
+    }
+}
+
+static void run_unpack(void *arg, uint32_t blk)
+{
+    const msdag_run *r = arg;
+    const msdag_plan *p = r->p;
+    const int64_t runs = p->key_units / p->d.bs;
+    int64_t u, end;
+    for (key_range(p, blk, &u, &end); u < end; u++) {
+        const int64_t b = u / runs, k0 = u % runs * SPA_MSDA_PACK_KEYS;
+        const int64_t k1 = k0 + SPA_MSDA_PACK_KEYS < p->d.nk ? k0 + SPA_MSDA_PACK_KEYS : p->d.nk;
+        spa_msda_unpack_keys(r->s.gacc + (uint64_t)(b * p->d.nh) * p->slice_floats, r->grad_value, b, k0, k1);
+    }
+}
+
+/* Step 2: the pairs of one block. */
 static void run_block(void *arg, uint32_t blk)
 {
     const msdag_run *r = arg;
     const msdag_plan *p = r->p;
     void *scratch = r->s.scratch + (uint64_t)blk * p->scratch_bytes;
-    float *vpack = r->s.vpack + (uint64_t)blk * p->slice_floats;
-    float *gacc = r->s.gacc + (uint64_t)blk * p->slice_floats;
     const int64_t first = (int64_t)blk * p->per_block;
     const int64_t end = first + p->per_block < p->pairs ? first + p->per_block : p->pairs;
     for (int64_t pair = first; pair < end; pair++) {
-        const int64_t b = pair / p->d.nh, h = pair % p->d.nh;
-        spa_msda_pack_pair(r->value, b, h, vpack);
+        float *gacc = r->s.gacc + (uint64_t)pair * p->slice_floats;
         memset(gacc, 0, (size_t)(p->slice_floats * sizeof(float)));
-        r->kernel(r->args, b, h, vpack, gacc, scratch);
-        spa_msda_unpack_pair(gacc, r->grad_value, b, h);
+        r->kernel(r->args, pair / p->d.nh, pair % p->d.nh, r->s.vpack + (uint64_t)pair * p->slice_floats,
+                  gacc, scratch);
     }
 }
 
@@ -251,6 +288,8 @@ spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_exe
     r.value = &e.value;
     r.grad_value = &e.grad_value;
     r.kernel = kernel_for(e.value.dtype).fn;
+    spa_run_blocks(runner, run_pack, &r, p.key_blocks);
     spa_run_blocks(runner, run_block, &r, p.blocks);
+    spa_run_blocks(runner, run_unpack, &r, p.key_blocks);
     return SPA_OK;
 }

@@ -6,7 +6,10 @@
  * the queries in tiles: first it stages one descriptor per sample of the tile
  * (corner rows and bilinear weights; the A2 kernels stage the same data in
  * the unified buffer), then it combines the corner rows channel by channel,
- * prefetching the corners of samples further down the staged list. */
+ * prefetching the corners of samples further down the staged list. Where the
+ * target has AVX-512 and location / attnWeight are packed in their last dims,
+ * the kernels stage sixteen samples per instruction instead (msda_stage16.h)
+ * and combine with register accumulators; the results are the same bits. */
 #ifndef SPA_MSDA_KERNEL_H
 #define SPA_MSDA_KERNEL_H
 

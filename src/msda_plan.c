@@ -104,64 +104,75 @@ void spa_msda_args_init(spa_msda_args *a, const spa_tensor *location, const spa_
                 strided;                      \
     } while (0)
 
-void spa_msda_pack_pair(const spa_tensor *value, int64_t b, int64_t h, float *dst)
+/* One row of C channels of value at element offset off, widened into row. */
+static void spa_msda_widen_row(const spa_tensor *value, int64_t off, float *row)
 {
-    const int64_t nk = value->dims[1], cl = value->dims[3], cs = value->strides[3];
-    const int64_t base = b * value->strides[0] + h * value->strides[2];
-    for (int64_t k = 0; k < nk; k++) {
-        const int64_t off = base + k * value->strides[1];
-        float *row = dst + k * cl;
-        switch (value->dtype) {
-        case SPA_FLOAT16: {
-            const uint16_t *src = (const uint16_t *)value->data + off;
-#if defined(__F16C__)
-            if (cs == 1) { /* eight at a time in hardware (exact, like the portable path) */
-                for (int64_t c = 0; c < cl; c += 8)
-                    _mm256_storeu_ps(row + c, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + c))));
-                break;
-            }
-#endif
-            SPA_MSDA_ROW(row[c] = spa_f16_to_f32(src[c]), row[c] = spa_f16_to_f32(src[c * cs]));
-            break;
-        }
-        case SPA_BFLOAT16: {
-            const uint16_t *src = (const uint16_t *)value->data + off;
-            SPA_MSDA_ROW(row[c] = spa_bf16_to_f32(src[c]), row[c] = spa_bf16_to_f32(src[c * cs]));
-            break;
-        }
-        default: {
-            const float *src = (const float *)value->data + off;
-            SPA_MSDA_ROW(row[c] = src[c], row[c] = src[c * cs]);
-            break;
-        }
-        }
+    const int64_t cl = value->dims[3], cs = value->strides[3];
+    switch (value->dtype) {
+    case SPA_FLOAT16: {
+        const uint16_t *src = (const uint16_t *)value->data + off;
+        if (cs == 1) /* in hardware where the target has it (exact, like the portable path) */
+            spa_f16_widen_run(row, src, cl);
+        else
+            for (int64_t c = 0; c < cl; c++)
+                row[c] = spa_f16_to_f32(src[c * cs]);
+        break;
+    }
+    case SPA_BFLOAT16: {
+        const uint16_t *src = (const uint16_t *)value->data + off;
+        SPA_MSDA_ROW(row[c] = spa_bf16_to_f32(src[c]), row[c] = spa_bf16_to_f32(src[c * cs]));
+        break;
+    }
+    default: {
+        const float *src = (const float *)value->data + off;
+        SPA_MSDA_ROW(row[c] = src[c], row[c] = src[c * cs]);
+        break;
+    }
     }
 }
 
-void spa_msda_unpack_pair(const float *src, const spa_tensor *grad_value, int64_t b, int64_t h)
+void spa_msda_pack_keys(const spa_tensor *value, int64_t b, int64_t k0, int64_t k1, float *dst)
+{
+    const int64_t nk = value->dims[1], nh = value->dims[2], cl = value->dims[3];
+    for (int64_t k = k0; k < k1; k++)
+        for (int64_t h = 0; h < nh; h++)
+            spa_msda_widen_row(value, b * value->strides[0] + k * value->strides[1] + h * value->strides[2],
+                               dst + (h * nk + k) * cl);
+}
+
+/* row (f32, C channels) into grad_value at element offset off, one RNE rounding. */
+static void spa_msda_narrow_row(const float *row, const spa_tensor *gv, int64_t off)
+{
+    const int64_t cl = gv->dims[3], cs = gv->strides[3];
+    switch (gv->dtype) {
+    case SPA_FLOAT16: {
+        uint16_t *dst = (uint16_t *)gv->data + off;
+        if (cs == 1) /* in hardware where the target has it (RNE, like spa_f32_to_f16) */
+            spa_f16_narrow_run(dst, row, cl);
+        else
+            for (int64_t c = 0; c < cl; c++)
+                dst[c * cs] = spa_f32_to_f16(row[c]);
+        break;
+    }
+    case SPA_BFLOAT16: {
+        uint16_t *dst = (uint16_t *)gv->data + off;
+        SPA_MSDA_ROW(dst[c] = spa_f32_to_bf16(row[c]), dst[c * cs] = spa_f32_to_bf16(row[c]));
+        break;
+    }
+    default: {
+        float *dst = (float *)gv->data + off;
+        SPA_MSDA_ROW(dst[c] = row[c], dst[c * cs] = row[c]);
+        break;
+    }
+    }
+}
+
+void spa_msda_unpack_keys(const float *src, const spa_tensor *grad_value, int64_t b, int64_t k0, int64_t k1)
 {
     const spa_tensor *gv = grad_value;
-    const int64_t nk = gv->dims[1], cl = gv->dims[3], cs = gv->strides[3];
-    const int64_t base = b * gv->strides[0] + h * gv->strides[2];
-    for (int64_t k = 0; k < nk; k++) {
-        const int64_t off = base + k * gv->strides[1];
-        const float *row = src + k * cl;
-        switch (gv->dtype) {
-        case SPA_FLOAT16: {
-            uint16_t *dst = (uint16_t *)gv->data + off;
-            SPA_MSDA_ROW(dst[c] = spa_f32_to_f16(row[c]), dst[c * cs] = spa_f32_to_f16(row[c]));
-            break;
-        }
-        case SPA_BFLOAT16: {
-            uint16_t *dst = (uint16_t *)gv->data + off;
-            SPA_MSDA_ROW(dst[c] = spa_f32_to_bf16(row[c]), dst[c * cs] = spa_f32_to_bf16(row[c]));
-            break;
-        }
-        default: {
-            float *dst = (float *)gv->data + off;
-            SPA_MSDA_ROW(dst[c] = row[c], dst[c * cs] = row[c]);
-            break;
-        }
-        }
-    }
+    const int64_t nk = gv->dims[1], nh = gv->dims[2], cl = gv->dims[3];
+    for (int64_t k = k0; k < k1; k++)
+        for (int64_t h = 0; h < nh; h++)
+            spa_msda_narrow_row(src + (h * nk + k) * cl, gv,
+                                b * gv->strides[0] + k * gv->strides[1] + h * gv->strides[2]);
 }

@@ -46,9 +46,13 @@ void spa_msda_zero_fill(const spa_tensor *t);
 void spa_msda_args_init(spa_msda_args *a, const spa_tensor *location, const spa_tensor *attn_weight,
                         const spa_msda_dims *d);
 
-/* value[b, :, h, :] widened into dst [nk][C] (f32, contiguous). */
-void spa_msda_pack_pair(const spa_tensor *value, int64_t b, int64_t h, float *dst);
-/* src [nk][C] (f32) into grad_value[b, :, h, :], one RNE rounding. */
-void spa_msda_unpack_pair(const float *src, const spa_tensor *grad_value, int64_t b, int64_t h);
+/* Keys per packing unit of spa_msda_pack_keys. */
+#define SPA_MSDA_PACK_KEYS 256
+/* value[b, k0:k1, :, :] widened into the pair slices of batch b: head h's
+ * row k at dst + (h * nk + k) * C (f32). */
+void spa_msda_pack_keys(const spa_tensor *value, int64_t b, int64_t k0, int64_t k1, float *dst);
+/* The pair slices of batch b (head h's row k at src + (h * nk + k) * C)
+ * into grad_value[b, k0:k1, :, :], one RNE rounding. */
+void spa_msda_unpack_keys(const float *src, const spa_tensor *grad_value, int64_t b, int64_t k0, int64_t k1);
 
 #endif

@@ -8,7 +8,8 @@ SPA_STAMP
  * outside its level); pass 2 combines the corner rows of each query in the
  * canonical order (levels, then points, ascending; corners 00, 01, 10, 11;
  * acc += a * samp) and stores the output row once, while the corners of the
- * samples PF places ahead are prefetched. */
+ * samples PF places ahead are prefetched. With AVX-512 the same two passes run
+ * on tiles of FQ queries staged sixteen samples at a time (fast_range). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
@@ -18,8 +19,9 @@ SPA_STAMP
 #include <stdint.h>
 
 #include "msda_kernel.h"
+#include "msda_stage16.h"
 
-enum { TS = MSDA_TS, CMAX = SPA_MSDA_MAX_C, PF = 8, PFQ = 8 };
+enum { TS = MSDA_TS, CMAX = SPA_MSDA_MAX_C, PF = 8, PFQ = 8, FQ = 8 };
 
 m4_dnl Scalar widening of location and attnWeight (F16C for f16 where present).
 m4_define(`MSDA_LOAD', m4_ifelse(SPA_DT, `f16', `spa_msda_f16($1)', `SPA_LOAD($1)'))m4_dnl
@@ -143,6 +145,114 @@ static inline void prefetch_corners(const spa_msda_fwd_sample *e, int64_t row_by
     }
 }
 
+#if SPA_MSDA_STAGE16
+/* The sixteen-lane path (msda_stage16.h): per query, its samples are staged
+ * sixteen at a time, then combined channel block by channel block (16
+ * channels, or 8 for the last block when C % 16 == 8) with the accumulator
+ * in a register; per channel the operations and their order are those of
+ * accumulate(). Outside corners read the zero row, as in stage(). */
+static bool fast_fits(const spa_msda_args *a, int64_t nlp, int64_t desc_bytes)
+{
+    const int64_t nch = (nlp + 15) / 16;
+    return a->nk <= INT32_MAX && a->ls[5] == 1 && a->ls[4] == 2 && a->ls[3] == 2 * a->np &&
+           a->as[4] == 1 && a->as[3] == a->np &&
+           nch * (int64_t)(sizeof(spa_msda_chunk) + sizeof(spa_msda_lanes)) <= desc_bytes;
+}
+
+/* Channels [c0, c0 + 16 * NB) of one query, NB accumulators side by side
+ * (independent chains); the last block covers 8 channels when `last` is
+ * 0x00FF. */
+static inline __attribute__((always_inline)) void
+fast_group(const spa_msda_chunk *ch, int64_t nch, int64_t c0, const int nb, __mmask16 last, float *acc)
+{
+    __m512 s[4];
+    __mmask16 cm[4];
+    for (int k = 0; k < nb; k++) {
+        s[k] = _mm512_setzero_ps();
+        cm[k] = k == nb - 1 ? last : (__mmask16)0xFFFF;
+    }
+    for (int64_t j = 0; j < nch; j++) {
+        const spa_msda_chunk *e = &ch[j];
+        for (uint32_t live = e->live; live != 0; live &= live - 1) {
+            const int i = __builtin_ctz(live);
+            const float *p0 = e->v[0][i] + c0, *p1 = e->v[1][i] + c0;
+            const float *p2 = e->v[2][i] + c0, *p3 = e->v[3][i] + c0;
+            const __m512 w0 = _mm512_set1_ps(e->w[0][i]), w1 = _mm512_set1_ps(e->w[1][i]);
+            const __m512 w2 = _mm512_set1_ps(e->w[2][i]), w3 = _mm512_set1_ps(e->w[3][i]);
+            const __m512 av = _mm512_set1_ps(e->a[i]);
+            for (int k = 0; k < nb; k++) {
+                __m512 samp = _mm512_mul_ps(w0, _mm512_maskz_loadu_ps(cm[k], p0 + 16 * k));
+                samp = _mm512_add_ps(samp, _mm512_mul_ps(w1, _mm512_maskz_loadu_ps(cm[k], p1 + 16 * k)));
+                samp = _mm512_add_ps(samp, _mm512_mul_ps(w2, _mm512_maskz_loadu_ps(cm[k], p2 + 16 * k)));
+                samp = _mm512_add_ps(samp, _mm512_mul_ps(w3, _mm512_maskz_loadu_ps(cm[k], p3 + 16 * k)));
+                s[k] = _mm512_add_ps(s[k], _mm512_mul_ps(av, samp));
+            }
+        }
+    }
+    for (int k = 0; k < nb; k++)
+        _mm512_mask_storeu_ps(acc + c0 + 16 * k, cm[k], s[k]);
+}
+
+/* The output row of one query into acc, up to 64 channels per pass. */
+static void fast_combine(const spa_msda_chunk *ch, int64_t nch, int64_t cl, float *acc)
+{
+    for (int64_t c0 = 0; c0 < cl; c0 += 64) {
+        const int64_t left = cl - c0;
+        const int nb = left >= 64 ? 4 : (int)((left + 15) / 16);
+        const __mmask16 last = left >= 16 * nb ? (__mmask16)0xFFFF : (__mmask16)0x00FF;
+        switch (nb) {
+        case 1:
+            fast_group(ch, nch, c0, 1, last, acc);
+            break;
+        case 2:
+            fast_group(ch, nch, c0, 2, last, acc);
+            break;
+        case 3:
+            fast_group(ch, nch, c0, 3, last, acc);
+            break;
+        default:
+            fast_group(ch, nch, c0, 4, last, acc);
+            break;
+        }
+    }
+}
+
+/* Queries [q0, q1) in tiles of tq: the tile is staged first, then combined,
+ * so that the combine reads descriptors whose stores have long completed. */
+static void fast_range(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, int64_t q0,
+                       int64_t q1, int64_t tq, spa_msda_chunk *ch, spa_msda_lanes *ln, float *acc)
+{
+    const int64_t nlp = a->nl * a->np, nch = (nlp + 15) / 16, cl = a->c;
+    const int64_t row_bytes = cl * (int64_t)sizeof(float);
+    const SPA_T *loc = a->loc;
+    const SPA_T *attn = a->attn;
+    SPA_T *out = a->out;
+    spa_msda_lanes_init(&a->lv, a->nl, a->np, ln);
+    for (int64_t t0 = q0; t0 < q1; t0 += tq) {
+        const int64_t tn = q1 - t0 < tq ? q1 - t0 : tq;
+        for (int64_t i = 0; i < tn; i++) {
+            const int64_t q = t0 + i;
+            const SPA_T *lq = loc + b * a->ls[0] + q * a->ls[1] + h * a->ls[2];
+            const SPA_T *aq = attn + b * a->as[0] + q * a->as[1] + h * a->as[2];
+            if (q + PFQ < a->nq) {
+                for (int64_t off = 0; off < 2 * nlp * (int64_t)sizeof(SPA_T); off += 64)
+                    SPA_PREFETCH((const char *)(lq + PFQ * a->ls[1]) + off);
+                for (int64_t off = 0; off < nlp * (int64_t)sizeof(SPA_T); off += 64)
+                    SPA_PREFETCH((const char *)(aq + PFQ * a->as[1]) + off);
+            }
+            for (int64_t j = 0; j < nch; j++)
+                spa_msda_stage16(&ln[j], 16 * j, lq, a->loc_dt, aq, a->attn_dt, vpair, row_bytes,
+                                 zero_row, NULL, NULL, 0, &ch[i * nch + j]);
+        }
+        for (int64_t i = 0; i < tn; i++) {
+            fast_combine(&ch[i * nch], nch, cl, acc);
+            SPA_T *orow = out + b * a->os[0] + (t0 + i) * a->os[1] + h * cl * a->os[2];
+            SPA_NARROW_ROW(orow, a->os[2], acc, cl);
+        }
+    }
+}
+#endif
+
 void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, int64_t q0,
                  int64_t q1, void *scratch)
 {
@@ -152,6 +262,18 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
     float *acc = (float *)(desc + tq * nlp);
     const int64_t row_bytes = cl * (int64_t)sizeof(float);
     SPA_T *out = a->out;
+#if SPA_MSDA_STAGE16
+    if (fast_fits(a, nlp, tq * nlp * (int64_t)sizeof(spa_msda_fwd_sample))) {
+        /* tiles of up to FQ queries in the descriptor area, the lane constants after them */
+        const int64_t nch = (nlp + 15) / 16, desc_bytes = tq * nlp * (int64_t)sizeof(spa_msda_fwd_sample);
+        const int64_t room = (desc_bytes - nch * (int64_t)sizeof(spa_msda_lanes)) /
+                             (nch * (int64_t)sizeof(spa_msda_chunk));
+        const int64_t ftq = room < FQ ? room : FQ;
+        spa_msda_chunk *ch = scratch;
+        fast_range(a, b, h, vpair, q0, q1, ftq, ch, (spa_msda_lanes *)(ch + ftq * nch), acc);
+        return;
+    }
+#endif
 
     for (int64_t t0 = q0; t0 < q1; t0 += tq) {
         const int64_t tn = q1 - t0 < tq ? q1 - t0 : tq;
