@@ -2,8 +2,8 @@ SPA_STAMP
 /* NsaSelectedAttention forward, a run of query tokens of one batch for one kv
  * head (spec/nsa.md 3.2). Per unit the G query heads of the group are done
  * together: S = Q Kselᵀ over the K*bs selected key rows, read TK rows at a
- * time as f32 (nsa_select_pack.h: in place, or widened once per call),
- * masked softmax in f32, P rounded to the dtype, then O = P Vsel. */
+ * time as f32 (nsa_select_pack.h: in place, or widened once per call and kv
+ * head), masked softmax in f32, P rounded to the dtype, then O = P Vsel. */
 #include <float.h>
 #include <stdint.h>
 
