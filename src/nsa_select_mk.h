@@ -66,33 +66,6 @@ SPA_NSAS_INLINE void spa_nsas_pf_rest(spa_nsas_pf *p)
         spa_nsas_pf_row(p);
 }
 
-/* ---- widening a unit-stride row of n (a multiple of 16) 16-bit values ----
- * Exact conversions (the same values as half.h), with the F16C / AVX-512
- * instructions where the target has them. */
-SPA_NSAS_INLINE void spa_nsas_widen_f16(float *dst, const uint16_t *src, int64_t n)
-{
-#if defined(__AVX512F__)
-    for (int64_t i = 0; i < n; i += 16)
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + i))));
-#else
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = spa_f16_to_f32(src[i]);
-#endif
-}
-
-SPA_NSAS_INLINE void spa_nsas_widen_bf16(float *dst, const uint16_t *src, int64_t n)
-{
-#if defined(__AVX512F__)
-    for (int64_t i = 0; i < n; i += 16) {
-        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(src + i)));
-        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-    }
-#else
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = spa_bf16_to_f32(src[i]);
-#endif
-}
-
 /* ---- rounding f32 values to the nearest f16 / bf16 (kept as f32) ----
  * x[0..n), n a multiple of 16: P and dS "in the dtype" as the spec computes
  * them. The AVX-512 paths give the values of half.h bit for bit (RNE, NaN

@@ -16,5 +16,4 @@ m4_define(`NSAS_KSYM', `SPA_KSYM(`nsa_select', NSAS_TILE)')
 m4_divert(0)m4_dnl
 SPA_ADD_DECL(`#include "nsa_select_kernel.h"
 #define SPA_KMACRO(`nsa_select') NSAS_KSYM
-#define SPA_NSAS_TK_`'SPA_UPPER(SPA_DT) NSAS_TK
 spa_nsas_fwd_kernel NSAS_KSYM;')m4_dnl
