@@ -39,11 +39,23 @@ spa_status spa_tensor_check_output(const spa_tensor *t, int32_t rank);
 /* dims[k] == want[k] for every k < rank. */
 bool spa_tensor_dims_are(const spa_tensor *t, int32_t rank, const int64_t *want);
 int64_t spa_tensor_numel(const spa_tensor *t); /* after spa_tensor_check */
+/* Bytes from data to the end of the last addressed element (0 when empty),
+ * after spa_tensor_check. */
+uint64_t spa_tensor_span_bytes(const spa_tensor *t);
 
 /* ---- sequence arrays (validate.c) ---- */
 /* Checks a sequence-length array (type 0: cumulative ends, type 1: per-batch
  * lengths) and returns the end of the last batch in *total. */
 spa_status spa_seq_check(const spa_int_array *a, int64_t type, int64_t *total);
+/* spa_seq_check that reads each element of a once and, when copy is not
+ * NULL, writes the cumulative end of batch b to copy[b] as it is checked:
+ * phase 2 uses the copy, so a caller changing (or an output overwriting) the
+ * array cannot make it differ from what was checked. */
+spa_status spa_seq_check_copy(const spa_int_array *a, int64_t type, int64_t *total, int64_t *copy);
+/* The caller's array limits that need no content read: size in
+ * [1, SPA_SEQ_MAX_SIZE] (161002), data non-NULL (161001). */
+spa_status spa_seq_check_size(const spa_int_array *a);
+#define SPA_SEQ_MAX_SIZE ((uint64_t)(INT64_MAX / (int64_t)sizeof(int64_t)))
 /* The layout string is exactly "TND" (layout non-NULL). */
 bool spa_layout_is_tnd(const char *layout);
 
@@ -90,7 +102,19 @@ uint64_t spa_ws_planned_bytes(const spa_ws *ws);
 /* Phase-2 workspace check shared by every op. */
 spa_status spa_ws_check_args(const void *ws, uint64_t ws_size, uint64_t need);
 
+/* Phase 2, before anything is written: the workspace bytes the plan may use,
+ * [ws, ws + bytes), overlap none of the call's tensors (NULL entries
+ * skipped) and arrays. The workspace holds what the kernels trust (copies of
+ * the index and length arrays, tables, kernel arguments): no caller tensor
+ * may write it, or change under it. */
+spa_status spa_ws_check_disjoint(const void *ws, uint64_t bytes, const spa_tensor *const *tensors,
+                                 size_t ntensors, const spa_int_array *const *arrays,
+                                 size_t narrays);
+
 /* ---- blocks (runner.c) ---- */
 void spa_run_blocks(const spa_runner *r, spa_task_fn task, void *arg, uint32_t n);
+/* The caller's runner copied at phase-2 entry (NULL: run inline), so that an
+ * output written by the blocks cannot change which runner runs the next step. */
+spa_runner spa_runner_copy(const spa_runner *r);
 
 #endif

@@ -18,7 +18,8 @@
 #endif
 #define NSAS_MAX_BLOCKS SPA_SELECT_BLOCKS_MAX
 
-/* What the arguments determine: checked again in phase 2. */
+/* What the arguments determine. Phase 2 derives it again from the arguments
+ * and the trusted copies; it is never read from executor bytes. */
 typedef struct nsas_plan {
     spa_nsas_shape sh;
     int64_t per_block; /* query tokens per block */
@@ -27,14 +28,14 @@ typedef struct nsas_plan {
     uint64_t kpack_floats, vpack_floats; /* widened copies (0: read in place) */
 } nsas_plan;
 
+/* The call's arguments, as phase 1 took them: all phase 2 reads of it. */
 typedef struct nsas_exec {
     spa_exec_head head;
     spa_tensor q, k, v, topk, mask, mx, sm, o;
     spa_int_array sq, skv;
     double scale;
     int64_t head_num, sparse_mode, bs, kc;
-    int32_t has_mask, empty;
-    nsas_plan p;
+    int32_t has_mask;
 } nsas_exec;
 _Static_assert(sizeof(nsas_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
@@ -50,24 +51,45 @@ static spa_nsas_fwd_kernel *kernel_for(int32_t dtype)
     }
 }
 
-/* Every rule on the arguments stored in e (spec/nsa.md 3.3), and the plan
- * they determine. Reads only e, so phase 2 needs no second copy of it. */
-static spa_status check(const nsas_exec *e, const char *layout, nsas_plan *p)
+/* spec/nsa.md 3.3 rule 2: all three outputs empty is a legal no-op. */
+static spa_status outputs_empty(const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *o,
+                                bool *empty)
 {
-    memset(p, 0, sizeof *p);
-    SPA_TRY(spa_nsas_check_common(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
+    SPA_TRY(spa_tensor_check(mx, 3));
+    SPA_TRY(spa_tensor_check(sm, 3));
+    SPA_TRY(spa_tensor_check(o, 3));
+    *empty = spa_tensor_numel(mx) == 0 && spa_tensor_numel(sm) == 0 && spa_tensor_numel(o) == 0;
+    return SPA_OK;
+}
+
+/* The rules of spec/nsa.md 3.3 that read no array contents (cheap, so a call
+ * that will be refused is refused at once); *empty: nothing to do. */
+static spa_status check_args(const nsas_exec *e, const char *layout, spa_nsas_shape *sh,
+                             bool *empty)
+{
+    SPA_TRY(outputs_empty(&e->mx, &e->sm, &e->o, empty));
+    if (*empty)
+        return SPA_OK;
+    SPA_TRY(spa_nsas_check_shapes(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
                                   &e->sq, &e->skv, e->head_num, layout, e->sparse_mode, e->bs,
-                                  e->kc, &p->sh));
+                                  e->kc, sh));
     SPA_TRY(spa_tensor_check_output(&e->mx, 3));
     SPA_TRY(spa_tensor_check_output(&e->sm, 3));
     SPA_TRY(spa_tensor_check_output(&e->o, 3));
     SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32 &&
                 e->o.dtype == e->q.dtype);
-    const spa_nsas_shape *sh = &p->sh;
     const int64_t stat_dims[3] = {sh->t1, sh->n1, 8}, o_dims[3] = {sh->t1, sh->n1, sh->dv};
     SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
                 spa_tensor_dims_are(&e->sm, 3, stat_dims));
     SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
+    return SPA_OK;
+}
+
+/* The plan of checked arguments whose sequence arrays are checked (sh complete). */
+static void make_plan(const nsas_exec *e, const spa_nsas_shape *sh, nsas_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->sh = *sh;
     /* NSAS_MAX_BLOCKS blocks over all kv heads, at least one per head */
     const int64_t per_head = NSAS_MAX_BLOCKS / sh->n2 > 1 ? NSAS_MAX_BLOCKS / sh->n2 : 1;
     p->per_block = (sh->t1 + per_head - 1) / per_head;
@@ -79,7 +101,6 @@ static spa_status check(const nsas_exec *e, const char *layout, nsas_plan *p)
     p->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp + 2 * gp);
     p->kpack_floats = spa_nsas_pack_floats(&e->k, sh->kv_total);
     p->vpack_floats = spa_nsas_pack_floats(&e->v, sh->kv_total);
-    return SPA_OK;
 }
 
 typedef struct nsas_slices {
@@ -87,6 +108,7 @@ typedef struct nsas_slices {
     float *kpack, *vpack;
 } nsas_slices;
 
+/* After spa_nsas_trusted_take, in both phases. */
 static void carve(spa_ws *ws, const nsas_plan *p, nsas_slices *s)
 {
     s->scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
@@ -94,15 +116,16 @@ static void carve(spa_ws *ws, const nsas_plan *p, nsas_slices *s)
     s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
 }
 
-/* spec/nsa.md 3.3 rule 2: all three outputs empty is a legal no-op. */
-static spa_status outputs_empty(const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *o,
-                                bool *empty)
+/* Workspace bytes of a plan (0 on overflow: no plan needs 0). */
+static uint64_t planned_bytes(const nsas_plan *p)
 {
-    SPA_TRY(spa_tensor_check(mx, 3));
-    SPA_TRY(spa_tensor_check(sm, 3));
-    SPA_TRY(spa_tensor_check(o, 3));
-    *empty = spa_tensor_numel(mx) == 0 && spa_tensor_numel(sm) == 0 && spa_tensor_numel(o) == 0;
-    return SPA_OK;
+    spa_ws ws;
+    spa_nsas_trusted tr;
+    nsas_slices sl;
+    spa_ws_plan(&ws);
+    spa_nsas_trusted_take(&ws, &p->sh, &tr);
+    carve(&ws, p, &sl);
+    return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
 }
 
 spa_status spa_nsa_select_get_workspace_size(
@@ -120,15 +143,6 @@ spa_status spa_nsa_select_get_workspace_size(
         workspace_size == NULL || executor == NULL)
         return SPA_ERR_NULLPTR;
     nsas_exec e;
-    bool empty;
-    SPA_TRY(outputs_empty(softmax_max_out, softmax_sum_out, attention_out, &empty));
-    if (empty) {
-        memset(&e, 0, sizeof e);
-        e.empty = 1;
-        *workspace_size = 0;
-        spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_SELECT);
-        return SPA_OK;
-    }
     memset(&e, 0, sizeof e);
     e.q = *query, e.k = *key, e.v = *value, e.topk = *topk_indices;
     e.mx = *softmax_max_out, e.sm = *softmax_sum_out, e.o = *attention_out;
@@ -137,20 +151,27 @@ spa_status spa_nsa_select_get_workspace_size(
     e.sq = *actual_seq_q_len, e.skv = *actual_seq_kv_len;
     e.scale = scale_value, e.head_num = head_num, e.sparse_mode = sparse_mode;
     e.bs = selected_block_size, e.kc = selected_block_count;
-    SPA_TRY(check(&e, input_layout, &e.p));
-    spa_ws ws;
-    nsas_slices slices;
-    spa_ws_plan(&ws);
-    carve(&ws, &e.p, &slices);
-    SPA_REQUIRE(!ws.overflow);
-    e.head.ws_size = spa_ws_planned_bytes(&ws);
+    spa_nsas_shape sh;
+    bool empty;
+    SPA_TRY(check_args(&e, input_layout, &sh, &empty));
+    e.head.ws_size = 0;
+    if (!empty) {
+        nsas_plan p;
+        SPA_TRY(spa_nsas_check_seq(&e.sq, &e.skv, NULL, NULL, &sh));
+        make_plan(&e, &sh, &p);
+        e.head.ws_size = planned_bytes(&p);
+        SPA_REQUIRE(e.head.ws_size > 0);
+        /* last: the one rule whose cost grows with T1 */
+        SPA_TRY(spa_nsas_check_indices(&e.topk, &e.sq, &e.skv, &sh, NULL));
+    }
     *workspace_size = e.head.ws_size;
     spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_SELECT);
     return SPA_OK;
 }
 
 typedef struct nsas_run {
-    const nsas_exec *e;
+    const nsas_plan *p;        /* derived in phase 2 */
+    const spa_nsas_trusted *tr; /* sequence arrays and indices, checked copies */
     spa_nsas_args args;
     float *scratch;
     spa_nsas_fwd_kernel *kernel;
@@ -161,16 +182,15 @@ typedef struct nsas_run {
 static void run_block(void *arg, uint32_t blk)
 {
     const nsas_run *r = arg;
-    const nsas_exec *e = r->e;
-    const nsas_plan *p = &e->p;
+    const nsas_plan *p = r->p;
     float *scratch = r->scratch + (uint64_t)blk * p->scratch_floats;
     int64_t t = (int64_t)blk * p->per_block;
     const int64_t end = t + p->per_block < p->sh.t1 ? t + p->per_block : p->sh.t1;
     while (t < end) {
-        const int64_t b = spa_nsas_batch_of(&e->sq, t);
+        const int64_t b = spa_nsas_batch_of(&r->tr->sqa, t);
         int64_t qs, qe, ks, ke;
-        spa_nsas_batch(&e->sq, b, &qs, &qe);
-        spa_nsas_batch(&e->skv, b, &ks, &ke);
+        spa_nsas_batch(&r->tr->sqa, b, &qs, &qe);
+        spa_nsas_batch(&r->tr->skva, b, &ks, &ke);
         const int64_t stop = qe < end ? qe : end;
         r->kernel(&r->args, r->h2, t, stop, qs, ks, scratch);
         t = stop;
@@ -180,32 +200,42 @@ static void run_block(void *arg, uint32_t blk)
 spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                           const spa_runner *runner)
 {
+    const spa_runner rn = spa_runner_copy(runner);
     nsas_exec e;
     SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT));
+    /* Every argument again (the caller's may have changed since phase 1), and
+     * the plan derived again: no executor byte is trusted but the arguments. */
+    spa_nsas_shape sh;
+    bool empty;
+    SPA_TRY(check_args(&e, "TND", &sh, &empty));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
-    if (e.empty)
+    if (empty)
         return SPA_OK;
-    /* The caller's tensors, lengths and indices may have changed since phase 1. */
-    nsas_plan p;
-    SPA_TRY(check(&e, "TND", &p));
-    SPA_REQUIRE(p.blocks == e.p.blocks && p.per_block == e.p.per_block &&
-                p.scratch_floats == e.p.scratch_floats && p.kpack_floats == e.p.kpack_floats &&
-                p.vpack_floats == e.p.vpack_floats);
-    nsas_run r;
-    nsas_slices slices;
+    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.topk, &e.mx, &e.sm, &e.o};
+    const spa_int_array *arrays[] = {&e.sq, &e.skv};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 7, arrays, 2));
     spa_ws ws;
-    spa_ws_attach(&ws, workspace, workspace_size);
+    spa_nsas_trusted tr;
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
+    spa_nsas_trusted_take(&ws, &sh, &tr);
+    SPA_REQUIRE(!ws.overflow);
+    SPA_TRY(spa_nsas_trusted_fill(&e.topk, &e.sq, &e.skv, &sh, &tr));
+    nsas_plan p;
+    nsas_slices slices;
+    make_plan(&e, &sh, &p);
+    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
     carve(&ws, &p, &slices);
     SPA_REQUIRE(!ws.overflow);
-    r.e = &e;
+    nsas_run r;
+    r.p = &p;
+    r.tr = &tr;
     r.scratch = slices.scratch;
-    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.topk, &e.o, &e.mx, &e.sm, NULL, NULL,
-                              e.scale);
+    r.args = spa_nsas_args_of(&p.sh, &e.q, tr.idx, &e.o, &e.mx, &e.sm, NULL, NULL, e.scale);
     r.kernel = kernel_for(e.q.dtype);
     for (r.h2 = 0; r.h2 < p.sh.n2 && p.sh.t1 > 0; r.h2++) {
         spa_nsas_attach_head(&r.args, p.sh.kv_total, &e.k, &e.v, slices.kpack, slices.vpack,
-                             r.h2, runner);
-        spa_run_blocks(runner, run_block, &r, p.blocks);
+                             r.h2, &rn);
+        spa_run_blocks(&rn, run_block, &r, p.blocks);
     }
     return SPA_OK;
 }

@@ -29,7 +29,8 @@
 /* KV rows per task of the final reduction. */
 #define NSASG_ROWS_PER_TASK 64
 
-/* What the arguments determine: checked again in phase 2. */
+/* What the arguments determine. Phase 2 derives it again from the arguments
+ * and the trusted copies; it is never read from executor bytes. */
 typedef struct nsasg_plan {
     spa_nsas_shape sh;
     int64_t ranges;    /* token ranges per kv head */
@@ -39,6 +40,7 @@ typedef struct nsasg_plan {
     uint64_t kpack_floats, vpack_floats; /* widened copies (0: read in place) */
 } nsasg_plan;
 
+/* The call's arguments, as phase 1 took them: all phase 2 reads of it. */
 typedef struct nsasg_exec {
     spa_exec_head head;
     spa_tensor q, k, v, o, dy, mx, sm, topk, mask, dq, dk, dv;
@@ -46,7 +48,6 @@ typedef struct nsasg_exec {
     double scale;
     int64_t head_num, sparse_mode, bs, kc;
     int32_t has_mask;
-    nsasg_plan p;
 } nsasg_exec;
 _Static_assert(sizeof(nsasg_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
@@ -67,16 +68,17 @@ static nsasg_kernel kernel_for(int32_t dtype)
     }
 }
 
-/* KV rows [lo, hi) of the batches holding tokens [t0, t1) (t0 < t1). */
-static void range_kv(const nsasg_exec *e, int64_t t0, int64_t t1, int64_t *lo, int64_t *hi)
+/* KV rows [lo, hi) of the batches holding tokens [t0, t1) (t0 < t1), from
+ * checked sequence arrays. */
+static void range_kv(const spa_int_array *sq, const spa_int_array *skv, int64_t t0, int64_t t1,
+                     int64_t *lo, int64_t *hi)
 {
-    int64_t qs, qe, b0 = spa_nsas_batch_of(&e->sq, t0), b1 = spa_nsas_batch_of(&e->sq, t1 - 1);
+    const int64_t b0 = spa_nsas_batch_of(sq, t0), b1 = spa_nsas_batch_of(sq, t1 - 1);
     int64_t ks, ke;
-    spa_nsas_batch(&e->skv, b0, &ks, &ke);
+    spa_nsas_batch(skv, b0, &ks, &ke);
     *lo = ks;
-    spa_nsas_batch(&e->skv, b1, &ks, &ke);
+    spa_nsas_batch(skv, b1, &ks, &ke);
     *hi = ke;
-    (void)qs, (void)qe;
 }
 
 static void range_tokens(const nsasg_plan *p, int64_t r, int64_t *t0, int64_t *t1)
@@ -88,7 +90,8 @@ static void range_tokens(const nsasg_plan *p, int64_t r, int64_t *t0, int64_t *t
 }
 
 /* Floats of one head's partials: per range, its KV rows times (D + Dv). */
-static uint64_t partial_floats(const nsasg_exec *e, const nsasg_plan *p)
+static uint64_t partial_floats(const spa_int_array *sq, const spa_int_array *skv,
+                               const nsasg_plan *p)
 {
     uint64_t total = 0;
     for (int64_t r = 0; r < p->ranges; r++) {
@@ -96,20 +99,19 @@ static uint64_t partial_floats(const nsasg_exec *e, const nsasg_plan *p)
         range_tokens(p, r, &t0, &t1);
         if (t0 == t1)
             continue;
-        range_kv(e, t0, t1, &lo, &hi);
+        range_kv(sq, skv, t0, t1, &lo, &hi);
         total += (uint64_t)(hi - lo) * (uint64_t)(p->sh.d + p->sh.dv);
     }
     return total;
 }
 
-/* Every rule on the arguments stored in e (spec/nsa.md 4.3), and the plan
- * they determine. Reads only e, so phase 2 needs no second copy of it. */
-static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
+/* The rules of spec/nsa.md 4.3 that read no array contents (cheap, so a call
+ * that will be refused is refused at once). */
+static spa_status check_args(const nsasg_exec *e, const char *layout, spa_nsas_shape *sh)
 {
-    memset(p, 0, sizeof *p);
-    SPA_TRY(spa_nsas_check_common(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
+    SPA_TRY(spa_nsas_check_shapes(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
                                   &e->sq, &e->skv, e->head_num, layout, e->sparse_mode, e->bs,
-                                  e->kc, &p->sh));
+                                  e->kc, sh));
     SPA_TRY(spa_tensor_check(&e->o, 3));
     SPA_TRY(spa_tensor_check(&e->dy, 3));
     SPA_TRY(spa_tensor_check(&e->mx, 3));
@@ -121,7 +123,6 @@ static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
     SPA_REQUIRE(e->o.dtype == dt && e->dy.dtype == dt && e->dq.dtype == dt && e->dk.dtype == dt &&
                 e->dv.dtype == dt);
     SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32);
-    const spa_nsas_shape *sh = &p->sh;
     const int64_t o_dims[3] = {sh->t1, sh->n1, sh->dv}, stat_dims[3] = {sh->t1, sh->n1, 8};
     SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims) && spa_tensor_dims_are(&e->dy, 3, o_dims));
     SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
@@ -129,6 +130,16 @@ static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
     SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims) &&
                 spa_tensor_dims_are(&e->dk, 3, e->k.dims) &&
                 spa_tensor_dims_are(&e->dv, 3, e->v.dims));
+    return SPA_OK;
+}
+
+/* The plan of checked arguments and checked sequence arrays sq / skv (sh
+ * complete). */
+static void make_plan(const nsasg_exec *e, const spa_nsas_shape *sh, const spa_int_array *sq,
+                      const spa_int_array *skv, nsasg_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->sh = *sh;
     /* Token ranges: NSASG_TARGET_RANGES, fewer while the partials would
      * exceed NSASG_PARTIAL_BYTES. */
     int64_t ranges = NSASG_TARGET_RANGES;
@@ -137,18 +148,17 @@ static spa_status check(const nsasg_exec *e, const char *layout, nsasg_plan *p)
     for (;; ranges--) {
         p->ranges = ranges;
         p->per_range = sh->t1 > 0 ? (sh->t1 + ranges - 1) / ranges : 1;
-        p->partial_floats = partial_floats(e, p);
+        p->partial_floats = partial_floats(sq, skv, p);
         if (ranges == 1 || p->partial_floats * 4u <= NSASG_PARTIAL_BYTES)
             break;
     }
     /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; P and dS [TK][GP];
      * max, sum, D [GP] */
-    const int64_t gp = sh->gp, tk = kernel_for(dt).tk;
+    const int64_t gp = sh->gp, tk = kernel_for(e->q.dtype).tk;
     p->scratch_floats = (uint64_t)(2 * sh->d * gp + sh->g * sh->d + sh->dv * gp + sh->g * sh->dv +
                                    2 * tk * gp + 3 * gp);
     p->kpack_floats = spa_nsas_pack_floats(&e->k, sh->kv_total);
     p->vpack_floats = spa_nsas_pack_floats(&e->v, sh->kv_total);
-    return SPA_OK;
 }
 
 typedef struct nsasg_slices {
@@ -171,16 +181,27 @@ static void carve(spa_ws *ws, const nsasg_plan *p, nsasg_slices *s)
     s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
 }
 
+/* Workspace bytes of a plan (0 on overflow: no plan needs 0). */
+static uint64_t planned_bytes(const nsasg_plan *p)
+{
+    spa_ws ws;
+    spa_nsas_trusted tr;
+    nsasg_slices sl;
+    spa_ws_plan(&ws);
+    spa_nsas_trusted_take(&ws, &p->sh, &tr);
+    carve(&ws, p, &sl);
+    return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
+}
+
 /* Where each token range's partial lies and which KV rows it covers. */
-static void fill_table(const nsasg_exec *e, nsasg_slices *s)
+static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, nsasg_slices *s)
 {
     uint64_t off = 0;
-    const nsasg_plan *p = &e->p;
     for (int64_t b = 0; b < p->ranges; b++) {
         int64_t t0, t1, lo = 0, hi = 0;
         range_tokens(p, b, &t0, &t1);
         if (t0 < t1)
-            range_kv(e, t0, t1, &lo, &hi);
+            range_kv(&tr->sqa, &tr->skva, t0, t1, &lo, &hi);
         s->offset[b] = off;
         s->kvlo[b] = lo;
         s->kvhi[b] = hi;
@@ -214,13 +235,15 @@ spa_status spa_nsa_select_grad_get_workspace_size(
     e.sq = *actual_seq_q_len, e.skv = *actual_seq_kv_len;
     e.scale = scale_value, e.head_num = head_num, e.sparse_mode = sparse_mode;
     e.bs = selected_block_size, e.kc = selected_block_count;
-    SPA_TRY(check(&e, input_layout, &e.p));
-    spa_ws ws;
-    nsasg_slices s;
-    spa_ws_plan(&ws);
-    carve(&ws, &e.p, &s);
-    SPA_REQUIRE(!ws.overflow);
-    e.head.ws_size = spa_ws_planned_bytes(&ws);
+    spa_nsas_shape sh;
+    nsasg_plan p;
+    SPA_TRY(check_args(&e, input_layout, &sh));
+    SPA_TRY(spa_nsas_check_seq(&e.sq, &e.skv, NULL, NULL, &sh));
+    make_plan(&e, &sh, &e.sq, &e.skv, &p);
+    e.head.ws_size = planned_bytes(&p);
+    SPA_REQUIRE(e.head.ws_size > 0);
+    /* last: the one rule whose cost grows with T1 */
+    SPA_TRY(spa_nsas_check_indices(&e.topk, &e.sq, &e.skv, &sh, NULL));
     *workspace_size = e.head.ws_size;
     spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_SELECT_GRAD);
     return SPA_OK;
@@ -228,6 +251,8 @@ spa_status spa_nsa_select_grad_get_workspace_size(
 
 typedef struct nsasg_run {
     const nsasg_exec *e;
+    const nsasg_plan *p;        /* derived in phase 2 */
+    const spa_nsas_trusted *tr; /* sequence arrays and indices, checked copies */
     spa_nsas_args args;
     nsasg_slices s;
     spa_nsas_grad_kernel *kernel;
@@ -239,8 +264,7 @@ typedef struct nsasg_run {
 static void run_token_block(void *arg, uint32_t range)
 {
     const nsasg_run *r = arg;
-    const nsasg_exec *e = r->e;
-    const nsasg_plan *p = &e->p;
+    const nsasg_plan *p = r->p;
     const int64_t h2 = r->h2, d = p->sh.d, dvd = p->sh.dv;
     const int64_t lo = r->s.kvlo[range], nrows = r->s.kvhi[range] - lo;
     float *dkp = r->s.partial + r->s.offset[range], *dvp = dkp + nrows * d;
@@ -250,10 +274,10 @@ static void run_token_block(void *arg, uint32_t range)
     int64_t t, t1;
     range_tokens(p, (int64_t)range, &t, &t1);
     while (t < t1) {
-        const int64_t b = spa_nsas_batch_of(&e->sq, t);
+        const int64_t b = spa_nsas_batch_of(&r->tr->sqa, t);
         int64_t qs, qe, ks, ke;
-        spa_nsas_batch(&e->sq, b, &qs, &qe);
-        spa_nsas_batch(&e->skv, b, &ks, &ke);
+        spa_nsas_batch(&r->tr->sqa, b, &qs, &qe);
+        spa_nsas_batch(&r->tr->skva, b, &ks, &ke);
         const int64_t stop = qe < t1 ? qe : t1;
         r->kernel(&r->args, h2, t, stop, qs, ks, lo, dkp, dvp, scratch);
         t = stop;
@@ -285,7 +309,7 @@ static void run_reduce(void *arg, uint32_t task)
 {
     const nsasg_run *r = arg;
     const nsasg_exec *e = r->e;
-    const nsasg_plan *p = &e->p;
+    const nsasg_plan *p = r->p;
     const int64_t t2 = p->sh.t2, h2 = r->h2;
     const int64_t row0 = (int64_t)task * NSASG_ROWS_PER_TASK;
     const int64_t row1 = row0 + NSASG_ROWS_PER_TASK < t2 ? row0 + NSASG_ROWS_PER_TASK : t2;
@@ -325,33 +349,44 @@ static void run_reduce(void *arg, uint32_t task)
 spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
                                const spa_executor *executor, const spa_runner *runner)
 {
+    const spa_runner rn = spa_runner_copy(runner);
     nsasg_exec e;
     SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT_GRAD));
+    /* Every argument again (the caller's may have changed since phase 1), and
+     * the plan derived again: no executor byte is trusted but the arguments. */
+    spa_nsas_shape sh;
+    SPA_TRY(check_args(&e, "TND", &sh));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
-    /* The caller's tensors, lengths and indices may have changed since phase 1. */
-    nsasg_plan p;
-    SPA_TRY(check(&e, "TND", &p));
-    SPA_REQUIRE(p.ranges == e.p.ranges &&
-                p.partial_floats == e.p.partial_floats && p.scratch_floats == e.p.scratch_floats &&
-                p.kpack_floats == e.p.kpack_floats && p.vpack_floats == e.p.vpack_floats);
-    nsasg_run r;
+    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.o, &e.dy, &e.mx, &e.sm, &e.topk,
+                                   &e.dq, &e.dk, &e.dv};
+    const spa_int_array *arrays[] = {&e.sq, &e.skv};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 11, arrays, 2));
     spa_ws ws;
-    spa_ws_attach(&ws, workspace, workspace_size);
+    spa_nsas_trusted tr;
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
+    spa_nsas_trusted_take(&ws, &sh, &tr);
+    SPA_REQUIRE(!ws.overflow);
+    SPA_TRY(spa_nsas_trusted_fill(&e.topk, &e.sq, &e.skv, &sh, &tr));
+    nsasg_plan p;
+    make_plan(&e, &sh, &tr.sqa, &tr.skva, &p);
+    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
+    nsasg_run r;
     carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
-    fill_table(&e, &r.s);
+    fill_table(&p, &tr, &r.s);
     r.e = &e;
-    r.args = spa_nsas_args_of(&p.sh, &e.q, &e.topk, &e.o, &e.mx, &e.sm, &e.dy, &e.dq,
-                              e.scale);
+    r.p = &p;
+    r.tr = &tr;
+    r.args = spa_nsas_args_of(&p.sh, &e.q, tr.idx, &e.o, &e.mx, &e.sm, &e.dy, &e.dq, e.scale);
     r.kernel = kernel_for(e.q.dtype).fn;
     const int64_t tasks = (p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
     for (r.h2 = 0; r.h2 < p.sh.n2; r.h2++) {
         if (p.sh.t1 > 0) {
             spa_nsas_attach_head(&r.args, p.sh.kv_total, &e.k, &e.v, r.s.kpack, r.s.vpack, r.h2,
-                                 runner);
-            spa_run_blocks(runner, run_token_block, &r, (uint32_t)p.ranges);
+                                 &rn);
+            spa_run_blocks(&rn, run_token_block, &r, (uint32_t)p.ranges);
         }
-        spa_run_blocks(runner, run_reduce, &r, (uint32_t)tasks);
+        spa_run_blocks(&rn, run_reduce, &r, (uint32_t)tasks);
     }
     return SPA_OK;
 }

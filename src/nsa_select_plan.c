@@ -27,30 +27,35 @@ int64_t spa_nsas_lanes(int64_t g)
     return g <= 16 ? 16 : 32;
 }
 
-/* spec/nsa.md 3.3 rule 7: every index of every query token names a block
- * lying wholly inside its batch's KV: 0 <= idx and (idx+1)*bs <= Skv_b. */
-static spa_status check_indices(const spa_tensor *topk, const spa_int_array *sq,
-                                const spa_int_array *skv, int64_t n2, int64_t kc, int64_t bs)
+spa_status spa_nsas_check_indices(const spa_tensor *topk, const spa_int_array *sq,
+                                  const spa_int_array *skv, const spa_nsas_shape *sh,
+                                  int32_t *idx_copy)
 {
-    const int32_t *idx = topk->data;
+    /* one read per index, whatever the compiler: the value checked is the value copied */
+    const volatile int32_t *idx = topk->data;
     const int64_t s0 = topk->strides[0], s1 = topk->strides[1], s2 = topk->strides[2];
-    for (int64_t b = 0; b < (int64_t)sq->size; b++) {
+    const int64_t n2 = sh->n2, kc = sh->kc, bs = sh->bs;
+    for (int64_t b = 0; b < sh->batches; b++) {
         int64_t qs, qe, ks, ke;
         spa_nsas_batch(sq, b, &qs, &qe);
         spa_nsas_batch(skv, b, &ks, &ke);
         const int64_t blocks = (ke - ks) / bs;
         for (int64_t t = qs; t < qe; t++)
-            for (int64_t h = 0; h < n2; h++)
+            for (int64_t h = 0; h < n2; h++) {
+                int32_t *dst = idx_copy != NULL ? idx_copy + (t * n2 + h) * kc : NULL;
                 for (int64_t i = 0; i < kc; i++) {
-                    const int64_t x = idx[t * s0 + h * s1 + i * s2];
+                    const int32_t x = idx[t * s0 + h * s1 + i * s2];
                     if (x < 0 || x >= blocks)
                         return SPA_ERR_INVALID;
+                    if (dst != NULL)
+                        dst[i] = x;
                 }
+            }
     }
     return SPA_OK;
 }
 
-spa_status spa_nsas_check_common(const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
+spa_status spa_nsas_check_shapes(const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
                                  const spa_tensor *topk, const spa_tensor *mask,
                                  const spa_int_array *sq, const spa_int_array *skv,
                                  int64_t head_num, const char *layout, int64_t sparse_mode,
@@ -79,12 +84,9 @@ spa_status spa_nsas_check_common(const spa_tensor *q, const spa_tensor *k, const
     SPA_REQUIRE(k->dims[2] == d && v->dims[0] == t2 && v->dims[1] == n2);
     const int64_t topk_dims[3] = {t1, n2, kc};
     SPA_REQUIRE(spa_tensor_dims_are(topk, 3, topk_dims));
-    int64_t tq, tkv;
-    SPA_TRY(spa_seq_check(sq, 0, &tq));
-    SPA_TRY(spa_seq_check(skv, 0, &tkv));
+    SPA_TRY(spa_seq_check_size(sq));
+    SPA_TRY(spa_seq_check_size(skv));
     SPA_REQUIRE(sq->size == skv->size && sq->size <= 1024);
-    SPA_REQUIRE(tq == t1 && tkv <= t2);
-    SPA_TRY(check_indices(topk, sq, skv, n2, kc, bs));
     sh->t1 = t1;
     sh->t2 = t2;
     sh->n1 = n1;
@@ -96,13 +98,44 @@ spa_status spa_nsas_check_common(const spa_tensor *q, const spa_tensor *k, const
     sh->bs = bs;
     sh->kc = kc;
     sh->batches = (int64_t)sq->size;
-    sh->kv_total = tkv;
     sh->causal = sparse_mode == 2 && mask != NULL;
     return SPA_OK;
 }
 
+spa_status spa_nsas_check_seq(const spa_int_array *sq, const spa_int_array *skv,
+                              int64_t *sq_copy, int64_t *skv_copy, spa_nsas_shape *sh)
+{
+    int64_t tq, tkv;
+    SPA_TRY(spa_seq_check_copy(sq, 0, &tq, sq_copy));
+    SPA_TRY(spa_seq_check_copy(skv, 0, &tkv, skv_copy));
+    SPA_REQUIRE(tq == sh->t1 && tkv <= sh->t2);
+    sh->kv_total = tkv;
+    return SPA_OK;
+}
+
+void spa_nsas_trusted_take(spa_ws *ws, const spa_nsas_shape *sh, spa_nsas_trusted *tr)
+{
+    const uint64_t batches = (uint64_t)sh->batches;
+    tr->sq = spa_ws_take(ws, batches, sizeof(int64_t));
+    tr->skv = spa_ws_take(ws, batches, sizeof(int64_t));
+    uint64_t n = 0;
+    /* t1 * n2 * kc int32: topk's dims, whose element count spa_tensor_check bounded */
+    n = (uint64_t)sh->t1 * (uint64_t)sh->n2 * (uint64_t)sh->kc;
+    tr->idx = spa_ws_take(ws, n, sizeof(int32_t));
+    tr->sqa = (spa_int_array){tr->sq, batches};
+    tr->skva = (spa_int_array){tr->skv, batches};
+}
+
+spa_status spa_nsas_trusted_fill(const spa_tensor *topk, const spa_int_array *sq,
+                                 const spa_int_array *skv, spa_nsas_shape *sh,
+                                 spa_nsas_trusted *tr)
+{
+    SPA_TRY(spa_nsas_check_seq(sq, skv, tr->sq, tr->skv, sh));
+    return spa_nsas_check_indices(topk, &tr->sqa, &tr->skva, sh, tr->idx);
+}
+
 spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q,
-                               const spa_tensor *topk, const spa_tensor *o,
+                               const int32_t *idx, const spa_tensor *o,
                                const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *dy,
                                const spa_tensor *dq, double scale)
 {
@@ -110,8 +143,8 @@ spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q,
     memset(&a, 0, sizeof a);
     a.q = q->data;
     a.qs0 = q->strides[0], a.qs1 = q->strides[1], a.qs2 = q->strides[2];
-    a.idx = topk->data;
-    a.is0 = topk->strides[0], a.is1 = topk->strides[1], a.is2 = topk->strides[2];
+    a.idx = idx; /* the trusted copy, [t1][n2][kc] */
+    a.is0 = sh->n2 * sh->kc, a.is1 = sh->kc, a.is2 = 1;
     a.o = o->data;
     a.os0 = o->strides[0], a.os1 = o->strides[1], a.os2 = o->strides[2];
     a.mx = mx->data;

@@ -14,14 +14,42 @@ typedef struct spa_nsas_shape {
     int causal;
 } spa_nsas_shape;
 
-/* Rules on query, key, value, topkIndices, the mask, both sequence arrays and
- * the attributes (every pointer already non-NULL except mask), including the
- * check of every index against its batch. Fills *sh. */
-spa_status spa_nsas_check_common(const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
+/* The rules that read no array contents, so they answer at once: query, key,
+ * value, topkIndices and mask descriptors, the sequence arrays' sizes and the
+ * attributes (every pointer already non-NULL except mask). Fills *sh but for
+ * kv_total. */
+spa_status spa_nsas_check_shapes(const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
                                  const spa_tensor *topk, const spa_tensor *mask,
                                  const spa_int_array *sq, const spa_int_array *skv,
                                  int64_t head_num, const char *layout, int64_t sparse_mode,
                                  int64_t bs, int64_t kc, spa_nsas_shape *sh);
+
+/* Contents of both sequence arrays against the shapes; sets sh->kv_total.
+ * With copies (phase 2: [batches] each), each element is read once and
+ * written to its copy as it is checked. */
+spa_status spa_nsas_check_seq(const spa_int_array *sq, const spa_int_array *skv,
+                              int64_t *sq_copy, int64_t *skv_copy, spa_nsas_shape *sh);
+
+/* spec/nsa.md 3.3 rule 7: every index names a block lying wholly inside its
+ * batch's KV. sq / skv are checked arrays (the copies in phase 2). With a copy
+ * (phase 2: [t1][n2][kc]), each index is read once and written to it as it is
+ * checked; the kernels read only the copy. */
+spa_status spa_nsas_check_indices(const spa_tensor *topk, const spa_int_array *sq,
+                                  const spa_int_array *skv, const spa_nsas_shape *sh,
+                                  int32_t *idx_copy);
+
+/* What phase 2 trusts, in the workspace (carved first, sized by shapes only). */
+typedef struct spa_nsas_trusted {
+    int64_t *sq, *skv; /* [batches] cumulative ends */
+    int32_t *idx;      /* [t1][n2][kc] topkIndices */
+    spa_int_array sqa, skva; /* views of the copies */
+} spa_nsas_trusted;
+void spa_nsas_trusted_take(spa_ws *ws, const spa_nsas_shape *sh, spa_nsas_trusted *tr);
+/* Fills tr (carved on real memory) from the caller's arrays, checking as it
+ * copies; sets sh->kv_total. */
+spa_status spa_nsas_trusted_fill(const spa_tensor *topk, const spa_int_array *sq,
+                                 const spa_int_array *skv, spa_nsas_shape *sh,
+                                 spa_nsas_trusted *tr);
 
 /* Batch b of a checked cumulative array: [start, end). */
 void spa_nsas_batch(const spa_int_array *a, int64_t b, int64_t *start, int64_t *end);
@@ -31,10 +59,11 @@ int64_t spa_nsas_batch_of(const spa_int_array *a, int64_t t);
 /* Lanes of the micro-kernels for a group of g heads: 16 or 32. */
 int64_t spa_nsas_lanes(int64_t g);
 
-/* Kernel argument block from the checked tensors (grad ones may be NULL); the
- * key / value rows are attached by spa_nsas_attach_rows. */
+/* Kernel argument block from the checked tensors (grad ones may be NULL) and
+ * the trusted index copy; the key / value rows are attached by
+ * spa_nsas_attach_head. */
 spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q,
-                               const spa_tensor *topk, const spa_tensor *o,
+                               const int32_t *idx, const spa_tensor *o,
                                const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *dy,
                                const spa_tensor *dq, double scale);
 

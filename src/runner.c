@@ -12,3 +12,11 @@ void spa_run_blocks(const spa_runner *r, spa_task_fn task, void *arg, uint32_t n
     }
     r->run(r->ctx, task, arg, n);
 }
+
+spa_runner spa_runner_copy(const spa_runner *r)
+{
+    spa_runner c = {NULL, NULL};
+    if (r != NULL)
+        c = *r;
+    return c;
+}

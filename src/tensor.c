@@ -147,6 +147,15 @@ int64_t spa_tensor_numel(const spa_tensor *t)
     return n;
 }
 
+uint64_t spa_tensor_span_bytes(const spa_tensor *t)
+{
+    int64_t last;
+    if (!tensor_last_offset(t, &last) || last < 0)
+        return 0;
+    /* spa_tensor_check bounded (last + 1) * esz by INT64_MAX / 2 */
+    return (uint64_t)(last + 1) * (uint64_t)spa_dtype_size(t->dtype);
+}
+
 void spa_tensor_init(spa_tensor *t, spa_dtype dtype, int32_t rank, const int64_t *dims, void *data)
 {
     t->dtype = (int32_t)dtype;
