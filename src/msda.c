@@ -172,7 +172,8 @@ spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor
 typedef struct msda_run {
     const msda_plan *p;
     const spa_tensor *value;
-    spa_msda_args *args; /* in the workspace: keeps phase 2 stack small */
+    spa_msda_args *args; /* in the workspace (keeps phase 2 stack small), which no tensor of
+                          * the call may overlap (spa_ws_check_disjoint) */
     msda_slices s;
     spa_msda_fwd_kernel *kernel;
 } msda_run;
@@ -215,6 +216,7 @@ static void run_block(void *arg, uint32_t blk)
 spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                     const spa_runner *runner)
 {
+    const spa_runner rn = spa_runner_copy(runner);
     msda_exec e;
     msda_plan p;
     msda_run r;
@@ -228,8 +230,10 @@ spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor
         spa_msda_zero_fill(&e.output);
         return SPA_OK;
     }
+    const spa_tensor *tensors[] = {&e.value, &e.spatial_shape, &e.level_start, &e.location, &e.attn_weight, &e.output};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 6, NULL, 0));
     spa_ws ws;
-    spa_ws_attach(&ws, workspace, workspace_size);
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
     carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
     r.args = r.s.args;
@@ -242,7 +246,7 @@ spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor
     r.p = &p;
     r.value = &e.value;
     r.kernel = kernel_for(e.value.dtype).fn;
-    spa_run_blocks(runner, run_pack, &r, p.pack_blocks);
-    spa_run_blocks(runner, run_block, &r, p.blocks);
+    spa_run_blocks(&rn, run_pack, &r, p.pack_blocks);
+    spa_run_blocks(&rn, run_block, &r, p.blocks);
     return SPA_OK;
 }

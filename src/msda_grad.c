@@ -194,7 +194,8 @@ spa_status spa_msda_grad_get_workspace_size(
 typedef struct msdag_run {
     const msdag_plan *p;
     const spa_tensor *value, *grad_value;
-    spa_msda_args *args; /* in the workspace: keeps phase 2 stack small */
+    spa_msda_args *args; /* in the workspace (keeps phase 2 stack small), which no tensor of
+                          * the call may overlap (spa_ws_check_disjoint) */
     msdag_slices s;
     spa_msda_grad_kernel *kernel;
 } msdag_run;
@@ -251,6 +252,7 @@ static void run_block(void *arg, uint32_t blk)
 spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                          const spa_runner *runner)
 {
+    const spa_runner rn = spa_runner_copy(runner);
     msdag_exec e;
     msdag_plan p;
     msdag_run r;
@@ -266,8 +268,11 @@ spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_exe
         spa_msda_zero_fill(&e.grad_attn_weight);
         return SPA_OK;
     }
+    const spa_tensor *tensors[] = {&e.value, &e.spatial_shape, &e.level_start, &e.location, &e.attn_weight,
+                                   &e.grad_output, &e.grad_value, &e.grad_location, &e.grad_attn_weight};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 9, NULL, 0));
     spa_ws ws;
-    spa_ws_attach(&ws, workspace, workspace_size);
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
     carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
     r.args = r.s.args;
@@ -288,8 +293,8 @@ spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_exe
     r.value = &e.value;
     r.grad_value = &e.grad_value;
     r.kernel = kernel_for(e.value.dtype).fn;
-    spa_run_blocks(runner, run_pack, &r, p.key_blocks);
-    spa_run_blocks(runner, run_block, &r, p.blocks);
-    spa_run_blocks(runner, run_unpack, &r, p.key_blocks);
+    spa_run_blocks(&rn, run_pack, &r, p.key_blocks);
+    spa_run_blocks(&rn, run_block, &r, p.blocks);
+    spa_run_blocks(&rn, run_unpack, &r, p.key_blocks);
     return SPA_OK;
 }

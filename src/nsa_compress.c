@@ -120,6 +120,7 @@ static void run_block(void *arg, uint32_t blk)
 spa_status spa_nsa_compress(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                             const spa_runner *runner)
 {
+    const spa_runner rn = spa_runner_copy(runner);
     nsac_exec saved, e;
     SPA_TRY(spa_exec_open(executor, &saved, sizeof saved, SPA_OP_NSA_COMPRESS));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, saved.head.ws_size));
@@ -131,13 +132,16 @@ spa_status spa_nsa_compress(void *workspace, uint64_t workspace_size, const spa_
         return SPA_OK;
     nsac_run r;
     spa_ws ws;
-    spa_ws_attach(&ws, workspace, workspace_size);
+    const spa_tensor *tensors[] = {&e.input, &e.weight, &e.output};
+    const spa_int_array *arrays[] = {&e.seq};
+    SPA_TRY(spa_ws_check_disjoint(workspace, saved.head.ws_size, tensors, 3, arrays, 1));
+    spa_ws_attach(&ws, workspace, saved.head.ws_size);
     carve(&ws, &e, &r.tab, &r.scratch);
     SPA_REQUIRE(!ws.overflow);
-    spa_nsac_table_fill(&e.seq, e.seq_type, e.bs, e.st, &r.tab);
+    SPA_TRY(spa_nsac_table_fill(&e.seq, e.seq_type, e.bs, e.st, &e.shape, &r.tab));
     r.e = &e;
     r.args = spa_nsac_args_of(&e.input, &e.weight, &e.output, NULL, e.bs, e.st);
     r.kernel = kernel_for(e.input.dtype).fn;
-    spa_run_blocks(runner, run_block, &r, e.blocks);
+    spa_run_blocks(&rn, run_block, &r, e.blocks);
     return SPA_OK;
 }

@@ -164,6 +164,7 @@ static void run_weight_row(void *arg, uint32_t j)
 spa_status spa_nsa_compress_grad(void *workspace, uint64_t workspace_size,
                                  const spa_executor *executor, const spa_runner *runner)
 {
+    const spa_runner rn = spa_runner_copy(runner);
     nsacg_exec saved, e;
     SPA_TRY(spa_exec_open(executor, &saved, sizeof saved, SPA_OP_NSA_COMPRESS_GRAD));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, saved.head.ws_size));
@@ -173,14 +174,17 @@ spa_status spa_nsa_compress_grad(void *workspace, uint64_t workspace_size,
     SPA_REQUIRE(e.blocks == saved.blocks && e.per_block == saved.per_block);
     nsacg_run r;
     spa_ws ws;
-    spa_ws_attach(&ws, workspace, workspace_size);
+    const spa_tensor *tensors[] = {&e.output_grad, &e.input, &e.weight, &e.input_grad, &e.weight_grad};
+    const spa_int_array *arrays[] = {&e.seq};
+    SPA_TRY(spa_ws_check_disjoint(workspace, saved.head.ws_size, tensors, 5, arrays, 1));
+    spa_ws_attach(&ws, workspace, saved.head.ws_size);
     carve(&ws, &e, &r.s);
     SPA_REQUIRE(!ws.overflow);
-    spa_nsac_table_fill(&e.seq, e.seq_type, e.bs, e.st, &r.s.tab);
+    SPA_TRY(spa_nsac_table_fill(&e.seq, e.seq_type, e.bs, e.st, &e.shape, &r.s.tab));
     r.e = &e;
     r.args = spa_nsac_args_of(&e.input, &e.weight, &e.output_grad, &e.input_grad, e.bs, e.st);
     r.kernel = kernel_for(e.input.dtype).fn;
-    spa_run_blocks(runner, run_token_block, &r, e.blocks);
-    spa_run_blocks(runner, run_weight_row, &r, (uint32_t)e.bs);
+    spa_run_blocks(&rn, run_token_block, &r, e.blocks);
+    spa_run_blocks(&rn, run_weight_row, &r, (uint32_t)e.bs);
     return SPA_OK;
 }

@@ -46,19 +46,26 @@ void spa_nsac_table_take(spa_ws *ws, int64_t batches, spa_nsac_table *tab)
     tab->batches = batches;
 }
 
-void spa_nsac_table_fill(const spa_int_array *seq, int64_t seq_type, int64_t bs, int64_t st,
-                         spa_nsac_table *tab)
+spa_status spa_nsac_table_fill(const spa_int_array *seq, int64_t seq_type, int64_t bs, int64_t st,
+                               const spa_nsac_shape *shape, spa_nsac_table *tab)
 {
+    const volatile int64_t *src = seq->data; /* one read per element, whatever the compiler */
     int64_t start = 0, row = 0;
+    SPA_REQUIRE(tab->batches == shape->batches && (uint64_t)tab->batches == seq->size);
     for (int64_t b = 0; b < tab->batches; b++) {
-        int64_t len = seq_type == 0 ? seq->data[b] - start : seq->data[b];
+        const int64_t v = src[b];
+        const int64_t len = seq_type == 0 ? v - start : v;
+        /* start <= tokens < 2^62 and v >= 0 here, so nothing overflows */
+        SPA_REQUIRE(v >= 0 && len >= 0 && len <= shape->tokens - start);
         tab->start[b] = start;
         tab->row[b] = row;
         start += len;
         row += spa_nsac_windows(len, bs, st);
     }
+    SPA_REQUIRE(start == shape->tokens && row == shape->windows);
     tab->start[tab->batches] = start;
     tab->row[tab->batches] = row;
+    return SPA_OK;
 }
 
 int64_t spa_nsac_batch_of(const int64_t *ends, int64_t batches, int64_t at)

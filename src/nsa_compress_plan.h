@@ -35,8 +35,12 @@ typedef struct spa_nsac_table {
     int64_t batches;
 } spa_nsac_table;
 void spa_nsac_table_take(spa_ws *ws, int64_t batches, spa_nsac_table *tab);
-void spa_nsac_table_fill(const spa_int_array *seq, int64_t seq_type, int64_t bs, int64_t st,
-                         spa_nsac_table *tab);
+/* Fills the table from the sequence array, reading each element once and
+ * checking it as read: 161002 unless the batches are what the checked shape
+ * says (the caller's array may have changed since it was checked). The
+ * kernels then use only the table. */
+spa_status spa_nsac_table_fill(const spa_int_array *seq, int64_t seq_type, int64_t bs, int64_t st,
+                               const spa_nsac_shape *shape, spa_nsac_table *tab);
 /* The batch holding item `at` of a non-decreasing end array ends[0..B)
  * (ends = start + 1 or row + 1): the number of batches ending at or before it. */
 int64_t spa_nsac_batch_of(const int64_t *ends, int64_t batches, int64_t at);
