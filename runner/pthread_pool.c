@@ -1,6 +1,12 @@
 /* A small pthread pool implementing spa_runner: the calling thread and
  * threads-1 workers take task indices from a shared counter. Lives outside the
- * core archive (it allocates and owns threads). */
+ * core archive (it allocates and owns threads).
+ *
+ * One job at a time: a caller takes the job lock for the whole job. A second
+ * caller that finds it held (another thread's op, or an op started from inside
+ * a task) runs its own tasks inline on its thread instead of waiting, so a
+ * shared pool never mixes two jobs' records and never deadlocks; results are
+ * the same either way, since they never depend on the runner. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -8,6 +14,7 @@
 #include "spattn/runner.h"
 
 struct spa_pool {
+    pthread_mutex_t job;  /* held by the caller whose job the record below is */
     pthread_mutex_t lock;
     pthread_cond_t wake;    /* workers: a new job or stop */
     pthread_cond_t settled; /* caller: all workers left the job */
@@ -54,12 +61,19 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static void run_inline(spa_task_fn task, void *arg, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        task(arg, i);
+}
+
 static void pool_run(void *ctx, spa_task_fn task, void *arg, uint32_t n)
 {
     spa_pool_impl *p = ctx;
-    if (p->nworkers == 0 || n <= 1) {
-        for (uint32_t i = 0; i < n; i++)
-            task(arg, i);
+    /* no pool (start failed, or the runner of a stopped pool handle), nothing
+     * to share, or the pool busy with another caller's job: this thread alone */
+    if (p == NULL || p->nworkers == 0 || n <= 1 || pthread_mutex_trylock(&p->job) != 0) {
+        run_inline(task, arg, n);
         return;
     }
     pthread_mutex_lock(&p->lock);
@@ -76,6 +90,7 @@ static void pool_run(void *ctx, spa_task_fn task, void *arg, uint32_t n)
     while (p->busy > 0)
         pthread_cond_wait(&p->settled, &p->lock);
     pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->job);
 }
 
 int spa_pool_start(spa_pool *pool, unsigned threads)
@@ -90,6 +105,7 @@ int spa_pool_start(spa_pool *pool, unsigned threads)
         free(p);
         return -1;
     }
+    pthread_mutex_init(&p->job, NULL);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->settled, NULL);
@@ -108,7 +124,7 @@ int spa_pool_start(spa_pool *pool, unsigned threads)
 
 void spa_pool_stop(spa_pool *pool)
 {
-    spa_pool_impl *p = pool->impl;
+    spa_pool_impl *p = pool != NULL ? pool->impl : NULL;
     if (p == NULL)
         return;
     pthread_mutex_lock(&p->lock);
@@ -120,6 +136,7 @@ void spa_pool_stop(spa_pool *pool)
     pthread_cond_destroy(&p->settled);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->job);
     free(p->workers);
     free(p);
     pool->impl = NULL;
@@ -127,11 +144,14 @@ void spa_pool_stop(spa_pool *pool)
 
 unsigned spa_pool_threads(const spa_pool *pool)
 {
-    return pool->impl ? pool->impl->nworkers + 1 : 1;
+    return pool != NULL && pool->impl != NULL ? pool->impl->nworkers + 1 : 1;
 }
 
 spa_runner spa_pool_runner(spa_pool *pool)
 {
-    spa_runner r = {pool_run, pool->impl};
+    /* a pool that failed to start or was stopped gives the inline runner */
+    spa_runner r = {NULL, NULL};
+    if (pool != NULL && pool->impl != NULL)
+        r = (spa_runner){pool_run, pool->impl};
     return r;
 }

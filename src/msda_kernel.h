@@ -147,12 +147,11 @@ static inline void spa_msda_store(void *p, int32_t dt, int64_t off, float v)
  * or aliasing assumption. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(SPA_MSDA_NO_V8)
 #define SPA_MSDA_V8 1
-#if !defined(__clang__)
 /* The helpers below are static inline: no vector ever crosses an external
- * interface, so GCC's note that AVX vector arguments change the ABI when AVX
- * is off (x86-64-v2 builds) does not apply. */
+ * interface, so the note of GCC and clang that AVX vector arguments change the
+ * ABI when AVX is off (x86-64, x86-64-v2 builds) does not apply. Left on for
+ * the rest of the unit: clang reports it where the helpers are called. */
 #pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 typedef float spa_v8 __attribute__((vector_size(32)));
 static inline spa_v8 spa_v8_load(const float *p)
 {

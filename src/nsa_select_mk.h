@@ -129,13 +129,16 @@ SPA_NSAS_INLINE void spa_nsas_scale_round(float *x, int64_t rows, int64_t gp, co
  * exp(x) for the softmax, x <= 0 in practice: n = round(x / ln 2),
  * r = x - n ln 2 (two-part constant), Taylor polynomial of degree 7 on
  * |r| <= ln2/2 (truncation < 2^-27), times 2^n. Below -87 the result is +0
- * exactly (masked scores, MASKVAL = -FLT_MAX, must give P == 0). */
+ * exactly (masked scores, MASKVAL = -FLT_MAX, must give P == 0), and so is
+ * exp(NaN), as in the AVX-512 version (an ordered x >= -87 keeps the lane). */
 #define SPA_NSAS_EXP_LOW (-87.0f)
 
 static inline float spa_nsas_exp(float x)
 {
-    float xc = x < -87.5f ? -87.5f : x;
-    xc = xc > 88.0f ? 88.0f : xc;
+    /* written so that NaN clamps to -87.5 too: converting it to int32 below
+     * would be undefined */
+    float xc = x > -87.5f ? x : -87.5f;
+    xc = xc < 88.0f ? xc : 88.0f;
     const float t = xc * 1.44269504088896341f + 12582912.0f; /* 1.5 * 2^23: rounds to integer */
     const float n = t - 12582912.0f;
     float r = xc - n * 0.693359375f;
@@ -149,7 +152,7 @@ static inline float spa_nsas_exp(float x)
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     const float two_n = spa_bits_f32((uint32_t)((int32_t)n + 127) << 23);
-    return x < SPA_NSAS_EXP_LOW ? 0.0f : p * two_n;
+    return x >= SPA_NSAS_EXP_LOW ? p * two_n : 0.0f;
 }
 
 #if defined(__AVX512F__)

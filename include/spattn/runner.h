@@ -21,7 +21,16 @@ typedef struct spa_pool_handle {
     spa_pool_impl *impl;
 } spa_pool;
 
-/* Starts threads-1 workers (the calling thread is the last one). 0 on success. */
+/* What may be shared: one pool may serve any number of threads at once. A
+ * pool runs one job at a time; an op that finds it busy (another thread's op,
+ * or an op called from inside a task) runs its blocks inline on its own
+ * thread, with the same results. spa_pool_runner of a pool whose start failed
+ * or that was stopped is the inline runner. Not allowed: spa_pool_stop while
+ * an op runs on the pool, or using a runner obtained before the pool was
+ * stopped. */
+
+/* Starts threads-1 workers (the calling thread is the last one). 0 on success;
+ * on failure pool->impl is NULL and the pool's runner runs inline. */
 int spa_pool_start(spa_pool *pool, unsigned threads);
 void spa_pool_stop(spa_pool *pool);
 unsigned spa_pool_threads(const spa_pool *pool);

@@ -34,6 +34,17 @@ void spa_acl_unlock(void);
 void spa_acl_wait_locked(pthread_cond_t *cond);
 /* The *_locked variants expect spa_acl_lock() to be held. */
 bool spa_acl_reg_add(const void *p, uint64_t size, int kind);
+bool spa_acl_reg_add_obj_locked(const void *p, uint64_t size, int kind, void *obj);
+/* The object recorded with handle p of that kind, or NULL. */
+void *spa_acl_reg_obj_locked(const void *p, int kind);
+/* Pins: a memory block a live executor (or a running op) uses cannot be
+ * freed. pin takes the block holding p, if any, and returns its base (NULL if
+ * p lies in no tracked block); unpin gives back a base pin returned. */
+const void *spa_acl_pin_locked(const void *p);
+void spa_acl_unpin_locked(const void *block);
+bool spa_acl_reg_pinned_locked(const void *p, int kind);
+/* A fresh handle address, never handed out before nor after (handles.c). */
+void *spa_acl_handle_new_locked(void);
 bool spa_acl_reg_remove_locked(const void *p, int kind);
 bool spa_acl_reg_remove(const void *p, int kind);
 bool spa_acl_reg_has_locked(const void *p, int kind);
@@ -61,18 +72,24 @@ bool spa_acl_int_array_copy(const aclIntArray *a, int64_t **values, uint64_t *si
 /* ---- executors (executor.c) ---- */
 typedef spa_status (*spa_acl_run_fn)(void *workspace, uint64_t workspace_size,
                                      const spa_executor *executor, const spa_runner *runner);
+#define SPA_ACL_CALL_TENSORS 16
 /* One phase-1 call: owns the executor under construction and the copies of
  * the host int arrays that the native plan will point into. */
 typedef struct spa_acl_call {
-    aclOpExecutor *ex;     /* NULL when the caller passed no executor slot */
+    void *rec;             /* the executor record (executor.c); NULL without an executor slot */
     spa_executor spare;    /* planning target when ex could not be allocated */
     spa_executor *native;  /* what the native phase 1 receives */
     bool alloc_failed;
     spa_int_array arrays[2];
     int64_t *owned[2]; /* heap copies behind arrays[] */
     unsigned narrays;
+    const void *data[SPA_ACL_CALL_TENSORS]; /* the tensors' data, pinned by the executor */
+    unsigned ndata;
 } spa_acl_call;
 void spa_acl_call_begin(spa_acl_call *c, aclOpExecutor **executor);
+/* Tensor argument: spa_acl_tensor, and its data is recorded so that the
+ * executor pins the memory block it lies in. */
+const spa_tensor *spa_acl_call_tensor(spa_acl_call *c, const aclTensor *t, spa_tensor *out);
 /* Array argument: NULL stays NULL; otherwise an executor-owned copy. */
 const spa_int_array *spa_acl_call_array(spa_acl_call *c, const aclIntArray *a);
 aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,

@@ -13,11 +13,11 @@ aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
     spa_tensor v, shape, start, loc, attn, dy, dv, dloc, dattn;
     spa_acl_call_begin(&c, executor);
     spa_status st = spa_msda_grad_get_workspace_size(
-        spa_acl_tensor(value, &v), spa_acl_tensor(spatialShape, &shape),
-        spa_acl_tensor(levelStartIndex, &start), spa_acl_tensor(location, &loc),
-        spa_acl_tensor(attnWeight, &attn), spa_acl_tensor(gradOutput, &dy),
-        spa_acl_tensor(gradValue, &dv), spa_acl_tensor(gradLocation, &dloc),
-        spa_acl_tensor(gradAttnWeight, &dattn), workspaceSize, c.native);
+        spa_acl_call_tensor(&c, value, &v), spa_acl_call_tensor(&c, spatialShape, &shape),
+        spa_acl_call_tensor(&c, levelStartIndex, &start), spa_acl_call_tensor(&c, location, &loc),
+        spa_acl_call_tensor(&c, attnWeight, &attn), spa_acl_call_tensor(&c, gradOutput, &dy),
+        spa_acl_call_tensor(&c, gradValue, &dv), spa_acl_call_tensor(&c, gradLocation, &dloc),
+        spa_acl_call_tensor(&c, gradAttnWeight, &dattn), workspaceSize, c.native);
     return spa_acl_call_end(&c, st, spa_msda_grad, workspaceSize, executor);
 }
 

@@ -12,9 +12,9 @@ aclnnStatus aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize(
     spa_tensor v, shape, start, loc, attn, out;
     spa_acl_call_begin(&c, executor);
     spa_status st = spa_msda_get_workspace_size(
-        spa_acl_tensor(value, &v), spa_acl_tensor(spatialShape, &shape),
-        spa_acl_tensor(levelStartIndex, &start), spa_acl_tensor(location, &loc),
-        spa_acl_tensor(attnWeight, &attn), spa_acl_tensor(output, &out), workspaceSize, c.native);
+        spa_acl_call_tensor(&c, value, &v), spa_acl_call_tensor(&c, spatialShape, &shape),
+        spa_acl_call_tensor(&c, levelStartIndex, &start), spa_acl_call_tensor(&c, location, &loc),
+        spa_acl_call_tensor(&c, attnWeight, &attn), spa_acl_call_tensor(&c, output, &out), workspaceSize, c.native);
     return spa_acl_call_end(&c, st, spa_msda, workspaceSize, executor);
 }
 

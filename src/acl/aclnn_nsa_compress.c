@@ -14,9 +14,9 @@ aclnnStatus aclnnNsaCompressGetWorkspaceSize(const aclTensor *input, const aclTe
     spa_tensor x, w, y;
     spa_acl_call_begin(&c, executor);
     spa_status st = spa_nsa_compress_get_workspace_size(
-        spa_acl_tensor(input, &x), spa_acl_tensor(weight, &w),
+        spa_acl_call_tensor(&c, input, &x), spa_acl_call_tensor(&c, weight, &w),
         spa_acl_call_array(&c, actSeqLenOptional), layoutOptional, compressBlockSize,
-        compressStride, actSeqLenType, spa_acl_tensor(output, &y), workspaceSize, c.native);
+        compressStride, actSeqLenType, spa_acl_call_tensor(&c, output, &y), workspaceSize, c.native);
     return spa_acl_call_end(&c, st, spa_nsa_compress, workspaceSize, executor);
 }
 

@@ -14,10 +14,10 @@ aclnnStatus aclnnNsaCompressGradGetWorkspaceSize(
     spa_tensor dy, x, w, dx, dw;
     spa_acl_call_begin(&c, executor);
     spa_status st = spa_nsa_compress_grad_get_workspace_size(
-        spa_acl_tensor(outputGrad, &dy), spa_acl_tensor(input, &x), spa_acl_tensor(weight, &w),
+        spa_acl_call_tensor(&c, outputGrad, &dy), spa_acl_call_tensor(&c, input, &x), spa_acl_call_tensor(&c, weight, &w),
         spa_acl_call_array(&c, actSeqLenOptionalOptional), compressBlockSize, compressStride,
-        actSeqLenType, layoutOptionalOptional, spa_acl_tensor(inputGradOut, &dx),
-        spa_acl_tensor(weightGradOut, &dw), workspaceSize, c.native);
+        actSeqLenType, layoutOptionalOptional, spa_acl_call_tensor(&c, inputGradOut, &dx),
+        spa_acl_call_tensor(&c, weightGradOut, &dw), workspaceSize, c.native);
     return spa_acl_call_end(&c, st, spa_nsa_compress_grad, workspaceSize, executor);
 }
 

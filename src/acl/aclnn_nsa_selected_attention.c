@@ -18,11 +18,11 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     const spa_int_array *seq_q = spa_acl_call_array(&c, actualSeqQLenOptional);
     const spa_int_array *seq_kv = spa_acl_call_array(&c, actualSeqKvLenOptional);
     spa_status st = spa_nsa_select_get_workspace_size(
-        spa_acl_tensor(query, &q), spa_acl_tensor(key, &k), spa_acl_tensor(value, &v),
-        spa_acl_tensor(topkIndices, &idx), spa_acl_tensor(attenMaskOptional, &mask), seq_q,
+        spa_acl_call_tensor(&c, query, &q), spa_acl_call_tensor(&c, key, &k), spa_acl_call_tensor(&c, value, &v),
+        spa_acl_call_tensor(&c, topkIndices, &idx), spa_acl_call_tensor(&c, attenMaskOptional, &mask), seq_q,
         seq_kv, scaleValue, headNum, inputLayout, sparseMode, selectedBlockSize,
-        selectedBlockCount, spa_acl_tensor(softmaxMaxOut, &mx), spa_acl_tensor(softmaxSumOut, &sm),
-        spa_acl_tensor(attentionOut, &out), workspaceSize, c.native);
+        selectedBlockCount, spa_acl_call_tensor(&c, softmaxMaxOut, &mx), spa_acl_call_tensor(&c, softmaxSumOut, &sm),
+        spa_acl_call_tensor(&c, attentionOut, &out), workspaceSize, c.native);
     return spa_acl_call_end(&c, st, spa_nsa_select, workspaceSize, executor);
 }
 

@@ -19,12 +19,12 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     const spa_int_array *seq_q = spa_acl_call_array(&c, actualSeqQLenOptional);
     const spa_int_array *seq_kv = spa_acl_call_array(&c, actualSeqKvLenOptional);
     spa_status st = spa_nsa_select_grad_get_workspace_size(
-        spa_acl_tensor(query, &q), spa_acl_tensor(key, &k), spa_acl_tensor(value, &v),
-        spa_acl_tensor(attentionOut, &o), spa_acl_tensor(attentionOutGrad, &dy),
-        spa_acl_tensor(softmaxMax, &mx), spa_acl_tensor(softmaxSum, &sm),
-        spa_acl_tensor(topkIndices, &idx), seq_q, seq_kv, spa_acl_tensor(attenMaskOptional, &mask),
+        spa_acl_call_tensor(&c, query, &q), spa_acl_call_tensor(&c, key, &k), spa_acl_call_tensor(&c, value, &v),
+        spa_acl_call_tensor(&c, attentionOut, &o), spa_acl_call_tensor(&c, attentionOutGrad, &dy),
+        spa_acl_call_tensor(&c, softmaxMax, &mx), spa_acl_call_tensor(&c, softmaxSum, &sm),
+        spa_acl_call_tensor(&c, topkIndices, &idx), seq_q, seq_kv, spa_acl_call_tensor(&c, attenMaskOptional, &mask),
         scaleValue, selectedBlockSize, selectedBlockCount, headNum, inputLayout, sparseMode,
-        spa_acl_tensor(dqOut, &dq), spa_acl_tensor(dkOut, &dk), spa_acl_tensor(dvOut, &dv),
+        spa_acl_call_tensor(&c, dqOut, &dq), spa_acl_call_tensor(&c, dkOut, &dk), spa_acl_call_tensor(&c, dvOut, &dv),
         workspaceSize, c.native);
     return spa_acl_call_end(&c, st, spa_nsa_select_grad, workspaceSize, executor);
 }

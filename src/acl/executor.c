@@ -1,33 +1,32 @@
 /* aclOpExecutor: the native executor plus what it points into (copies of the
  * host int arrays), created by phase 1 and consumed by phase 2.
  *
- * Single use: a run retires the executor and frees the plan and the arrays.
- * Only the small handle stays allocated (a tombstone, still in the registry)
- * until SPA_ACL_TOMBSTONES later retirements, so a second run of it is
- * refused instead of reading freed memory, and its address cannot be handed
- * out to a new executor meanwhile. */
+ * The handle a caller holds is not the record's address: it is a fresh
+ * address that is never handed out again (handles.c), mapped to the record by
+ * the registry. A run retires the executor (unless repeatable): the record is
+ * freed and the handle leaves the registry, so a second run, or any later use
+ * of a stale handle, is refused and can never reach another executor's plan.
+ *
+ * A live executor pins the memory blocks (aclrtMalloc / aclrtMallocHost) its
+ * tensors lie in, and a run pins its workspace block: aclrtFree of a pinned
+ * block is refused, so phase 2 never writes freed memory. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "acl_internal.h"
 
-#define SPA_ACL_TOMBSTONES 64
+enum exec_state { EXEC_LIVE = 1, EXEC_RUNNING };
 
-enum exec_state { EXEC_LIVE = 1, EXEC_RUNNING, EXEC_SPENT };
-
-struct aclOpExecutor {
+typedef struct exec_rec {
     int state;
     bool repeatable;
     spa_acl_run_fn run;
     uint64_t ws_size;
     int64_t *arrays[2];
-    aclOpExecutor *next_spent;
-    spa_executor *native; /* NULL once retired */
-};
-
-/* Retired executors, oldest first; guarded by the registry lock. */
-static aclOpExecutor *spent_head, *spent_tail;
-static unsigned spent_count;
+    spa_executor *native;
+    const void *pinned[SPA_ACL_CALL_TENSORS]; /* blocks pinned, each once */
+    unsigned npinned;
+} exec_rec;
 
 static void free_arrays(int64_t **arrays)
 {
@@ -37,30 +36,23 @@ static void free_arrays(int64_t **arrays)
     }
 }
 
-static void release(aclOpExecutor *ex)
+/* Registry lock held: unpins and forgets the handle; the record is then the
+ * caller's to free (outside the lock). */
+static void retire_locked(aclOpExecutor *handle, exec_rec *rec)
 {
-    free_arrays(ex->arrays);
-    free(ex->native);
-    ex->native = NULL;
+    for (unsigned i = 0; i < rec->npinned; i++)
+        spa_acl_unpin_locked(rec->pinned[i]);
+    rec->npinned = 0;
+    spa_acl_reg_remove_locked(handle, SPA_ACL_EXECUTOR);
 }
 
-static void retire_locked(aclOpExecutor *ex)
+static void free_rec(exec_rec *rec)
 {
-    release(ex);
-    ex->state = EXEC_SPENT;
-    ex->next_spent = NULL;
-    if (spent_tail != NULL)
-        spent_tail->next_spent = ex;
-    else
-        spent_head = ex;
-    spent_tail = ex;
-    if (++spent_count > SPA_ACL_TOMBSTONES) {
-        aclOpExecutor *old = spent_head;
-        spent_head = old->next_spent;
-        spent_count--;
-        spa_acl_reg_remove_locked(old, SPA_ACL_EXECUTOR);
-        free(old);
-    }
+    if (rec == NULL)
+        return;
+    free_arrays(rec->arrays);
+    free(rec->native);
+    free(rec);
 }
 
 void spa_acl_call_begin(spa_acl_call *c, aclOpExecutor **executor)
@@ -68,15 +60,24 @@ void spa_acl_call_begin(spa_acl_call *c, aclOpExecutor **executor)
     memset(c, 0, sizeof *c);
     if (executor == NULL)
         return; /* native phase 1 answers the NULL slot */
-    c->ex = calloc(1, sizeof *c->ex);
-    if (c->ex != NULL)
-        c->ex->native = malloc(sizeof *c->ex->native);
-    if (c->ex == NULL || c->ex->native == NULL) {
+    c->rec = calloc(1, sizeof(exec_rec));
+    exec_rec *rec = c->rec;
+    if (rec != NULL)
+        rec->native = malloc(sizeof *rec->native);
+    if (rec == NULL || rec->native == NULL) {
         c->alloc_failed = true;
         c->native = &c->spare; /* still validate, to report the right code */
     } else {
-        c->native = c->ex->native;
+        c->native = rec->native;
     }
+}
+
+const spa_tensor *spa_acl_call_tensor(spa_acl_call *c, const aclTensor *t, spa_tensor *out)
+{
+    const spa_tensor *v = spa_acl_tensor(t, out);
+    if (v != NULL && v->data != NULL && c->ndata < SPA_ACL_CALL_TENSORS)
+        c->data[c->ndata++] = v->data;
+    return v;
 }
 
 const spa_int_array *spa_acl_call_array(spa_acl_call *c, const aclIntArray *a)
@@ -102,34 +103,56 @@ static aclnnStatus map_status(spa_status st)
     return st == SPA_ERR_WORKSPACE ? ACLNN_ERR_PARAM_INVALID : (aclnnStatus)st;
 }
 
+/* Registry lock held: pins the block of each tensor once. */
+static void pin_tensors_locked(exec_rec *rec, const spa_acl_call *c)
+{
+    for (unsigned i = 0; i < c->ndata; i++) {
+        const void *block = spa_acl_pin_locked(c->data[i]);
+        if (block == NULL)
+            continue; /* caller memory the layer does not track */
+        bool again = false;
+        for (unsigned j = 0; j < rec->npinned; j++)
+            again = again || rec->pinned[j] == block;
+        if (again)
+            spa_acl_unpin_locked(block);
+        else
+            rec->pinned[rec->npinned++] = block;
+    }
+}
+
 aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
                              const uint64_t *workspace_size, aclOpExecutor **executor)
 {
     aclnnStatus r = map_status(st);
-    if (r == ACLNN_SUCCESS && (c->alloc_failed || c->ex == NULL))
+    exec_rec *rec = c->rec;
+    if (r == ACLNN_SUCCESS && (c->alloc_failed || rec == NULL))
         r = ACLNN_ERR_INNER_CREATE_EXECUTOR;
     if (r == ACLNN_SUCCESS) {
-        aclOpExecutor *ex = c->ex;
-        ex->state = EXEC_LIVE;
-        ex->run = run;
-        ex->ws_size = *workspace_size;
-        ex->arrays[0] = c->owned[0];
-        ex->arrays[1] = c->owned[1];
-        if (spa_acl_reg_add(ex, sizeof *ex, SPA_ACL_EXECUTOR)) {
-            *executor = ex;
+        rec->state = EXEC_LIVE;
+        rec->run = run;
+        rec->ws_size = *workspace_size;
+        rec->arrays[0] = c->owned[0];
+        rec->arrays[1] = c->owned[1];
+        spa_acl_lock();
+        aclOpExecutor *handle = spa_acl_handle_new_locked();
+        bool ok = handle != NULL && spa_acl_reg_add_obj_locked(handle, 1, SPA_ACL_EXECUTOR, rec);
+        if (ok)
+            pin_tensors_locked(rec, c);
+        spa_acl_unlock();
+        if (ok) {
+            *executor = handle;
             return ACLNN_SUCCESS;
         }
+        rec->arrays[0] = rec->arrays[1] = NULL;
         r = ACLNN_ERR_INNER_CREATE_EXECUTOR;
     }
     free_arrays(c->owned);
-    if (c->ex != NULL)
-        free(c->ex->native);
-    free(c->ex);
+    free_rec(rec);
     return r;
 }
 
 typedef struct launch {
-    aclOpExecutor *ex;
+    exec_rec *rec;
     void *ws;
     uint64_t ws_size;
 } launch;
@@ -137,7 +160,7 @@ typedef struct launch {
 static spa_status launch_native(void *ctx, const spa_runner *runner)
 {
     launch *l = ctx;
-    return l->ex->run(l->ws, l->ws_size, l->ex->native, runner);
+    return l->rec->run(l->ws, l->ws_size, l->rec->native, runner);
 }
 
 aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExecutor *executor,
@@ -146,34 +169,39 @@ aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExec
     if (executor == NULL)
         return ACLNN_ERR_PARAM_NULLPTR;
     spa_acl_lock();
-    /* Unknown, already run (or running), or made by another operator. */
-    if (!spa_acl_reg_has_locked(executor, SPA_ACL_EXECUTOR) || executor->state != EXEC_LIVE ||
-        executor->run != run) {
+    exec_rec *rec = spa_acl_reg_obj_locked(executor, SPA_ACL_EXECUTOR);
+    /* Unknown (never made, or already run), running, or made by another operator. */
+    if (rec == NULL || rec->state != EXEC_LIVE || rec->run != run) {
         spa_acl_unlock();
         return ACLNN_ERR_PARAM_INVALID;
     }
     /* Workspace refusals leave the executor unused: the caller may retry. */
-    if (executor->ws_size > 0 && workspace == NULL) {
+    if (rec->ws_size > 0 && workspace == NULL) {
         spa_acl_unlock();
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (workspace_size < executor->ws_size) {
+    if (workspace_size < rec->ws_size) {
         spa_acl_unlock();
         return ACLNN_ERR_PARAM_INVALID;
     }
-    executor->state = EXEC_RUNNING;
+    rec->state = EXEC_RUNNING;
+    const void *ws_block = rec->ws_size > 0 ? spa_acl_pin_locked(workspace) : NULL;
     spa_acl_unlock();
 
-    launch l = {executor, workspace, workspace_size};
+    launch l = {rec, workspace, workspace_size};
     spa_status st = SPA_ERR_INVALID;
     bool launched = spa_acl_stream_launch(stream, launch_native, &l, &st);
 
+    bool spent = launched && !rec->repeatable;
     spa_acl_lock();
-    if (!launched || executor->repeatable)
-        executor->state = EXEC_LIVE; /* not a stream: nothing ran */
+    spa_acl_unpin_locked(ws_block);
+    if (spent)
+        retire_locked(executor, rec);
     else
-        retire_locked(executor);
+        rec->state = EXEC_LIVE; /* repeatable, or not a stream: nothing ran */
     spa_acl_unlock();
+    if (spent)
+        free_rec(rec);
     return launched ? map_status(st) : ACLNN_ERR_PARAM_INVALID;
 }
 
@@ -183,8 +211,9 @@ aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor)
         return ACLNN_ERR_PARAM_NULLPTR;
     aclnnStatus r = ACLNN_ERR_PARAM_INVALID;
     spa_acl_lock();
-    if (spa_acl_reg_has_locked(executor, SPA_ACL_EXECUTOR) && executor->state == EXEC_LIVE) {
-        executor->repeatable = true;
+    exec_rec *rec = spa_acl_reg_obj_locked(executor, SPA_ACL_EXECUTOR);
+    if (rec != NULL && rec->state == EXEC_LIVE) {
+        rec->repeatable = true;
         r = ACLNN_SUCCESS;
     }
     spa_acl_unlock();
@@ -198,13 +227,13 @@ aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor)
     spa_acl_lock();
     /* Only an executor that has not been consumed (never run, or repeatable
      * and idle) can be destroyed; a retired one is already released. */
-    if (!spa_acl_reg_has_locked(executor, SPA_ACL_EXECUTOR) || executor->state != EXEC_LIVE) {
+    exec_rec *rec = spa_acl_reg_obj_locked(executor, SPA_ACL_EXECUTOR);
+    if (rec == NULL || rec->state != EXEC_LIVE) {
         spa_acl_unlock();
         return ACLNN_ERR_PARAM_INVALID;
     }
-    spa_acl_reg_remove_locked(executor, SPA_ACL_EXECUTOR);
+    retire_locked(executor, rec);
     spa_acl_unlock();
-    release(executor);
-    free(executor);
+    free_rec(rec);
     return ACLNN_SUCCESS;
 }

@@ -12,6 +12,8 @@ typedef struct entry {
     uintptr_t addr;
     uint64_t size;
     int kind;
+    uint32_t pins; /* memory blocks: live executors (and runs) using the block */
+    void *obj;     /* executor handles: the record behind the handle */
 } entry;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -56,27 +58,71 @@ static size_t find(uintptr_t a, int kind)
     return reg_n;
 }
 
-bool spa_acl_reg_add(const void *p, uint64_t size, int kind)
+bool spa_acl_reg_add_obj_locked(const void *p, uint64_t size, int kind, void *obj)
 {
-    bool ok = false;
-    spa_acl_lock();
     if (reg_n == reg_cap) {
         size_t cap = reg_cap ? reg_cap * 2 : 64;
         entry *grown = realloc(reg, cap * sizeof *grown);
         if (grown == NULL)
-            goto out;
+            return false;
         reg = grown;
         reg_cap = cap;
     }
     uintptr_t a = (uintptr_t)p;
     size_t i = upper(a);
     memmove(reg + i + 1, reg + i, (reg_n - i) * sizeof *reg);
-    reg[i] = (entry){a, size, kind};
+    reg[i] = (entry){a, size, kind, 0, obj};
     reg_n++;
-    ok = true;
-out:
+    return true;
+}
+
+bool spa_acl_reg_add(const void *p, uint64_t size, int kind)
+{
+    spa_acl_lock();
+    bool ok = spa_acl_reg_add_obj_locked(p, size, kind, NULL);
     spa_acl_unlock();
     return ok;
+}
+
+void *spa_acl_reg_obj_locked(const void *p, int kind)
+{
+    size_t i = find((uintptr_t)p, kind);
+    return p != NULL && i != reg_n ? reg[i].obj : NULL;
+}
+
+/* The memory block (aclrtMalloc or aclrtMallocHost) holding address a, or reg_n. */
+static size_t block_of(uintptr_t a)
+{
+    size_t i = upper(a);
+    if (i == 0)
+        return reg_n;
+    const entry *e = &reg[i - 1];
+    if ((e->kind != SPA_ACL_DEVICE_MEM && e->kind != SPA_ACL_HOST_MEM) ||
+        (uint64_t)(a - e->addr) >= e->size)
+        return reg_n;
+    return i - 1;
+}
+
+const void *spa_acl_pin_locked(const void *p)
+{
+    size_t i = p != NULL ? block_of((uintptr_t)p) : reg_n;
+    if (i == reg_n)
+        return NULL;
+    reg[i].pins++;
+    return (const void *)reg[i].addr;
+}
+
+void spa_acl_unpin_locked(const void *block)
+{
+    size_t i = block != NULL ? block_of((uintptr_t)block) : reg_n;
+    if (i != reg_n && reg[i].addr == (uintptr_t)block && reg[i].pins > 0)
+        reg[i].pins--;
+}
+
+bool spa_acl_reg_pinned_locked(const void *p, int kind)
+{
+    size_t i = find((uintptr_t)p, kind);
+    return p != NULL && i != reg_n && reg[i].pins > 0;
 }
 
 bool spa_acl_reg_remove_locked(const void *p, int kind)

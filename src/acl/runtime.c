@@ -170,7 +170,12 @@ static aclError mem_free(void *ptr, int kind)
 {
     if (ptr == NULL)
         return ACL_ERROR_INVALID_PARAM;
-    if (!spa_acl_reg_remove(ptr, kind))
+    spa_acl_lock();
+    /* a block a live executor or a running op uses stays: freeing it would
+     * let phase 2 write freed memory */
+    bool ok = !spa_acl_reg_pinned_locked(ptr, kind) && spa_acl_reg_remove_locked(ptr, kind);
+    spa_acl_unlock();
+    if (!ok)
         return ACL_ERROR_RT_MEMORY_FREE;
     free(ptr);
     return ACL_SUCCESS;

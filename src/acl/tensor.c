@@ -107,10 +107,12 @@ aclnnStatus aclGetIntArraySize(const aclIntArray *array, uint64_t *size)
 {
     if (array == NULL || size == NULL)
         return ACLNN_ERR_PARAM_NULLPTR;
-    if (!spa_acl_reg_has(array, SPA_ACL_INT_ARRAY))
-        return ACLNN_ERR_PARAM_INVALID;
-    *size = array->size;
-    return ACLNN_SUCCESS;
+    spa_acl_lock(); /* held while reading: aclDestroyIntArray may run beside */
+    const bool known = spa_acl_reg_has_locked(array, SPA_ACL_INT_ARRAY);
+    if (known)
+        *size = array->size;
+    spa_acl_unlock();
+    return known ? ACLNN_SUCCESS : ACLNN_ERR_PARAM_INVALID;
 }
 
 bool spa_acl_int_array_copy(const aclIntArray *a, int64_t **values, uint64_t *size)
