@@ -224,9 +224,10 @@ fuzz-run: $(LIB)
 	  grep -E "stat::number_of_executed_units|stat::new_units_added" $(B)/fuzz/$$op.log | tr '\n' ' '; echo; \
 	done
 
-$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/engine.c fuzz/engine.h $(LIB)
+FZ_SRC := tests/fz_engine.c tests/fz_ops.c
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FZ_SRC) tests/fz_engine.h $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(TARGET_CFLAGS) -fsanitize=fuzzer -Iinclude fuzz/fuzz_$*.c fuzz/engine.c $(LIB) -o $@ -lm
+	$(CC) $(WARN) $(TARGET_CFLAGS) -fsanitize=fuzzer -Iinclude -Itests fuzz/fuzz_$*.c $(FZ_SRC) $(LIB) -o $@ -lm
 
 # ---- benchmark: bench/op_<file>.c define bench_<name>() for each op they time ----
 BENCH_OPS := $(shell sed -n 's/^void bench_\([a-z0-9_]*\)(void)$$/\1/p' $(wildcard bench/op_*.c))

@@ -211,9 +211,10 @@ spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_ex
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
     if (empty)
         return SPA_OK;
-    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.topk, &e.mx, &e.sm, &e.o};
+    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.topk, &e.mx, &e.sm, &e.o,
+                                   e.has_mask ? &e.mask : NULL};
     const spa_int_array *arrays[] = {&e.sq, &e.skv};
-    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 7, arrays, 2));
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 8, arrays, 2));
     spa_ws ws;
     spa_nsas_trusted tr;
     spa_ws_attach(&ws, workspace, e.head.ws_size);

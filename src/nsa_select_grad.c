@@ -358,9 +358,9 @@ spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
     SPA_TRY(check_args(&e, "TND", &sh));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
     const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.o, &e.dy, &e.mx, &e.sm, &e.topk,
-                                   &e.dq, &e.dk, &e.dv};
+                                   &e.dq, &e.dk, &e.dv, e.has_mask ? &e.mask : NULL};
     const spa_int_array *arrays[] = {&e.sq, &e.skv};
-    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 11, arrays, 2));
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 12, arrays, 2));
     spa_ws ws;
     spa_nsas_trusted tr;
     spa_ws_attach(&ws, workspace, e.head.ws_size);

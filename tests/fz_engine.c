@@ -1,5 +1,5 @@
-/* libFuzzer engine: see engine.h. */
-#include "engine.h"
+/* The hostile-input engine: see fz_engine.h. */
+#include "fz_engine.h"
 
 #include <float.h>
 #include <math.h>
@@ -14,6 +14,8 @@
 #define MAX_WS_BYTES ((uint64_t)64 << 20)
 #define MAX_MUTATIONS 48
 #define MAX_OVERRIDES 32
+#define MAX_ALIASES 8
+#define MAX_EXEC_EDITS 64
 
 /* ---- reading the input ---- */
 typedef struct reader {
@@ -71,8 +73,27 @@ typedef struct override {
     int64_t v;
 } override;
 
+/* A view laid over another's memory: tensor t (kind 0) or array t (kind
+ * 1) at byte off of tensor u's span. */
+typedef struct alias {
+    int kind, t, u;
+    size_t off;
+} alias;
+
+/* One executor byte edited after phase 1 (and the executor sealed again). */
+typedef struct exec_edit {
+    uint32_t off;
+    uint8_t x;
+} exec_edit;
+
 typedef struct plan {
     fz_call c;
+    alias aliases[MAX_ALIASES];
+    int naliases;
+    exec_edit edits[MAX_EXEC_EDITS];
+    int nedits;
+    int ws_over; /* -1, or the workspace laid over tensor ws_over (arrays after the tensors) */
+    size_t ws_over_off;
     int pad[FZ_MAX_TENSORS];
     bool null_data[FZ_MAX_TENSORS];
     override strides[MAX_OVERRIDES];
@@ -87,6 +108,7 @@ typedef struct plan {
 static void baseline(const fz_op *op, plan *p)
 {
     memset(p, 0, sizeof *p);
+    p->ws_over = -1;
     for (int k = 0; k < op->ntensors; k++) {
         const fz_tensor_spec *s = &op->tensors[k];
         p->c.t[k].dtype = s->dtype;
@@ -203,9 +225,32 @@ static void decode(const fz_op *op, reader *r, plan *p)
             substitute(op, p, tt->dims[d], rd_value(r));
             break;
         }
-        default:
-            p->seed = p->seed * 131 + rd_u8(r);
+        default: {
+            /* 15: below 0x80 a new data seed; from 0x80 the memory of the
+             * call turned hostile (the low two bits say how) */
+            const uint8_t b = rd_u8(r);
+            if (b < 0x80) {
+                p->seed = p->seed * 131 + b;
+                break;
+            }
+            const int ntargets = nt + op->narrays;
+            if ((b & 3) == 0 && p->naliases < MAX_ALIASES) { /* tensor t over tensor u */
+                const int u = rd_u8(r) % nt;
+                p->aliases[p->naliases++] = (alias){0, t, u, (size_t)rd_u8(r) * 16};
+            } else if ((b & 3) == 1 && op->narrays > 0 && p->naliases < MAX_ALIASES) {
+                const int u = rd_u8(r) % nt; /* sequence array t over tensor u */
+                p->aliases[p->naliases++] = (alias){1, t % na, u, (size_t)rd_u8(r) * 16};
+            } else if ((b & 3) == 2 && p->nedits < MAX_EXEC_EDITS) { /* executor byte */
+                uint32_t off = rd_u8(r);
+                off |= (uint32_t)rd_u8(r) << 8;
+                const uint8_t x = rd_u8(r);
+                p->edits[p->nedits++] = (exec_edit){off, x != 0 ? x : 0xFF};
+            } else if ((b & 3) == 3) { /* the workspace over a tensor or an array */
+                p->ws_over = rd_u8(r) % ntargets;
+                p->ws_over_off = (size_t)rd_u8(r) * 16;
+            }
             break;
+        }
         }
     }
 }
@@ -406,7 +451,157 @@ static void check_buffers(const fz_op *op, const buffer *buf, const char *when)
     }
 }
 
+/* ---- hostile memory ---- */
+
+/* Lays the views of p->aliases over the memory of other tensors (index
+ * contents are written where the view now lies). True if any was laid. */
+static bool apply_aliases(const fz_op *op, plan *p, const buffer *buf)
+{
+    bool any = false;
+    for (int i = 0; i < p->naliases; i++) {
+        const alias *al = &p->aliases[i];
+        const buffer *host = &buf[al->u];
+        if (host->block == NULL || !host->real || host->bytes <= al->off)
+            continue;
+        unsigned char *at = host->block + RED + al->off;
+        const size_t room = host->bytes - al->off;
+        if (al->kind == 0) {
+            const buffer *own = &buf[al->t];
+            if (al->t == al->u || own->block == NULL || !own->real || own->bytes > room)
+                continue;
+            p->c.t[al->t].data = at;
+            if (op->tensors[al->t].role == FZ_INDEX)
+                fill_index(&op->tensors[al->t], p, al->t, at, room);
+        } else {
+            const uint64_t n = p->c.a[al->t].size < FZ_MAX_SEQ ? p->c.a[al->t].size : FZ_MAX_SEQ;
+            if (!p->c.array_present[al->t] || n == 0 || n * sizeof(int64_t) > room)
+                continue;
+            memcpy(at, p->c.a_vals[al->t], (size_t)n * sizeof(int64_t));
+            p->c.a[al->t].data = (const int64_t *)(const void *)at;
+        }
+        any = true;
+    }
+    return any;
+}
+
+/* Every tensor block as it is now, to tell later whether anything was written. */
+static unsigned char **snapshot_all(const fz_op *op, const buffer *buf)
+{
+    unsigned char **snap = calloc(FZ_MAX_TENSORS, sizeof *snap);
+    for (int k = 0; k < op->ntensors; k++)
+        if (buf[k].block != NULL) {
+            snap[k] = malloc(buf[k].bytes + 2 * RED);
+            memcpy(snap[k], buf[k].block, buf[k].bytes + 2 * RED);
+        }
+    return snap;
+}
+
+static bool unchanged_since(const fz_op *op, const buffer *buf, unsigned char **snap)
+{
+    bool same = true;
+    for (int k = 0; k < op->ntensors; k++) {
+        if (snap[k] != NULL && memcmp(snap[k], buf[k].block, buf[k].bytes + 2 * RED) != 0)
+            same = false;
+        free(snap[k]);
+    }
+    free(snap);
+    return same;
+}
+
+static void check_red_zones(const fz_op *op, const buffer *buf, const char *when)
+{
+    char msg[160];
+    for (int k = 0; k < op->ntensors; k++)
+        if (buf[k].block != NULL &&
+            (!all_canary(buf[k].block, RED) || !all_canary(buf[k].block + RED + buf[k].bytes, RED))) {
+            snprintf(msg, sizeof msg, "%s: red zone of %s was written", when, op->tensors[k].name);
+            finding(op, msg);
+        }
+}
+
+/* The library's sealing (not in the public headers): an edited executor is
+ * sealed again, as a caller who knows the checksum could. */
+void spa_exec_seal(spa_executor *ex, void *internal, uint32_t bytes, uint32_t op);
+
+/* Whether executor byte off lies in a copy of one of the call's tensor or
+ * array descriptors: those are the call's arguments (an edited stride or
+ * pointer describes other caller memory, which no library can check). */
+static bool in_descriptor(const plan *p, const fz_op *op, const unsigned char *ex, uint32_t bytes,
+                          uint32_t off)
+{
+    for (int k = 0; k < op->ntensors + op->narrays; k++) {
+        const void *d = k < op->ntensors ? (const void *)&p->c.t[k] : (const void *)&p->c.a[k - op->ntensors];
+        const size_t n = k < op->ntensors ? sizeof(spa_tensor) : sizeof(spa_int_array);
+        if (k < op->ntensors ? !p->c.present[k] : !p->c.array_present[k - op->ntensors])
+            continue;
+        for (uint32_t at = 0; at + n <= bytes; at += 8)
+            if (memcmp(ex + at, d, n) == 0 && off >= at && off < at + n)
+                return true;
+    }
+    return false;
+}
+
+/* Phase 2 from executors edited byte by byte and sealed again: whatever it
+ * answers, it stays inside every buffer and the workspace (and, under the
+ * sanitizers, reads nothing out of bounds) and returns. */
+static void run_edited(const fz_op *op, const plan *p, const buffer *buf, const spa_executor *ex,
+                       unsigned char *wblock, void *ws, uint64_t ws_size)
+{
+    uint32_t bytes, opid;
+    memcpy(&opid, ex->u.bytes + 4, sizeof opid);
+    memcpy(&bytes, ex->u.bytes + 8, sizeof bytes);
+    for (int i = 0; i < p->nedits; i++) {
+        const uint32_t off = p->edits[i].off % bytes;
+        if (in_descriptor(p, op, ex->u.bytes, bytes, off))
+            continue;
+        unsigned char internal[SPA_EXECUTOR_BYTES];
+        spa_executor edited;
+        memcpy(internal, ex->u.bytes, bytes);
+        internal[off] ^= p->edits[i].x;
+        spa_exec_seal(&edited, internal, bytes, opid);
+        const spa_status st = op->phase2(ws, ws_size, &edited, NULL);
+        if (st != SPA_OK && st != SPA_ERR_INVALID && st != SPA_ERR_WORKSPACE && st != SPA_ERR_NULLPTR)
+            finding(op, "phase 2 of an edited executor returned an unknown status");
+        check_red_zones(op, buf, "edited executor");
+        if (!all_canary(wblock, RED + p->skew) || !all_canary(wblock + RED + p->skew + ws_size, RED))
+            finding(op, "phase 2 of an edited executor wrote outside its workspace");
+    }
+}
+
+/* Phase 2 with the workspace laid over a tensor or array of the call: it
+ * must refuse (161002) and write nothing. */
+static void run_ws_over(const fz_op *op, const plan *p, const buffer *buf, const spa_executor *ex,
+                        uint64_t ws_size)
+{
+    unsigned char *at = NULL;
+    if (p->ws_over < op->ntensors) {
+        const buffer *host = &buf[p->ws_over];
+        if (host->block == NULL || !host->real || host->bytes <= p->ws_over_off)
+            return;
+        at = host->block + RED + p->ws_over_off;
+    } else {
+        const int a = p->ws_over - op->ntensors;
+        const uint64_t n = p->c.a[a].size < FZ_MAX_SEQ ? p->c.a[a].size : FZ_MAX_SEQ;
+        if (!p->c.array_present[a] || p->ws_over_off >= n * sizeof(int64_t))
+            return;
+        at = (unsigned char *)(uintptr_t)p->c.a[a].data + p->ws_over_off;
+    }
+    int64_t vals[FZ_MAX_ARRAYS][FZ_MAX_SEQ];
+    memcpy(vals, p->c.a_vals, sizeof vals);
+    unsigned char **snap = snapshot_all(op, buf);
+    const spa_status st = op->phase2(at, ws_size, ex, NULL);
+    if (!unchanged_since(op, buf, snap) || memcmp(vals, p->c.a_vals, sizeof vals) != 0)
+        finding(op, "phase 2 wrote with its workspace laid over the call's memory");
+    if (st != SPA_ERR_INVALID)
+        finding(op, "phase 2 accepted a workspace laid over the call's memory");
+}
+
 int fz_run(const fz_op *op, const uint8_t *data, size_t size)
+{
+    return fz_run_report(op, data, size, NULL);
+}
+
+int fz_run_report(const fz_op *op, const uint8_t *data, size_t size, fz_report *rep)
 {
     reader r = {data, size};
     plan p;
@@ -457,8 +652,12 @@ int fz_run(const fz_op *op, const uint8_t *data, size_t size)
     }
     for (int a = 0; a < op->narrays; a++)
         p.c.a[a].data = p.c.a_vals[a];
+    /* Views laid over each other: results are the caller's problem, memory
+     * safety and the red zones are not. */
+    const bool aliased = apply_aliases(op, &p, buf);
 
     /* ---- phase 1 ---- */
+    unsigned char **before_phase1 = snapshot_all(op, buf);
     uint64_t ws_size = 0x5A5A5A5A5A5A5A5Aull;
     spa_executor ex, untouched;
     memset(&ex, 0x5A, sizeof ex);
@@ -469,11 +668,14 @@ int fz_run(const fz_op *op, const uint8_t *data, size_t size)
         fprintf(stderr, "fuzz %s: phase 1 status %d, workspace %llu, %s\n", op->name, (int)st,
                 (unsigned long long)(st == SPA_OK ? ws_size : 0),
                 st == SPA_OK && runnable && ws_size <= MAX_WS_BYTES ? "phase 2 runs" : "no phase 2");
-    check_buffers(op, buf, "phase 1");
-    for (int k = 0; k < op->ntensors; k++)
-        if (buf[k].block != NULL && op->tensors[k].role == FZ_OUT &&
-            !all_canary(buf[k].block, buf[k].bytes + 2 * RED))
-            finding(op, "phase 1 wrote an output");
+    if (!unchanged_since(op, buf, before_phase1))
+        finding(op, "phase 1 wrote caller memory");
+    if (rep != NULL) {
+        rep->phase1 = st;
+        rep->exec_bytes = 0;
+        if (st == SPA_OK)
+            memcpy(&rep->exec_bytes, ex.u.bytes + 8, sizeof rep->exec_bytes);
+    }
     if (st != SPA_OK) {
         if (st != SPA_ERR_NULLPTR && st != SPA_ERR_INVALID)
             finding(op, "phase 1 returned an unknown status");
@@ -490,12 +692,24 @@ int fz_run(const fz_op *op, const uint8_t *data, size_t size)
     unsigned char *wblock = malloc((size_t)ws_size + 2 * RED + p.skew);
     memset(wblock, CANARY, (size_t)ws_size + 2 * RED + p.skew);
     void *ws = wblock + RED + p.skew;
+    unsigned char **before_small = snapshot_all(op, buf);
     if (ws_size > 0 && op->phase2(ws, ws_size - 1, &ex, NULL) != SPA_ERR_WORKSPACE)
         finding(op, "phase 2 accepted a workspace smaller than phase 1 asked");
-    for (int k = 0; k < op->ntensors; k++)
-        if (buf[k].block != NULL && op->tensors[k].role == FZ_OUT &&
-            !all_canary(buf[k].block, buf[k].bytes + 2 * RED))
-            finding(op, "phase 2 refused the workspace but wrote an output");
+    if (!unchanged_since(op, buf, before_small))
+        finding(op, "phase 2 refused the workspace but wrote caller memory");
+    if (p.ws_over >= 0)
+        run_ws_over(op, &p, buf, &ex, ws_size);
+    if (aliased) {
+        const spa_status st2 = op->phase2(ws, ws_size, &ex, NULL);
+        if (st2 != SPA_OK && st2 != SPA_ERR_INVALID)
+            finding(op, "phase 2 over aliased views returned neither success nor 161002");
+        check_red_zones(op, buf, "phase 2 over aliased views");
+        if (!all_canary(wblock, RED + p.skew) || !all_canary(wblock + RED + p.skew + ws_size, RED))
+            finding(op, "phase 2 over aliased views wrote outside its workspace");
+        run_edited(op, &p, buf, &ex, wblock, ws, ws_size);
+        free(wblock);
+        goto out;
+    }
     if (op->phase2(ws, ws_size, &ex, NULL) != SPA_OK)
         finding(op, "phase 2 refused what phase 1 accepted");
     check_buffers(op, buf, "phase 2");
@@ -517,6 +731,8 @@ int fz_run(const fz_op *op, const uint8_t *data, size_t size)
                 finding(op, "outputs differ when the tasks run in reverse order");
             free(first[k]);
         }
+    run_edited(op, &p, buf, &ex, wblock, ws, ws_size);
+    check_buffers(op, buf, "edited executors");
     free(wblock);
 
 out:

@@ -1,4 +1,6 @@
-/* libFuzzer engine shared by the harnesses fuzz/fuzz_<op>.c.
+/* The hostile-input engine: libFuzzer drives it from the harnesses
+ * fuzz/fuzz_<op>.c, and the test suite (tests/test_hostile.c) from inputs
+ * written for each class of hostile call.
  *
  * A harness describes one op by a small VALID call (its baseline: tensors,
  * sequence arrays, integer and double attributes, index-tensor contents) and
@@ -18,15 +20,28 @@
  * and give bit-identical outputs when run again with the tasks in reverse
  * order. Any violation aborts (a finding).
  *
+ * Hostile memory (mutation kind 15 with an operand from 0x80): views laid
+ * over other tensors' memory (an index tensor or a sequence array over an
+ * output, an output over an input, ...): phase 2 may then succeed or refuse,
+ * but stays inside every buffer; the workspace laid over a tensor or array
+ * of the call: phase 2 must refuse with 161002 and write nothing; executor
+ * bytes edited after phase 1 and the executor sealed again (all but the
+ * copies of the tensor and array descriptors, which are the call's
+ * arguments): phase 2 answers anything but stays inside every buffer and
+ * returns.
+ *
  * Input encoding (for hand-written seeds, fuzz/corpus/<op>/): byte 0 seeds
  * the data; byte 1 has flags (0x80: 1 in 1 + (b & 15) float inputs is NaN,
  * Inf or huge; bits 4..6: workspace misalignment in 9-byte steps); then
  * mutations, each a kind byte (mod 16), a tensor byte (mod the tensor count)
- * and the kind's operands (engine.c, decode()). A value operand is one byte:
+ * and the kind's operands (fz_engine.c, decode()). Kind 15: operand below
+ * 0x80 reseeds; 0x80 + 4i: tensor over tensor (u, offset/16); 0x81: array
+ * over tensor (u, offset/16); 0x82: executor edit (offset lo, hi, xor);
+ * 0x83: workspace over tensor or array (target, offset/16). A value operand is one byte:
  * below the edge-value table's size an entry of it, up to 0xEF a small
  * number, from 0xF0 eight raw big-endian bytes. */
-#ifndef SPA_FUZZ_ENGINE_H
-#define SPA_FUZZ_ENGINE_H
+#ifndef SPA_FZ_ENGINE_H
+#define SPA_FZ_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -91,5 +106,16 @@ typedef struct fz_op {
 #define FZ_EX(c, p) ((c)->null_executor ? NULL : (p))
 
 int fz_run(const fz_op *op, const uint8_t *data, size_t size);
+/* fz_run, saying what phase 1 answered and the size of the executor's
+ * internal record (what the executor edits of the input walk over). */
+typedef struct fz_report {
+    spa_status phase1;
+    uint32_t exec_bytes;
+} fz_report;
+int fz_run_report(const fz_op *op, const uint8_t *data, size_t size, fz_report *rep);
+
+/* The operators (tests/fz_ops.c). */
+extern const fz_op fz_op_nsa_compress, fz_op_nsa_compress_grad, fz_op_nsa_select,
+    fz_op_nsa_select_grad, fz_op_msda, fz_op_msda_grad;
 
 #endif

@@ -1,0 +1,181 @@
+/* The six operators as the hostile-input engine (fz_engine.h) sees them:
+ * one small VALID call each (tensors, sequence arrays, attributes, index
+ * contents) and thunks for both phases. Shared by the fuzz harnesses
+ * (fuzz/fuzz_<op>.c) and the test suite (tests/test_hostile.c). */
+#include "fz_engine.h"
+
+/* ---- nsa_compress ---- */
+/* NsaCompress. Baseline: f32, 2 batches of
+ * 48 and 32 tokens (cumulative ends), N 2, D 48, block 32, stride 16: 3 windows. */
+static const fz_tensor_spec nsa_compress_tensors[] = {
+    {"input", SPA_FLOAT32, 3, {80, 2, 48}, FZ_IN, false, NULL, 0},
+    {"weight", SPA_FLOAT32, 2, {32, 2}, FZ_IN, false, NULL, 0},
+    {"output", SPA_FLOAT32, 3, {3, 2, 48}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec nsa_compress_arrays[] = {{{48, 80}, 2}};
+static const int64_t nsa_compress_attrs[] = {32, 16, 0}; /* blockSize, stride, actSeqLenType */
+
+static spa_status nsa_compress_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_compress_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_A(c, 0), c->layout,
+                                               c->attr[0], c->attr[1], c->attr[2], FZ_T(c, 2),
+                                               FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_compress = {
+    "nsa_compress", 3, nsa_compress_tensors, 1, nsa_compress_arrays,
+    3, nsa_compress_attrs, 0.0, "TND",
+    nsa_compress_phase1, spa_nsa_compress,
+};
+
+/* ---- nsa_compress_grad ---- */
+/* NsaCompressGrad. Baseline: the NsaCompress
+ * one (f32, batches of 48 and 32 tokens, N 2, D 48, block 32, stride 16). */
+static const fz_tensor_spec nsa_compress_grad_tensors[] = {
+    {"outputGrad", SPA_FLOAT32, 3, {3, 2, 48}, FZ_IN, false, NULL, 0},
+    {"input", SPA_FLOAT32, 3, {80, 2, 48}, FZ_IN, false, NULL, 0},
+    {"weight", SPA_FLOAT32, 2, {32, 2}, FZ_IN, false, NULL, 0},
+    {"inputGrad", SPA_FLOAT32, 3, {80, 2, 48}, FZ_OUT, false, NULL, 0},
+    {"weightGrad", SPA_FLOAT32, 2, {32, 2}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec nsa_compress_grad_arrays[] = {{{48, 80}, 2}};
+static const int64_t nsa_compress_grad_attrs[] = {32, 16, 0}; /* blockSize, stride, actSeqLenType */
+
+static spa_status nsa_compress_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_compress_grad_get_workspace_size(
+        FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_A(c, 0), c->attr[0], c->attr[1], c->attr[2],
+        c->layout, FZ_T(c, 3), FZ_T(c, 4), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_compress_grad = {
+    "nsa_compress_grad", 5, nsa_compress_grad_tensors, 1, nsa_compress_grad_arrays,
+    3, nsa_compress_grad_attrs, 0.0, "TND",
+    nsa_compress_grad_phase1, spa_nsa_compress_grad,
+};
+
+/* ---- nsa_select ---- */
+/* NsaSelectedAttention. Baseline (spec/nsa.md
+ * 3): f16, one batch of 24 queries over 64 keys, N1 2 over N2 1, D 48, Dv 32,
+ * blocks of 16, K 2 valid block indices, no mask (the mutations add one). */
+static const int64_t nsa_select_topk_vals[] = {0, 3, 1, 2, 2, 2};
+static const fz_tensor_spec nsa_select_tensors[] = {
+    {"query", SPA_FLOAT16, 3, {24, 2, 48}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT16, 3, {64, 1, 48}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT16, 3, {64, 1, 32}, FZ_IN, false, NULL, 0},
+    {"topkIndices", SPA_INT32, 3, {24, 1, 2}, FZ_INDEX, false, nsa_select_topk_vals, 6},
+    {"attenMask", SPA_BOOL, 2, {24, 64}, FZ_IN, true, NULL, 0},
+    {"softmaxMax", SPA_FLOAT32, 3, {24, 2, 8}, FZ_OUT, false, NULL, 0},
+    {"softmaxSum", SPA_FLOAT32, 3, {24, 2, 8}, FZ_OUT, false, NULL, 0},
+    {"attentionOut", SPA_FLOAT16, 3, {24, 2, 32}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec nsa_select_arrays[] = {{{24}, 1}, {{64}, 1}};
+static const int64_t nsa_select_attrs[] = {2, 0, 16, 2}; /* headNum, sparseMode, blockSize, blockCount */
+
+static spa_status nsa_select_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_select_get_workspace_size(
+        FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4), FZ_A(c, 0), FZ_A(c, 1),
+        c->dattr, c->attr[0], c->layout, c->attr[1], c->attr[2], c->attr[3], FZ_T(c, 5),
+        FZ_T(c, 6), FZ_T(c, 7), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_select = {
+    "nsa_select", 8, nsa_select_tensors, 2, nsa_select_arrays,
+    4, nsa_select_attrs, 0.125, "TND",
+    nsa_select_phase1, spa_nsa_select,
+};
+
+/* ---- nsa_select_grad ---- */
+/* NsaSelectedAttentionGrad. Baseline: the
+ * NsaSelectedAttention one (f16, 24 queries, 64 keys, N1 2, N2 1, D 48,
+ * Dv 32, blocks of 16, K 2), with the forward's outputs as inputs. */
+static const int64_t nsa_select_grad_topk_vals[] = {0, 3, 1, 2, 2, 2};
+static const fz_tensor_spec nsa_select_grad_tensors[] = {
+    {"query", SPA_FLOAT16, 3, {24, 2, 48}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT16, 3, {64, 1, 48}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT16, 3, {64, 1, 32}, FZ_IN, false, NULL, 0},
+    {"attentionOut", SPA_FLOAT16, 3, {24, 2, 32}, FZ_IN, false, NULL, 0},
+    {"attentionOutGrad", SPA_FLOAT16, 3, {24, 2, 32}, FZ_IN, false, NULL, 0},
+    {"softmaxMax", SPA_FLOAT32, 3, {24, 2, 8}, FZ_IN, false, NULL, 0},
+    {"softmaxSum", SPA_FLOAT32, 3, {24, 2, 8}, FZ_IN, false, NULL, 0},
+    {"topkIndices", SPA_INT32, 3, {24, 1, 2}, FZ_INDEX, false, nsa_select_grad_topk_vals, 6},
+    {"attenMask", SPA_BOOL, 2, {24, 64}, FZ_IN, true, NULL, 0},
+    {"dq", SPA_FLOAT16, 3, {24, 2, 48}, FZ_OUT, false, NULL, 0},
+    {"dk", SPA_FLOAT16, 3, {64, 1, 48}, FZ_OUT, false, NULL, 0},
+    {"dv", SPA_FLOAT16, 3, {64, 1, 32}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec nsa_select_grad_arrays[] = {{{24}, 1}, {{64}, 1}};
+static const int64_t nsa_select_grad_attrs[] = {16, 2, 2, 0}; /* blockSize, blockCount, headNum, sparseMode */
+
+static spa_status nsa_select_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_select_grad_get_workspace_size(
+        FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4), FZ_T(c, 5), FZ_T(c, 6),
+        FZ_T(c, 7), FZ_A(c, 0), FZ_A(c, 1), FZ_T(c, 8), c->dattr, c->attr[0], c->attr[1],
+        c->attr[2], c->layout, c->attr[3], FZ_T(c, 9), FZ_T(c, 10), FZ_T(c, 11), FZ_WS(c, ws),
+        FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_select_grad = {
+    "nsa_select_grad", 12, nsa_select_grad_tensors, 2, nsa_select_grad_arrays,
+    4, nsa_select_grad_attrs, 0.125, "TND",
+    nsa_select_grad_phase1, spa_nsa_select_grad,
+};
+
+/* ---- msda ---- */
+/* MultiScaleDeformableAttnFunction. Baseline
+ * (spec/msda.md): f32, bs 2, levels 2x3 and 1x2 (nk 8), nh 2, C 16, nq 32,
+ * np 3; locations drawn in [-1, 1), so many samples fall off the map. */
+static const int64_t msda_shape_vals[] = {2, 3, 1, 2};
+static const int64_t msda_start_vals[] = {0, 6};
+static const fz_tensor_spec msda_tensors[] = {
+    {"value", SPA_FLOAT32, 4, {2, 8, 2, 16}, FZ_IN, false, NULL, 0},
+    {"spatialShape", SPA_INT64, 2, {2, 2}, FZ_INDEX, false, msda_shape_vals, 4},
+    {"levelStartIndex", SPA_INT64, 1, {2}, FZ_INDEX, false, msda_start_vals, 2},
+    {"location", SPA_FLOAT32, 6, {2, 32, 2, 2, 3, 2}, FZ_IN, false, NULL, 0},
+    {"attnWeight", SPA_FLOAT32, 5, {2, 32, 2, 2, 3}, FZ_IN, false, NULL, 0},
+    {"output", SPA_FLOAT32, 3, {2, 32, 32}, FZ_OUT, false, NULL, 0},
+};
+
+static spa_status msda_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_msda_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4),
+                                       FZ_T(c, 5), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_msda = {
+    "msda", 6, msda_tensors, 0, NULL,
+    0, NULL, 0.0, NULL,
+    msda_phase1, spa_msda,
+};
+
+/* ---- msda_grad ---- */
+/* MultiScaleDeformableAttentionGrad. * Baseline: the MSDA forward one (f32, bs 2, levels 2x3 and 1x2, nh 2, C 16,
+ * nq 32, np 3) with gradOutput [2, 32, 32]. */
+static const int64_t msda_grad_shape_vals[] = {2, 3, 1, 2};
+static const int64_t msda_grad_start_vals[] = {0, 6};
+static const fz_tensor_spec msda_grad_tensors[] = {
+    {"value", SPA_FLOAT32, 4, {2, 8, 2, 16}, FZ_IN, false, NULL, 0},
+    {"spatialShape", SPA_INT64, 2, {2, 2}, FZ_INDEX, false, msda_grad_shape_vals, 4},
+    {"levelStartIndex", SPA_INT64, 1, {2}, FZ_INDEX, false, msda_grad_start_vals, 2},
+    {"location", SPA_FLOAT32, 6, {2, 32, 2, 2, 3, 2}, FZ_IN, false, NULL, 0},
+    {"attnWeight", SPA_FLOAT32, 5, {2, 32, 2, 2, 3}, FZ_IN, false, NULL, 0},
+    {"gradOutput", SPA_FLOAT32, 3, {2, 32, 32}, FZ_IN, false, NULL, 0},
+    {"gradValue", SPA_FLOAT32, 4, {2, 8, 2, 16}, FZ_OUT, false, NULL, 0},
+    {"gradLocation", SPA_FLOAT32, 6, {2, 32, 2, 2, 3, 2}, FZ_OUT, false, NULL, 0},
+    {"gradAttnWeight", SPA_FLOAT32, 5, {2, 32, 2, 2, 3}, FZ_OUT, false, NULL, 0},
+};
+
+static spa_status msda_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_msda_grad_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3),
+                                            FZ_T(c, 4), FZ_T(c, 5), FZ_T(c, 6), FZ_T(c, 7),
+                                            FZ_T(c, 8), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_msda_grad = {
+    "msda_grad", 9, msda_grad_tensors, 0, NULL,
+    0, NULL, 0.0, NULL,
+    msda_grad_phase1, spa_msda_grad,
+};
