@@ -639,6 +639,46 @@ static void test_executor_rules(void)
     dev_free(&d);
 }
 
+/* ---- lifetimes: blocks an executor uses, handles of spent executors ---- */
+
+/* aclrtFree of a block a live executor's tensors lie in is refused (phase 2
+ * would write freed memory); once the executor is spent or destroyed the
+ * block can go. A spent executor's handle is never handed out again, so it
+ * never runs another executor's plan. */
+static void test_executor_lifetimes(void)
+{
+    rng r = rng_seed(908);
+    dev_case d;
+    dev_make(&d, &r);
+    uint64_t size;
+    aclOpExecutor *ex;
+    CU_ASSERT_EQUAL_FATAL(dev_phase1(&d, d.x, d.y, &size, &ex), ACLNN_SUCCESS);
+    void *ws;
+    CU_ASSERT_FATAL(aclrtMalloc(&ws, size, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS);
+    CU_ASSERT_EQUAL(aclrtFree(d.ydev), ACL_ERROR_RT_MEMORY_FREE);
+    CU_ASSERT_EQUAL(aclrtFree(d.xdev), ACL_ERROR_RT_MEMORY_FREE);
+    CU_ASSERT_EQUAL(aclnnNsaCompress(ws, size, ex, NULL), ACLNN_SUCCESS);
+    /* spent: the blocks are free to go (dev_free frees them) */
+    aclOpExecutor *spent = ex;
+    /* a destroyed executor lets go of its blocks as well */
+    CU_ASSERT_EQUAL_FATAL(dev_phase1(&d, d.x, d.y, &size, &ex), ACLNN_SUCCESS);
+    CU_ASSERT_EQUAL(aclrtFree(d.wdev), ACL_ERROR_RT_MEMORY_FREE);
+    CU_ASSERT_EQUAL(aclDestroyAclOpExecutor(ex), ACLNN_SUCCESS);
+    /* many executors made after it: none gets the spent handle, and the spent
+     * handle runs none of them */
+    for (int i = 0; i < 300; i++) {
+        aclOpExecutor *fresh;
+        CU_ASSERT_EQUAL_FATAL(dev_phase1(&d, d.x, d.y, &size, &fresh), ACLNN_SUCCESS);
+        CU_ASSERT(fresh != spent);
+        CU_ASSERT_EQUAL(aclnnNsaCompress(ws, size, spent, NULL), ACLNN_ERR_PARAM_INVALID);
+        const aclnnStatus st = i % 2 ? aclnnNsaCompress(ws, size, fresh, NULL)
+                                     : aclDestroyAclOpExecutor(fresh);
+        CU_ASSERT_EQUAL(st, ACLNN_SUCCESS);
+    }
+    CU_ASSERT_EQUAL(aclrtFree(ws), ACL_SUCCESS);
+    dev_free(&d);
+}
+
 /* ---- several host threads launching on one stream ---- */
 
 typedef struct thread_job {
@@ -804,6 +844,7 @@ void suite_acl(void)
     CU_add_test(s, "views: offset, strides, storage", test_views_offset_strides);
     CU_add_test(s, "views reaching outside refused", test_views_refused);
     CU_add_test(s, "executors: workspace, single use", test_executor_rules);
+    CU_add_test(s, "executors: pinned blocks, handles never reused", test_executor_lifetimes);
     CU_add_test(s, "host threads sharing a stream", test_threads_share_stream);
 #else
     fprintf(stderr, "acl: NsaCompress not in libspattn.a; its compat tests skipped\n");
