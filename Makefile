@@ -70,7 +70,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: insn all gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -258,6 +258,24 @@ $(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(B)/bench/bench_ops.inc $(ACL_LIB
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(RUN) $(BENCH_BIN) $(OP)
+
+# ---- executed instructions per op call under qemu (Linux cross targets):
+# the insncount plugin (INSNCOUNT, built once into $(BUILDROOT)/insncount)
+# counts a run of tools/insn/insn_case.c with one call and with two. ----
+INSNCOUNT ?= ../shared/tools/insncount
+INSN_BIN := $(B)/insn/spattn_insn
+INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_grad
+INSN_DTYPES ?= $(DTYPES)
+$(INSN_BIN): tools/insn/insn_case.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(LIB) -o $@ -lm
+
+insn: deps
+	@case '$(RUN)' in *qemu-*) ;; *) echo "insn: target $(TARGET) does not run under qemu-user"; exit 1;; esac
+	@test -f $(INSNCOUNT)/build.sh || { echo "insn: no insncount tool at $(INSNCOUNT)"; exit 1; }
+	@$(MAKE) --no-print-directory $(INSN_BIN)
+	@test -f $(BUILDROOT)/insncount/insncount.so || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
+	@tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)'
 
 # ---- examples ----
 $(B)/examples/%: examples/%.c $(LIB) $(RUNNER_LIB)

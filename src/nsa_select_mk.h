@@ -1,7 +1,7 @@
 /* Lane-wise helpers of the NsaSelectedAttention(+Grad) micro-kernels, on the
  * target's ISA layer (src/isa/<isa>.h): the prefetch cursor, the branch-free
  * exp of the softmax and the in-place rounding of P and dS to the dtype.
- * Scores are kept "key-major": row j of a score tile holds the GP = 16 or 32
+ * Scores are kept "key-major": row j of a score tile holds the GP = 8, 16 or 32
  * query heads of the group in lanes (padded heads are 0), so every operation
  * here runs over whole vectors of heads (GP is a multiple of every SPA_VL).
  * The register-tile GEMM kernels are generated per ISA from
@@ -14,8 +14,6 @@
 
 #include "half.h"
 #include "nsa_select_kernel.h"
-
-#define SPA_NSAS_LANES 16
 
 #if defined(__GNUC__)
 #define SPA_NSAS_INLINE static inline __attribute__((always_inline, unused))
@@ -74,7 +72,7 @@ SPA_NSAS_INLINE void spa_nsas_round(float *x, int64_t n, int bf16)
 }
 
 /* x[j][l] = round(x[j][l] * s[l]) to bf16 (bf16 != 0) or f16, over rows of gp
- * (16 or 32) lanes: the forward's P = exp(z' - m) * (1/l) in the dtype, in one
+ * (8, 16 or 32) lanes: the forward's P = exp(z' - m) * (1/l) in the dtype, in one
  * pass. */
 SPA_NSAS_INLINE void spa_nsas_scale_round(float *x, int64_t rows, int64_t gp, const float *s,
                                           int bf16)
@@ -122,7 +120,7 @@ SPA_NSAS_INLINE void spa_nsas_exp_row(float *x, int64_t n)
 }
 
 /* x[j][l] = exp(x[j][l] - m[l]) and sum[l] = sum_j x[j][l] (in row order)
- * over rows of gp (16 or 32) lanes: the softmax numerators in one pass. */
+ * over rows of gp (8, 16 or 32) lanes: the softmax numerators in one pass. */
 SPA_NSAS_INLINE void spa_nsas_exp_sum(float *x, int64_t rows, int64_t gp, const float *m,
                                       float *sum)
 {

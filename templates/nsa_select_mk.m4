@@ -3,22 +3,35 @@ The register-tile micro-kernels of NsaSelectedAttention(+Grad), generated
 for the target's ISA (gen/isa/<isa>.m4: SPA_VL lanes, SPA_VREGS vector
 registers) on its layer (src/isa/<isa>.h); included by both op templates.
 Each tile keeps R rows x NV vectors of accumulators in registers; for the
-score and accumulate shapes NV vectors cover NV * SPA_VL of the GP = 16 or 32
+score and accumulate shapes NV vectors cover NV * SPA_VL of the GP = 8, 16 or 32
 head lanes (passes over the rest), R as many rows as the registers hold.
 Per output element the products are summed in one fixed order whatever the
 tile, so the tile never changes a result; the ISA's FMA (fused, or a
 multiply and an add on the scalar layer) does.
 
-NSAS_NV16 / NSAS_NV32: operand vectors of the GP 16 / 32 tiles; NSAS_R16 /
-NSAS_R32 their rows. Rows of the row-update tile: 4 (its callers pass
+NSAS_NV<gp> / NSAS_R<gp>: operand vectors and rows of the tiles for GP = 8
+(ISAs of at most 8 lanes), 16 and 32 (src/nsa_select_kernel.h, SPA_NSAS_GP_MIN). Rows of the row-update tile: 4 (its callers pass
 multiples of 4), NSAS_RA_NV vectors along the head dim (at most 64 lanes).
+m4_define(`NSAS_GP8', m4_eval(SPA_VL <= 8))
+m4_define(`NSAS_NV8', SPA_BEST_COLS(m4_eval(8 / SPA_VL)))
+m4_define(`NSAS_R8', SPA_FIT_ROWS(NSAS_NV8, 16))
 m4_define(`NSAS_NV16', SPA_BEST_COLS(m4_eval(16 / SPA_VL)))
 m4_define(`NSAS_R16', SPA_FIT_ROWS(NSAS_NV16, 16))
 m4_define(`NSAS_NV32', SPA_BEST_COLS(m4_eval(32 / SPA_VL)))
 m4_define(`NSAS_R32', SPA_FIT_ROWS(NSAS_NV32, 16))
 m4_define(`NSAS_RA_FIT', `m4_ifelse(m4_eval($1 <= 1 || 5 * $1 + 2 <= SPA_VREGS), 1, $1, `NSAS_RA_FIT(m4_eval($1 / 2))')')
 m4_define(`NSAS_RA_NV', NSAS_RA_FIT(m4_eval(64 / SPA_VL)))
-m4_define(`NSAS_TILE_NAME', `SPA_ISA`_'$1`x'm4_eval($2 * SPA_VL)')
+m4_define(`NSAS_TILE_NAME', `SPA_ISA`_g'$3`_'$1`x'm4_eval($2 * SPA_VL)')
+NSAS_MK_TILE(gp): the tile name for that GP, NSAS_DISPATCH(kind, args): the
+branch on gp calling the tile of each.
+m4_define(`NSAS_MK_TILE', `NSAS_TILE_NAME(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_DISPATCH', `m4_ifelse(NSAS_GP8, 1, `    if (gp == 8)
+        spa_mk_nsas_$1_`'NSAS_MK_TILE(8)($2, 8, $3);
+    else ')    if (gp == 16)
+        spa_mk_nsas_$1_`'NSAS_MK_TILE(16)($2, 16, $3);
+    else
+        spa_mk_nsas_$1_`'NSAS_MK_TILE(32)($2, 32, $3);
+')
 
 Pieces of the tiles: accumulator r, v is c<r>_<v>; operand vector v is b<v>;
 broadcast of row r is x<r>.
@@ -35,10 +48,11 @@ m4_define(`NSAS_LDX', `                    const spa_vb x$1 = spa_vb_load(xp + $
 m4_define(`NSAS_FMA', `                    c$1_$2 = spa_vf_fmab(c$1_$2, b$2, x$1);
 ')
 
-NSAS_SCORES_TILE(R, NV): out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l].
-m4_define(`NSAS_SCORES_TILE', `
-/* scores, one register tile: rows x head lanes as in the name */
-SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2)(const float *a, int64_t lda, int64_t rows,
+NSAS_SCORES_TILE(GP): out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l].
+m4_define(`NSAS_SCORES_TILE', `NSAS_SCORES_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_SCORES_TILE_', `
+/* scores, one register tile: gp, rows x head lanes as in the name */
+SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda, int64_t rows,
         const float *bt, int64_t n, int64_t gp, float *out, spa_nsas_pf *pf)
 {
     for (int64_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
@@ -62,10 +76,11 @@ SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
 }
 ')
 
-NSAS_ACCUM_TILE(R, NV): acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l].
-m4_define(`NSAS_ACCUM_TILE', `
-/* transposed accumulate, one register tile: rows x head lanes as in the name */
-SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2)(const float *a, int64_t lda, int64_t rows,
+NSAS_ACCUM_TILE(GP): acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l].
+m4_define(`NSAS_ACCUM_TILE', `NSAS_ACCUM_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_ACCUM_TILE_', `
+/* transposed accumulate, one register tile: gp, rows x head lanes as in the name */
+SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda, int64_t rows,
         const float *p, int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
 {
     for (int64_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
@@ -108,19 +123,17 @@ SPA_FOR2(4, $1, `NSAS_STC')m4_dnl
 m4_divert(0)m4_dnl
 /* ---- register-tile micro-kernels of the target's ISA, generated from
  * templates/nsa_select_mk.m4 (tiles named <isa>_<rows>x<lanes>) ---- */
-NSAS_SCORES_TILE(NSAS_R16, NSAS_NV16)m4_dnl
-m4_ifelse(NSAS_NV16`x'NSAS_R16, NSAS_NV32`x'NSAS_R32, `', `NSAS_SCORES_TILE(NSAS_R32, NSAS_NV32)')m4_dnl
+m4_ifelse(NSAS_GP8, 1, `NSAS_SCORES_TILE(8)')m4_dnl
+NSAS_SCORES_TILE(16)m4_dnl
+NSAS_SCORES_TILE(32)m4_dnl
 
 /* scores: out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l], rows a multiple of
- * 16, gp 16 or 32: Q Kᵀ (a = key rows, bt = query heads transposed) and
+ * 16, gp 8, 16 or 32: Q Kᵀ (a = key rows, bt = query heads transposed) and
  * dY Vᵀ in the grad. */
 SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, const float *bt,
                                      int64_t n, int64_t gp, float *out, spa_nsas_pf *pf)
 {
-    if (gp == 16)
-        spa_mk_nsas_scores_`'NSAS_TILE_NAME(NSAS_R16, NSAS_NV16)(a, lda, rows, bt, n, 16, out, pf);
-    else
-        spa_mk_nsas_scores_`'NSAS_TILE_NAME(NSAS_R32, NSAS_NV32)(a, lda, rows, bt, n, 32, out, pf);
+NSAS_DISPATCH(`scores', `a, lda, rows, bt, n', `out, pf')m4_dnl
 }
 
 /* The scores with the row pitch as a constant for the common head dims: the
@@ -177,18 +190,16 @@ SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t ro
         }
     }
 }
-NSAS_ACCUM_TILE(NSAS_R16, NSAS_NV16)m4_dnl
-m4_ifelse(NSAS_NV16`x'NSAS_R16, NSAS_NV32`x'NSAS_R32, `', `NSAS_ACCUM_TILE(NSAS_R32, NSAS_NV32)')m4_dnl
+m4_ifelse(NSAS_GP8, 1, `NSAS_ACCUM_TILE(8)')m4_dnl
+NSAS_ACCUM_TILE(16)m4_dnl
+NSAS_ACCUM_TILE(32)m4_dnl
 
 /* transposed accumulate: acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l],
  * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ K (dQ). */
 SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
                                       int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
 {
-    if (gp == 16)
-        spa_mk_nsas_accum_t_`'NSAS_TILE_NAME(NSAS_R16, NSAS_NV16)(a, lda, rows, p, n, 16, acc, pf);
-    else
-        spa_mk_nsas_accum_t_`'NSAS_TILE_NAME(NSAS_R32, NSAS_NV32)(a, lda, rows, p, n, 32, acc, pf);
+NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
 }
 
 /* row update: out[j*n + e] += sum_{c<g} w[j*gp + c] * b[c*n + e], rows a
