@@ -13,6 +13,8 @@
 
 #define SPA_ISA_NAME "avx2"
 #define SPA_VL 8
+/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
+#define SPA_ISA_MSDA_STAGE16 0
 #define SPA_VF_STREAM_ALIGN 32
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
 

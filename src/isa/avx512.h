@@ -27,6 +27,8 @@
 
 #define SPA_ISA_NAME "avx512"
 #define SPA_VL 16
+/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
+#define SPA_ISA_MSDA_STAGE16 1
 #define SPA_VF_STREAM_ALIGN 64 /* bytes; 0: no streaming stores */
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
 

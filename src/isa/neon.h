@@ -15,6 +15,8 @@
 
 #define SPA_ISA_NAME "neon"
 #define SPA_VL 4
+/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
+#define SPA_ISA_MSDA_STAGE16 0
 #define SPA_VF_STREAM_ALIGN 0
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
 

@@ -17,6 +17,8 @@
 
 #define SPA_ISA_NAME "scalar"
 #define SPA_VL 1
+/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
+#define SPA_ISA_MSDA_STAGE16 0
 #define SPA_VF_STREAM_ALIGN 0
 #if defined(__GNUC__)
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
