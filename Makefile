@@ -21,12 +21,18 @@ endif
 #   RUN                how to start a target program (qemu-..., empty on the host)
 #   SYMCHECK_ALLOW     more imports libspattn.a may have (compiler runtime helpers)
 #   TARGET_DEPS        what `make deps` installs: command-or-file:package ...
+#   ISA                the instruction set layer its kernels are generated for:
+#                      src/isa/<isa>.h + gen/isa/<isa>.m4 (scalar when unset)
 SIZE ?= size
 include targets/$(TARGET)/target.mk
+ISA ?= scalar
+ifeq ($(wildcard gen/isa/$(ISA).m4 src/isa/$(ISA).h),)
+$(error no ISA '$(ISA)': pick one of $(patsubst gen/isa/%.m4,%,$(wildcard gen/isa/*.m4)))
+endif
 
 WARN := -std=c11 -Wall -Wextra -Wconversion -Werror
 CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(LIB_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Isrc -I$(B)/gen
-CFLAGS_TEST := $(WARN) $(TARGET_CFLAGS) $(TEST_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Itests \
+CFLAGS_TEST := $(WARN) $(TARGET_CFLAGS) $(TEST_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Itests -I$(B)/gen -Isrc \
 	$(if $(CUNIT_FROM_SOURCE),-I$(B)/cunit/include)
 
 # Per-function stack use beside each library object (make size): GCC writes
@@ -35,17 +41,20 @@ STACK_INFO := $(if $(findstring clang,$(notdir $(CC))),-fstack-usage,-fcallgraph
 
 # Objects depend on the tools and flags they were built with, so that
 # `make CC=clang check` after `make check` rebuilds instead of reusing.
-CONFIG_ID := $(CC) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TEST_LDFLAGS) $(TEST_LDLIBS)
+CONFIG_ID := $(CC) | $(ISA) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TEST_LDFLAGS) $(TEST_LDLIBS)
 CONFIG := $(B)/config.id
 $(shell mkdir -p $(B) && { [ -f $(CONFIG) ] && [ "$$(cat $(CONFIG))" = '$(CONFIG_ID)' ] || printf '%s\n' '$(CONFIG_ID)' > $(CONFIG); })
 
 DTYPES := f32 f16 bf16
 OPS := $(patsubst templates/%.c.m4,%,$(wildcard templates/*.c.m4))
 M4 := m4 -P
-M4_IN := targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/*.m4))
+M4_IN := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/*.m4))
+# micro-kernel templates the op templates include (m4_include)
+M4_INC := $(filter-out templates/common.m4 %.c.m4,$(wildcard templates/*.m4))
+ISA_H := $(wildcard src/isa/*.h)
 
 GEN_C := $(foreach op,$(OPS),$(foreach dt,$(DTYPES),$(B)/gen/$(op)_$(dt).c))
-GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h
+GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h
 LIB_SRC := $(wildcard src/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o)
 LIB := $(B)/lib/libspattn.a
@@ -61,7 +70,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: insn all gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -73,7 +82,7 @@ deps:
 gen: $(GEN_C) $(GEN_H)
 
 define gen_rules
-$(B)/gen/$(1)_$(2).c: templates/$(1).c.m4 $(M4_IN)
+$(B)/gen/$(1)_$(2).c: templates/$(1).c.m4 $(M4_IN) $(M4_INC)
 	@mkdir -p $$(@D)
 	$(M4) -DSPA_DT=$(2) -DSPA_OP=$(1) $(M4_IN) $$< > $$@.tmp && mv $$@.tmp $$@
 endef
@@ -87,13 +96,19 @@ $(B)/gen/spa_kernels.h: Makefile
 	@mkdir -p $(@D)
 	printf '/* Generated: every kernel of every dtype. */\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)' > $@
 
+# The ISA layer the target's kernels use (src/isa/<isa>.h): included by
+# half.h, never by operator code.
+$(B)/gen/spa_isa.h: Makefile $(CONFIG)
+	@mkdir -p $(@D)
+	printf '/* Generated: the instruction set layer of this build (ISA $(ISA)). */\n#include "isa/$(ISA).h"\n' > $@
+
 # ---- core archive ----
-$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG)
+$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(ISA_H) $(CONFIG)
 	@mkdir -p $(@D)
 	@rm -f $(@:.o=.ci) $(@:.o=.su)
 	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
 
-$(B)/obj/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h) $(CONFIG)
+$(B)/obj/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(wildcard src/*.h) $(ISA_H) $(CONFIG)
 	@mkdir -p $(@D)
 	@rm -f $(@:.o=.ci) $(@:.o=.su)
 	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
@@ -116,7 +131,8 @@ $(B)/tests/suites.inc: Makefile $(wildcard tests/test_*.c)
 	@mkdir -p $(@D)
 	printf '$(foreach s,$(TEST_SUITES),SPA_SUITE($(s))\n)' > $@
 
-$(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/*.h) $(B)/tests/suites.inc $(CONFIG) \
+$(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/*.h src/*.h) $(ISA_H) $(B)/gen/spa_isa.h \
+		$(B)/tests/suites.inc $(CONFIG) \
 		| $(if $(CUNIT_FROM_SOURCE),$(B)/cunit/libcunit.a)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L -I$(B)/tests -c $< -o $@
@@ -242,6 +258,24 @@ $(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(B)/bench/bench_ops.inc $(ACL_LIB
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(RUN) $(BENCH_BIN) $(OP)
+
+# ---- executed instructions per op call under qemu (Linux cross targets):
+# the insncount plugin (INSNCOUNT, built once into $(BUILDROOT)/insncount)
+# counts a run of tools/insn/insn_case.c with one call and with two. ----
+INSNCOUNT ?= ../shared/tools/insncount
+INSN_BIN := $(B)/insn/spattn_insn
+INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_grad
+INSN_DTYPES ?= $(DTYPES)
+$(INSN_BIN): tools/insn/insn_case.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(LIB) -o $@ -lm
+
+insn: deps
+	@case '$(RUN)' in *qemu-*) ;; *) echo "insn: target $(TARGET) does not run under qemu-user"; exit 1;; esac
+	@test -f $(INSNCOUNT)/build.sh || { echo "insn: no insncount tool at $(INSNCOUNT)"; exit 1; }
+	@$(MAKE) --no-print-directory $(INSN_BIN)
+	@test -f $(BUILDROOT)/insncount/insncount.so || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
+	@tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)'
 
 # ---- examples ----
 $(B)/examples/%: examples/%.c $(LIB) $(RUNNER_LIB)

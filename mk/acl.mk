@@ -24,7 +24,7 @@ STAGE := $(B)/stage
 
 .PHONY: acl acl-check acl-examples acl-seeds acl-install-check install
 
-$(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) src/half.h $(ACL_HDR) $(wildcard include/spattn/*.h) $(CONFIG)
+$(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) src/half.h $(B)/gen/spa_isa.h $(ISA_H) $(ACL_HDR) $(wildcard include/spattn/*.h) $(CONFIG)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -D_POSIX_C_SOURCE=200809L -c $< -o $@
 

@@ -8,10 +8,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__AVX512F__) || defined(__F16C__)
-#include <immintrin.h>
-#endif
-
 static inline uint32_t spa_f32_bits(float f)
 {
     uint32_t u;
@@ -70,19 +66,18 @@ static inline uint16_t spa_f32_to_f16(float f)
     return (uint16_t)(sign | r);
 }
 
-/* Runs of n contiguous elements. The f16 ones use the hardware conversions
- * where the target has them (F16C / AVX-512: exact, and RNE on narrowing, so
- * the results equal the portable path bit for bit). */
+/* The target's instruction set layer (src/isa/<isa>.h through the generated
+ * spa_isa.h), which may use the scalar conversions above. */
+#include "spa_isa.h"
+
+/* Runs of n contiguous elements, SPA_VL at a time through the ISA layer
+ * (whose conversions are exact on widening and RNE with NaN kept NaN on
+ * narrowing: the scalar functions' values bit for bit), then one by one. */
 static inline void spa_f16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n)
 {
     int64_t i = 0;
-#if defined(__AVX512F__)
-    for (int64_t blocks = (n - i) / 16; blocks > 0; blocks--, i += 16)
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + i))));
-#elif defined(__F16C__)
-    for (int64_t blocks = (n - i) / 8; blocks > 0; blocks--, i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + i))));
-#endif
+    for (; i + SPA_VL <= n; i += SPA_VL)
+        spa_vf_store(dst + i, spa_vf_load_f16(src + i));
     for (; i < n; i++)
         dst[i] = spa_f16_to_f32(src[i]);
 }
@@ -90,28 +85,27 @@ static inline void spa_f16_widen_run(float *restrict dst, const uint16_t *restri
 static inline void spa_f16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n)
 {
     int64_t i = 0;
-#if defined(__AVX512F__)
-    for (int64_t blocks = (n - i) / 16; blocks > 0; blocks--, i += 16)
-        _mm256_storeu_si256((__m256i *)(void *)(dst + i),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#elif defined(__F16C__)
-    for (int64_t blocks = (n - i) / 8; blocks > 0; blocks--, i += 8)
-        _mm_storeu_si128((__m128i *)(void *)(dst + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
+    for (; i + SPA_VL <= n; i += SPA_VL)
+        spa_vf_store_f16(dst + i, spa_vf_load(src + i));
     for (; i < n; i++)
         dst[i] = spa_f32_to_f16(src[i]);
 }
 
 static inline void spa_bf16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
+    int64_t i = 0;
+    for (; i + SPA_VL <= n; i += SPA_VL)
+        spa_vf_store(dst + i, spa_vf_load_bf16(src + i));
+    for (; i < n; i++)
         dst[i] = spa_bf16_to_f32(src[i]);
 }
 
 static inline void spa_bf16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
+    int64_t i = 0;
+    for (; i + SPA_VL <= n; i += SPA_VL)
+        spa_vf_store_bf16(dst + i, spa_vf_load(src + i));
+    for (; i < n; i++)
         dst[i] = spa_f32_to_bf16(src[i]);
 }
 
@@ -121,66 +115,35 @@ static inline void spa_f32_copy_run(float *restrict dst, const float *restrict s
         dst[i] = src[i];
 }
 
-/* A copy whose destination will not be read again soon: with AVX-512 the
- * aligned middle goes out with non-temporal stores, sparing the read of the
- * destination lines a plain store costs. Call spa_stream_fence() before the
- * block returns, so the data is visible to the thread that joins it. */
-static inline void spa_f32_stream_run(float *restrict dst, const float *restrict src, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i < n && ((uintptr_t)(dst + i) & 63u) != 0; i++)
-        dst[i] = src[i];
-    for (int64_t blocks = (n - i) / 16; blocks > 0; blocks--, i += 16)
-        _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
-#endif
-    for (; i < n; i++)
-        dst[i] = src[i];
-}
-
-/* The same for the 16-bit dtypes: narrowed exactly as spa_f32_to_f16 /
- * spa_f32_to_bf16 do, then streamed in 32-byte aligned runs. */
-static inline void spa_f16_narrow_stream_run(uint16_t *restrict dst, const float *restrict src, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i < n && ((uintptr_t)(dst + i) & 31u) != 0; i++)
-        dst[i] = spa_f32_to_f16(src[i]);
-    for (int64_t blocks = (n - i) / 16; blocks > 0; blocks--, i += 16)
-        _mm256_stream_si256((__m256i *)(void *)(dst + i),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
-    for (; i < n; i++)
-        dst[i] = spa_f32_to_f16(src[i]);
-}
-
-static inline void spa_bf16_narrow_stream_run(uint16_t *restrict dst, const float *restrict src, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i < n && ((uintptr_t)(dst + i) & 31u) != 0; i++)
-        dst[i] = spa_f32_to_bf16(src[i]);
-    const __m512i bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
-    const __m512i quiet = _mm512_set1_epi32(0x40);
-    for (int64_t blocks = (n - i) / 16; blocks > 0; blocks--, i += 16) {
-        __m512 v = _mm512_loadu_ps(src + i);
-        __m512i u = _mm512_castps_si512(v);
-        __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-        __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, bias), odd), 16);
-        __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-        __m512i r = _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), quiet);
-        _mm256_stream_si256((__m256i *)(void *)(dst + i), _mm512_cvtepi32_epi16(r));
+/* A copy whose destination will not be read again soon: where the ISA has
+ * streaming stores (SPA_VF_STREAM_ALIGN > 0) the aligned middle goes out with
+ * them, sparing the read of the destination lines a plain store costs. Call
+ * spa_stream_fence() before the block returns, so the data is visible to the
+ * thread that joins it. The 16-bit forms narrow exactly as spa_f32_to_f16 /
+ * spa_f32_to_bf16 do. */
+#define SPA_STREAM_RUN(name, dt, scalar, vstream, align)                                   \
+    static inline void name(dt *restrict dst, const float *restrict src, int64_t n)        \
+    {                                                                                      \
+        int64_t i = 0;                                                                     \
+        if ((align) > 0) {                                                                 \
+            for (; i < n && ((uintptr_t)(dst + i) & (uintptr_t)((align) - 1)) != 0; i++)   \
+                dst[i] = scalar(src[i]);                                                   \
+            for (; i + SPA_VL <= n; i += SPA_VL)                                           \
+                vstream(dst + i, spa_vf_load(src + i));                                    \
+        }                                                                                  \
+        for (; i < n; i++)                                                                 \
+            dst[i] = scalar(src[i]);                                                       \
     }
-#endif
-    for (; i < n; i++)
-        dst[i] = spa_f32_to_bf16(src[i]);
-}
+#define SPA_F32_SAME(x) (x)
+SPA_STREAM_RUN(spa_f32_stream_run, float, SPA_F32_SAME, spa_vf_stream, SPA_VF_STREAM_ALIGN)
+SPA_STREAM_RUN(spa_f16_narrow_stream_run, uint16_t, spa_f32_to_f16, spa_vf_stream_f16, SPA_VF_STREAM_ALIGN / 2)
+SPA_STREAM_RUN(spa_bf16_narrow_stream_run, uint16_t, spa_f32_to_bf16, spa_vf_stream_bf16, SPA_VF_STREAM_ALIGN / 2)
+#undef SPA_STREAM_RUN
+#undef SPA_F32_SAME
 
 static inline void spa_stream_fence(void)
 {
-#if defined(__AVX512F__)
-    _mm_sfence();
-#endif
+    spa_isa_stream_fence();
 }
 
 #endif

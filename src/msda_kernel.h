@@ -19,10 +19,6 @@
 #include "half.h"
 #include "spattn/types.h"
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
-
 #define SPA_MSDA_MAX_LEVELS 16
 #define SPA_MSDA_MAX_POINTS 16
 #define SPA_MSDA_MAX_HEADS 16
@@ -100,15 +96,10 @@ typedef void spa_msda_fwd_kernel(const spa_msda_args *a, int64_t b, int64_t h, c
 typedef void spa_msda_grad_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
                                   float *gpair, void *scratch);
 
-/* f16 -> f32, exact either way: the F16C instruction where the target has
- * it, the portable bit manipulation of half.h elsewhere. */
+/* f16 -> f32, exact: the ISA layer's fastest exact way. */
 static inline float spa_msda_f16(uint16_t h)
 {
-#if defined(__F16C__)
-    return _cvtsh_ss(h);
-#else
-    return spa_f16_to_f32(h);
-#endif
+    return spa_isa_f16_to_f32(h);
 }
 
 /* Element access for tensors whose float dtype is not the kernel's. */
@@ -186,8 +177,8 @@ static inline float spa_v8_fold(const spa_v8 *v)
     memcpy(r, &s2, sizeof r);
     return r[0] + r[1];
 }
-#if defined(__AVX512F__)
-/* Sixteen lanes where the target has 64-byte registers; elsewhere the
+#if SPA_VL >= 16
+/* Sixteen lanes where the ISA layer has 64-byte registers; elsewhere the
  * 16-lane kernels use pairs of 8-lane vectors (same lanes, same results). */
 #define SPA_MSDA_V16 1
 typedef float spa_v16 __attribute__((vector_size(64)));

@@ -7,7 +7,8 @@
  * of loc * W - 0.5 through explicitly rounded intrinsics, which no compiler
  * fuses), so both paths give the same bits.
  *
- * Used when the target has AVX512F, AVX512BW and AVX512VL, the (level,
+ * Part of the avx512 ISA layer (SPA_ISA_MSDA_STAGE16, src/isa/avx512.h:
+ * AVX512F, AVX512BW and AVX512VL). Used when the (level,
  * point, xy) dims of location and the (level, point) dims of attnWeight are
  * contiguous, and every key index fits in int32 (num_keys <= INT32_MAX); the
  * kernels keep their scalar staging for everything else. */
@@ -16,8 +17,7 @@
 
 #include "msda_kernel.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    (defined(__GNUC__) || defined(__clang__))
+#if SPA_ISA_MSDA_STAGE16 && (defined(__GNUC__) || defined(__clang__))
 #define SPA_MSDA_STAGE16 1
 #include <immintrin.h>
 

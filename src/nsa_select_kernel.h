@@ -5,6 +5,13 @@
 
 #include <stdint.h>
 
+#include "half.h"
+
+/* Query heads of a group are padded to gp lanes: 16 or 32, or 8 where the
+ * ISA's vectors hold at most 8 f32 (so that a group of 8 heads, common in
+ * GQA, computes no padded lanes there). */
+#define SPA_NSAS_GP_MIN (SPA_VL <= 8 ? 8 : 16)
+
 typedef struct spa_nsas_args {
     const void *q; /* query [T1, N1, D] */
     int64_t qs0, qs1, qs2;
@@ -26,7 +33,7 @@ typedef struct spa_nsas_args {
     int64_t dqs0, dqs1, dqs2;
     int64_t n2;  /* kv heads */
     int64_t g;   /* query heads per kv head */
-    int64_t gp;  /* g padded to the lane count of the micro-kernels (16 or 32) */
+    int64_t gp;  /* g padded to the lanes of the micro-kernels (SPA_NSAS_GP_MIN, 16 or 32) */
     int64_t d;   /* q/k head dim */
     int64_t dv;  /* v head dim */
     int64_t bs;  /* selectedBlockSize */

@@ -24,7 +24,7 @@ int64_t spa_nsas_batch_of(const spa_int_array *a, int64_t t)
 
 int64_t spa_nsas_lanes(int64_t g)
 {
-    return g <= 16 ? 16 : 32;
+    return g <= SPA_NSAS_GP_MIN ? SPA_NSAS_GP_MIN : g <= 16 ? 16 : 32;
 }
 
 spa_status spa_nsas_check_indices(const spa_tensor *topk, const spa_int_array *sq,

@@ -56,7 +56,8 @@ void spa_nsas_batch(const spa_int_array *a, int64_t b, int64_t *start, int64_t *
 /* The batch holding token t of a checked cumulative array (t < a[B-1]). */
 int64_t spa_nsas_batch_of(const spa_int_array *a, int64_t t);
 
-/* Lanes of the micro-kernels for a group of g heads: 16 or 32. */
+/* Lanes of the micro-kernels for a group of g heads: SPA_NSAS_GP_MIN (8 on ISAs of
+ * at most 8 f32 lanes), 16 or 32. */
 int64_t spa_nsas_lanes(int64_t g);
 
 /* Kernel argument block from the checked tensors (grad ones may be NULL) and

@@ -15,33 +15,32 @@ SPA_STAMP
 enum { TT = NSACG_TT, TC = NSACG_TC, LANES = 16 };
 
 /* acc += wv * dy and return sum(dy * x), as LANES partial sums reduced by
- * halves (8, 4, 2, 1) in a fixed order; n is a multiple of 16. The AVX-512
- * path is the same computation in registers (_mm512_reduce_add_ps reduces by
- * the same halves). */
+ * halves (8, 4, 2, 1) in a fixed order; n is a multiple of 16. On the ISA
+ * layer: the LANES sums are LANES / SPA_VL vectors, folded by halves into
+ * one, whose lanes spa_vf_hsum folds on by halves: the same order on every
+ * ISA (the products fused or not as the layer's FMA is). */
 static inline float axpy_dot(float *restrict acc, const float *restrict dy,
                              const float *restrict x, float wv, int64_t n)
 {
-#if defined(__AVX512F__)
-    const __m512 vw = _mm512_set1_ps(wv);
-    __m512 lanes = _mm512_setzero_ps();
+    enum { NV = LANES / SPA_VL };
+    const spa_vf vw = spa_vf_set1(wv);
+    spa_vf lanes[NV];
+#pragma GCC unroll 16
+    for (int k = 0; k < NV; k++)
+        lanes[k] = spa_vf_zero();
     for (int64_t e0 = 0; e0 < n; e0 += LANES) {
-        const __m512 d = _mm512_loadu_ps(dy + e0);
-        _mm512_storeu_ps(acc + e0, _mm512_fmadd_ps(vw, d, _mm512_loadu_ps(acc + e0)));
-        lanes = _mm512_fmadd_ps(d, _mm512_loadu_ps(x + e0), lanes);
-    }
-    return _mm512_reduce_add_ps(lanes);
-#else
-    float lane[LANES] = {0};
-    for (int64_t e0 = 0; e0 < n; e0 += LANES)
-        for (int l = 0; l < LANES; l++) {
-            acc[e0 + l] += wv * dy[e0 + l];
-            lane[l] += dy[e0 + l] * x[e0 + l];
+#pragma GCC unroll 16
+        for (int k = 0; k < NV; k++) {
+            const spa_vf d = spa_vf_load(dy + e0 + k * SPA_VL);
+            spa_vf_store(acc + e0 + k * SPA_VL, spa_vf_fma(spa_vf_load(acc + e0 + k * SPA_VL), vw, d));
+            lanes[k] = spa_vf_fma(lanes[k], d, spa_vf_load(x + e0 + k * SPA_VL));
         }
-    for (int half = LANES / 2; half > 0; half /= 2)
-        for (int l = 0; l < half; l++)
-            lane[l] += lane[l + half];
-    return lane[0];
-#endif
+    }
+#pragma GCC unroll 16
+    for (int half = NV / 2; half > 0; half /= 2)
+        for (int k = 0; k < half; k++)
+            lanes[k] = spa_vf_add(lanes[k], lanes[k + half]);
+    return spa_vf_hsum(lanes[0]);
 }
 
 void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t nwin,

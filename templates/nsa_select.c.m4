@@ -11,6 +11,8 @@ SPA_STAMP
 #include "nsa_select_kernel.h"
 #include "nsa_select_mk.h"
 
+m4_include(`templates/nsa_select_mk.m4')m4_dnl
+
 enum { TK = NSAS_TK };
 
 /* The TK-row chunk c of one unit's walk (the chunks of the selected key

@@ -14,6 +14,8 @@ SPA_STAMP
 #include "nsa_select_kernel.h"
 #include "nsa_select_mk.h"
 
+m4_include(`templates/nsa_select_mk.m4')m4_dnl
+
 m4_dnl NSASG_ROUND_ROWS(x, n): P or dS rounded to the dtype in place (nothing for f32).
 m4_define(`NSASG_ROUND_ROWS', m4_ifelse(SPA_DT, `f32', `', `spa_nsas_round($1, $2, 'm4_ifelse(SPA_DT, `bf16', 1, 0)`);'))m4_dnl
 enum { TK = NSASG_TK };
@@ -99,24 +101,27 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                 spa_nsas_scores_pitch(kr, a->kfr, nr, qt, D, GP, pt, &pfk);
                 spa_nsas_pf_rest(&pfk);
                 /* z' - m, with z' = MASKVAL where key position p > s */
+                const spa_vf scv = spa_vf_set1(a->scale), maskv = spa_vf_set1(-FLT_MAX);
                 for (int64_t r = 0; r < nr; r++) {
                     float *z = pt + r * GP;
-                    if (a->causal && p0 + j0 + r > s)
-                        for (int64_t l = 0; l < GP; l++)
-                            z[l] = -FLT_MAX - mrow[l];
-                    else
-                        for (int64_t l = 0; l < GP; l++)
-                            z[l] = a->scale * z[l] - mrow[l];
+                    const int masked = a->causal && p0 + j0 + r > s;
+                    for (int64_t l = 0; l < GP; l += SPA_VL) {
+                        const spa_vf m = spa_vf_load(mrow + l);
+                        spa_vf_store(z + l, masked ? spa_vf_sub(maskv, m)
+                                                   : spa_vf_sub(spa_vf_mul(scv, spa_vf_load(z + l)), m));
+                    }
                 }
                 spa_nsas_exp_row(pt, nr * GP);
+                /* P = exp(.) * (1/l); dS = P (dP - D), 0 where masked */
                 for (int64_t r = 0; r < nr; r++) {
                     float *p = pt + r * GP, *dp = ds + r * GP;
-                    const float keep = a->causal && p0 + j0 + r > s ? 0.0f : 1.0f;
-                    for (int64_t l = 0; l < GP; l++) {
-                        const float pv = p[l] * lrow[l];
-                        const float dsv = keep * (pv * (dp[l] - drow[l]));
-                        p[l] = pv;
-                        dp[l] = dsv;
+                    const spa_vf keep = spa_vf_set1(a->causal && p0 + j0 + r > s ? 0.0f : 1.0f);
+                    for (int64_t l = 0; l < GP; l += SPA_VL) {
+                        const spa_vf pv = spa_vf_mul(spa_vf_load(p + l), spa_vf_load(lrow + l));
+                        const spa_vf dsv = spa_vf_mul(keep, spa_vf_mul(pv, spa_vf_sub(spa_vf_load(dp + l),
+                                                                                    spa_vf_load(drow + l))));
+                        spa_vf_store(p + l, pv);
+                        spa_vf_store(dp + l, dsv);
                     }
                 }
                 NSASG_ROUND_ROWS(pt, nr * GP)

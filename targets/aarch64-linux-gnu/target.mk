@@ -1,6 +1,7 @@
 # 64-bit Arm Linux (ARMv8.0-A baseline, so Cortex-A53 class cores run it):
 # static test program under qemu-user; CUnit from Debian's arm64 multiarch
-# package. No x86 instruction set: the portable C paths are what runs here.
+# package. Kernels on the neon layer (Advanced SIMD of ARMv8.0-A).
+ISA := neon
 CC := aarch64-linux-gnu-gcc
 AR := aarch64-linux-gnu-ar
 NM := aarch64-linux-gnu-nm

@@ -3,4 +3,6 @@
 ARCH_FLAGS := -mcpu=cortex-m7 -mfpu=fpv5-d16 -mfloat-abi=hard -mthumb
 BOARD := mps2-an500
 BOARD_LD := targets/cortex-m7/mps2-an500.ld
+# No vector unit: the scalar kernels, on the FPU.
+ISA := scalar
 include targets/bare-arm/semihost.mk

@@ -1,11 +1,14 @@
 # Host target: the build machine itself, tests run natively.
-# HOST_MARCH selects the instruction set (native by default, so the x86 fast
-# paths behind __AVX512F__ / __F16C__ are compiled in; x86-64 or x86-64-v2
-# leaves them out, so the portable paths run; x86-64-v3 for valgrind, which
-# stops at AVX-512 instructions). SANITIZE=1 adds AddressSanitizer and
+# HOST_MARCH selects the instruction set, and with it the ISA layer of the
+# kernels (src/isa/): native by default, which is avx512 where the compiler
+# targets AVX512F/BW/VL here; x86-64-v3 gives avx2 (AVX2 + FMA + F16C; also
+# what valgrind runs, as it stops at AVX-512 instructions); x86-64 or
+# x86-64-v2 the scalar layer. ISA=<isa> overrides the choice (any layer the
+# march can compile, e.g. ISA=scalar). SANITIZE=1 adds AddressSanitizer and
 # UndefinedBehaviorSanitizer, any report being fatal.
 # Each compiler / instruction set / sanitizer mix builds in its own directory,
-# build/host[-clang][-<march>][-san], so switching between them rebuilds nothing.
+# build/host[-clang][-<march>][-<isa> when overridden][-san], so switching
+# between them rebuilds nothing.
 ifeq ($(origin CC),default)
 CC := cc
 endif
@@ -16,6 +19,10 @@ HOST_MARCH ?= native
 # No -ffp-contract=fast: the kernels' results must not depend on which
 # products the compiler fuses; fast paths use explicit FMA intrinsics.
 TARGET_CFLAGS := -O3 -march=$(HOST_MARCH) -fno-math-errno
+HOST_ISA_DEFS := $(shell $(CC) -march=$(HOST_MARCH) -dM -E -x c /dev/null 2>/dev/null | \
+	grep -oE '__(AVX512F|AVX512BW|AVX512VL|AVX2|FMA|F16C)__' | sort -u | tr '\n' ' ')
+HOST_ISA := $(if $(and $(findstring __AVX512F__,$(HOST_ISA_DEFS)),$(findstring __AVX512BW__,$(HOST_ISA_DEFS)),$(findstring __AVX512VL__,$(HOST_ISA_DEFS))),avx512,$(if $(and $(findstring __AVX2__,$(HOST_ISA_DEFS)),$(findstring __FMA__,$(HOST_ISA_DEFS)),$(findstring __F16C__,$(HOST_ISA_DEFS))),avx2,scalar))
+ISA ?= $(HOST_ISA)
 TARGET_LDLIBS := -lm
 TEST_LDLIBS := -lcunit -lpthread -lm
 HAVE_PTHREAD := 1
@@ -29,4 +36,4 @@ SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*
 TARGET_DEPS := $(shell clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev
 SYMCHECK_STATE_ALLOW := __unnamed_[0-9]+|___asan_gen_.*|__sancov_gen_.*
 endif
-B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(SANITIZE),-$(if $(filter fuzz,$(SANITIZE)),fuzz,san))
+B := $(BUILDROOT)/host$(if $(findstring clang,$(notdir $(CC))),-clang)$(if $(filter-out native,$(HOST_MARCH)),-$(HOST_MARCH))$(if $(filter-out $(HOST_ISA),$(ISA)),-$(ISA))$(if $(SANITIZE),-$(if $(filter fuzz,$(SANITIZE)),fuzz,san))

@@ -1,0 +1,112 @@
+/* The neon instruction set layer (AArch64 Advanced SIMD, ARMv8.0-A: every
+ * aarch64 core): the operations of src/isa/avx512.h on four lanes. f16 is
+ * widened and narrowed with fcvtl / fcvtn (FPCR's default round to nearest
+ * even), bf16 by shifting. Reached only through half.h. */
+#ifndef SPA_ISA_NEON_H
+#define SPA_ISA_NEON_H
+
+#ifndef SPA_HALF_H
+#error "include half.h, which brings the ISA layer after the scalar conversions"
+#endif
+#if !defined(__aarch64__) || !defined(__ARM_NEON)
+#error "ISA neon needs a compiler targeting AArch64 with Advanced SIMD"
+#endif
+#include <arm_neon.h>
+
+#define SPA_ISA_NAME "neon"
+#define SPA_VL 4
+/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
+#define SPA_ISA_MSDA_STAGE16 0
+#define SPA_VF_STREAM_ALIGN 0
+#define SPA_ISA_INLINE static inline __attribute__((always_inline))
+
+typedef float32x4_t spa_vf;
+typedef float spa_vb; /* fmla by element: the scalar stays in lane 0 of its register */
+
+SPA_ISA_INLINE spa_vf spa_vf_zero(void) { return vdupq_n_f32(0.0f); }
+SPA_ISA_INLINE spa_vf spa_vf_set1(float x) { return vdupq_n_f32(x); }
+SPA_ISA_INLINE spa_vf spa_vf_load(const float *p) { return vld1q_f32(p); }
+SPA_ISA_INLINE void spa_vf_store(float *p, spa_vf v) { vst1q_f32(p, v); }
+SPA_ISA_INLINE spa_vf spa_vf_load_n(const float *p, int64_t n)
+{
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t i = 0; i < n; i++)
+        t[i] = p[i];
+    return vld1q_f32(t);
+}
+SPA_ISA_INLINE void spa_vf_store_n(float *p, spa_vf v, int64_t n)
+{
+    float t[4];
+    vst1q_f32(t, v);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = t[i];
+}
+SPA_ISA_INLINE spa_vf spa_vf_add(spa_vf a, spa_vf b) { return vaddq_f32(a, b); }
+SPA_ISA_INLINE spa_vf spa_vf_sub(spa_vf a, spa_vf b) { return vsubq_f32(a, b); }
+SPA_ISA_INLINE spa_vf spa_vf_mul(spa_vf a, spa_vf b) { return vmulq_f32(a, b); }
+/* The x86 rule (a > b ? a : b), so that NaN lanes behave as on every ISA. */
+SPA_ISA_INLINE spa_vf spa_vf_max(spa_vf a, spa_vf b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return vbslq_f32(vcltq_f32(a, b), a, b); }
+SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return vfmaq_f32(c, a, b); }
+SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return *p; }
+SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return vfmaq_n_f32(c, a, x); }
+SPA_ISA_INLINE float spa_vf_hsum(spa_vf v)
+{
+    const float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+    return vget_lane_f32(s, 0) + vget_lane_f32(s, 1);
+}
+
+SPA_ISA_INLINE spa_vf spa_vf_round(spa_vf x) { return vrndnq_f32(x); }
+SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n)
+{
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(p, vreinterpretq_f32_s32(e));
+}
+SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
+{
+    return vreinterpretq_f32_u32(vandq_u32(vcgeq_f32(x, lo), vreinterpretq_u32_f32(v)));
+}
+
+SPA_ISA_INLINE spa_vf spa_vf_load_f16(const uint16_t *p)
+{
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p)
+{
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+/* bf16 bits in the high half of each 32-bit lane (low half garbage): RNE,
+ * NaN kept NaN with the quiet bit set. */
+SPA_ISA_INLINE uint32x4_t spa_neon_bf16_hi(spa_vf v)
+{
+    const uint32x4_t u = vreinterpretq_u32_f32(v);
+    const uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+    const uint32x4_t rounded = vaddq_u32(vaddq_u32(u, vdupq_n_u32(0x7FFF)), odd);
+    const uint32x4_t nan = vmvnq_u32(vceqq_f32(v, v));
+    return vbslq_u32(nan, vorrq_u32(u, vdupq_n_u32(0x400000)), rounded);
+}
+SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v)
+{
+    vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v)));
+}
+SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v)
+{
+    vst1_u16(p, vshrn_n_u32(spa_neon_bf16_hi(v), 16));
+}
+SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
+SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
+{
+    return vreinterpretq_f32_u32(vandq_u32(spa_neon_bf16_hi(v), vdupq_n_u32(0xFFFF0000u)));
+}
+
+SPA_ISA_INLINE void spa_vf_stream(float *p, spa_vf v) { vst1q_f32(p, v); }
+SPA_ISA_INLINE void spa_vf_stream_f16(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
+SPA_ISA_INLINE void spa_vf_stream_bf16(uint16_t *p, spa_vf v) { spa_vf_store_bf16(p, v); }
+SPA_ISA_INLINE void spa_isa_stream_fence(void) {}
+
+SPA_ISA_INLINE float spa_isa_f16_to_f32(uint16_t h)
+{
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+#endif

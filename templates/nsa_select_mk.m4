@@ -1,0 +1,225 @@
+m4_divert(-1)
+The register-tile micro-kernels of NsaSelectedAttention(+Grad), generated
+for the target's ISA (gen/isa/<isa>.m4: SPA_VL lanes, SPA_VREGS vector
+registers) on its layer (src/isa/<isa>.h); included by both op templates.
+Each tile keeps R rows x NV vectors of accumulators in registers; for the
+score and accumulate shapes NV vectors cover NV * SPA_VL of the GP = 8, 16 or 32
+head lanes (passes over the rest), R as many rows as the registers hold.
+Per output element the products are summed in one fixed order whatever the
+tile, so the tile never changes a result; the ISA's FMA (fused, or a
+multiply and an add on the scalar layer) does.
+
+NSAS_NV<gp> / NSAS_R<gp>: operand vectors and rows of the tiles for GP = 8
+(ISAs of at most 8 lanes), 16 and 32 (src/nsa_select_kernel.h, SPA_NSAS_GP_MIN). Rows of the row-update tile: 4 (its callers pass
+multiples of 4), NSAS_RA_NV vectors along the head dim (at most 64 lanes).
+m4_define(`NSAS_GP8', m4_eval(SPA_VL <= 8))
+m4_define(`NSAS_NV8', SPA_BEST_COLS(m4_eval(8 / SPA_VL)))
+m4_define(`NSAS_R8', SPA_FIT_ROWS(NSAS_NV8, 16))
+m4_define(`NSAS_NV16', SPA_BEST_COLS(m4_eval(16 / SPA_VL)))
+m4_define(`NSAS_R16', SPA_FIT_ROWS(NSAS_NV16, 16))
+m4_define(`NSAS_NV32', SPA_BEST_COLS(m4_eval(32 / SPA_VL)))
+m4_define(`NSAS_R32', SPA_FIT_ROWS(NSAS_NV32, 16))
+m4_define(`NSAS_RA_FIT', `m4_ifelse(m4_eval($1 <= 1 || 5 * $1 + 2 <= SPA_VREGS), 1, $1, `NSAS_RA_FIT(m4_eval($1 / 2))')')
+m4_define(`NSAS_RA_NV', NSAS_RA_FIT(m4_eval(64 / SPA_VL)))
+m4_define(`NSAS_TILE_NAME', `SPA_ISA`_g'$3`_'$1`x'm4_eval($2 * SPA_VL)')
+NSAS_MK_TILE(gp): the tile name for that GP, NSAS_DISPATCH(kind, args): the
+branch on gp calling the tile of each.
+m4_define(`NSAS_MK_TILE', `NSAS_TILE_NAME(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_DISPATCH', `m4_ifelse(NSAS_GP8, 1, `    if (gp == 8)
+        spa_mk_nsas_$1_`'NSAS_MK_TILE(8)($2, 8, $3);
+    else ')    if (gp == 16)
+        spa_mk_nsas_$1_`'NSAS_MK_TILE(16)($2, 16, $3);
+    else
+        spa_mk_nsas_$1_`'NSAS_MK_TILE(32)($2, 32, $3);
+')
+
+Pieces of the tiles: accumulator r, v is c<r>_<v>; operand vector v is b<v>;
+broadcast of row r is x<r>.
+m4_define(`NSAS_ZERO', `            spa_vf c$1_$2 = spa_vf_zero();
+')
+m4_define(`NSAS_LDC', `            spa_vf c$1_$2 = spa_vf_load(cb + $1 * cs + $2 * SPA_VL);
+')
+m4_define(`NSAS_STC', `            spa_vf_store(cb + $1 * cs + $2 * SPA_VL, c$1_$2);
+')
+m4_define(`NSAS_LDB', `                    const spa_vf b$1 = spa_vf_load(bp + $1 * SPA_VL);
+')
+m4_define(`NSAS_LDX', `                    const spa_vb x$1 = spa_vb_load(xp + $1 * xs);
+')
+m4_define(`NSAS_FMA', `                    c$1_$2 = spa_vf_fmab(c$1_$2, b$2, x$1);
+')
+
+NSAS_SCORES_TILE(GP): out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l].
+m4_define(`NSAS_SCORES_TILE', `NSAS_SCORES_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_SCORES_TILE_', `
+/* scores, one register tile: gp, rows x head lanes as in the name */
+SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda, int64_t rows,
+        const float *bt, int64_t n, int64_t gp, float *out, spa_nsas_pf *pf)
+{
+    for (int64_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (int64_t j0 = 0; j0 < rows; j0 += $1) {
+            const float *a0 = a + j0 * lda;
+            float *cb = out + j0 * gp + l0;
+            const int64_t cs = gp, xs = lda;
+SPA_FOR2($1, $2, `NSAS_ZERO')m4_dnl
+            for (int64_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
+                spa_nsas_pf_row(pf);
+#pragma GCC unroll 8
+                for (int64_t d = d0; d < d0 + 8; d++) {
+                    const float *bp = bt + d * gp + l0, *xp = a0 + d;
+SPA_FOR($2, `NSAS_LDB')m4_dnl
+SPA_FOR($1, `NSAS_LDX')m4_dnl
+SPA_FOR2($1, $2, `NSAS_FMA')m4_dnl
+                }
+            }
+SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+        }
+}
+')
+
+NSAS_ACCUM_TILE(GP): acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l].
+m4_define(`NSAS_ACCUM_TILE', `NSAS_ACCUM_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_ACCUM_TILE_', `
+/* transposed accumulate, one register tile: gp, rows x head lanes as in the name */
+SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda, int64_t rows,
+        const float *p, int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
+{
+    for (int64_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (int64_t e0 = 0; e0 < n; e0 += $1) {
+            float *cb = acc + e0 * gp + l0;
+            const int64_t cs = gp, xs = 1;
+SPA_FOR2($1, $2, `NSAS_LDC')m4_dnl
+            for (int64_t j0 = 0; j0 < rows; j0 += 8) { /* rows is a multiple of 16 */
+                spa_nsas_pf_row(pf);
+#pragma GCC unroll 8
+                for (int64_t j = j0; j < j0 + 8; j++) {
+                    const float *bp = p + j * gp + l0, *xp = a + j * lda + e0;
+SPA_FOR($2, `NSAS_LDB')m4_dnl
+SPA_FOR($1, `NSAS_LDX')m4_dnl
+SPA_FOR2($1, $2, `NSAS_FMA')m4_dnl
+                }
+            }
+SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+        }
+}
+')
+
+NSAS_ROWS_ADD_STEP(NV, prefetch): one pass of the row update over NV vectors
+of the head dim at e0 (the 4 x NV tile).
+m4_define(`NSAS_ROWS_ADD_STEP', `        {
+            float *cb = oj + e0;
+            const int64_t cs = n, xs = gp;
+SPA_FOR2(4, $1, `NSAS_LDC')m4_dnl
+$2            for (int64_t c = 0; c < g; c++) {
+                {
+                    const float *bp = b + c * n + e0, *xp = wj + c;
+SPA_FOR($1, `NSAS_LDB')m4_dnl
+SPA_FOR(4, `NSAS_LDX')m4_dnl
+SPA_FOR2(4, $1, `NSAS_FMA')m4_dnl
+                }
+            }
+SPA_FOR2(4, $1, `NSAS_STC')m4_dnl
+        }
+')
+m4_divert(0)m4_dnl
+/* ---- register-tile micro-kernels of the target's ISA, generated from
+ * templates/nsa_select_mk.m4 (tiles named <isa>_<rows>x<lanes>) ---- */
+m4_ifelse(NSAS_GP8, 1, `NSAS_SCORES_TILE(8)')m4_dnl
+NSAS_SCORES_TILE(16)m4_dnl
+NSAS_SCORES_TILE(32)m4_dnl
+
+/* scores: out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l], rows a multiple of
+ * 16, gp 8, 16 or 32: Q Kᵀ (a = key rows, bt = query heads transposed) and
+ * dY Vᵀ in the grad. */
+SPA_NSAS_INLINE void spa_nsas_scores(const float *a, int64_t lda, int64_t rows, const float *bt,
+                                     int64_t n, int64_t gp, float *out, spa_nsas_pf *pf)
+{
+NSAS_DISPATCH(`scores', `a, lda, rows, bt, n', `out, pf')m4_dnl
+}
+
+/* The scores with the row pitch as a constant for the common head dims: the
+ * rows of a tile then sit at constant displacements from one pointer, where
+ * a run-time pitch needs a register per row. */
+SPA_NSAS_INLINE void spa_nsas_scores_pitch(const float *a, int64_t lda, int64_t rows,
+                                           const float *bt, int64_t n, int64_t gp, float *out,
+                                           spa_nsas_pf *pf)
+{
+m4_ifelse(SPA_VL, 1, `', `m4_dnl
+    switch (lda) {
+    case 64:
+        spa_nsas_scores(a, 64, rows, bt, n, gp, out, pf);
+        return;
+    case 128:
+        spa_nsas_scores(a, 128, rows, bt, n, gp, out, pf);
+        return;
+    case 192:
+        spa_nsas_scores(a, 192, rows, bt, n, gp, out, pf);
+        return;
+    default:
+        break;
+    }
+')m4_dnl
+    spa_nsas_scores(a, lda, rows, bt, n, gp, out, pf);
+}
+
+/* scaled scores and their max, forward:
+ * out[j][l] = scale * sum_d a[j*lda + d] * bt[d*gp + l] for the valid rows
+ * j < nvalid, MASKVAL (-FLT_MAX) for the causally masked rest (a suffix of
+ * the block); mx[l] = max(mx[l], valid rows). rows a multiple of 16; a tile
+ * of 16 rows with no valid row skips its products. */
+SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t rows, int64_t nvalid,
+                                         const float *bt, int64_t n, int64_t gp, float scale,
+                                         float *out, float *mx, spa_nsas_pf *pf)
+{
+    const spa_vf sv = spa_vf_set1(scale), masked = spa_vf_set1(-FLT_MAX);
+    for (int64_t j0 = 0; j0 < rows; j0 += 16) {
+        float *o = out + j0 * gp;
+        const int64_t valid = nvalid - j0 < 0 ? 0 : nvalid - j0 > 16 ? 16 : nvalid - j0;
+        if (valid > 0)
+            spa_nsas_scores_pitch(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
+        for (int64_t l0 = 0; l0 < gp; l0 += SPA_VL) {
+            spa_vf m = spa_vf_load(mx + l0);
+            int64_t r = 0;
+            for (; r < valid; r++) {
+                const spa_vf z = spa_vf_mul(sv, spa_vf_load(o + r * gp + l0));
+                spa_vf_store(o + r * gp + l0, z);
+                m = spa_vf_max(m, z);
+            }
+            for (; r < 16; r++)
+                spa_vf_store(o + r * gp + l0, masked);
+            spa_vf_store(mx + l0, m);
+        }
+    }
+}
+m4_ifelse(NSAS_GP8, 1, `NSAS_ACCUM_TILE(8)')m4_dnl
+NSAS_ACCUM_TILE(16)m4_dnl
+NSAS_ACCUM_TILE(32)m4_dnl
+
+/* transposed accumulate: acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l],
+ * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ K (dQ). */
+SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
+                                      int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
+{
+NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
+}
+
+/* row update: out[j*n + e] += sum_{c<g} w[j*gp + c] * b[c*n + e], rows a
+ * multiple of 4, n a multiple of 16: the dK rows (w = dS, b = Q) and dV rows
+ * (w = P, b = dY) of one token; heads summed in ascending order. Tiles of 4
+ * rows x the widest run of the head dim the registers hold (at most 64
+ * lanes), then 16 lanes at a time for the rest. */
+SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp, const float *b,
+                                       int64_t g, int64_t n, float *out, spa_nsas_pf *pf)
+{
+    for (int64_t j0 = 0; j0 < rows; j0 += 4) {
+        const float *wj = w + j0 * gp;
+        float *oj = out + j0 * n;
+        int64_t e0 = 0;
+        for (; e0 + m4_eval(NSAS_RA_NV * SPA_VL) <= n; e0 += m4_eval(NSAS_RA_NV * SPA_VL))
+NSAS_ROWS_ADD_STEP(NSAS_RA_NV, `            spa_nsas_pf_row(pf);
+')m4_dnl
+m4_ifelse(m4_eval(NSAS_RA_NV * SPA_VL > 16), 1, `m4_dnl
+        for (; e0 < n; e0 += 16)
+NSAS_ROWS_ADD_STEP(m4_eval(16 / SPA_VL), `')m4_dnl
+')m4_dnl
+    }
+}
