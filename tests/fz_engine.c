@@ -575,10 +575,13 @@ static void run_ws_over(const fz_op *op, const plan *p, const buffer *buf, const
 {
     unsigned char *at = NULL;
     if (p->ws_over < op->ntensors) {
-        const buffer *host = &buf[p->ws_over];
-        if (host->block == NULL || !host->real || host->bytes <= p->ws_over_off)
+        /* where the view lies now (an alias may have moved it off its own block) */
+        const buffer *own = &buf[p->ws_over];
+        const spa_tensor *t = &p->c.t[p->ws_over];
+        const int64_t bytes = span_bytes(t);
+        if (own->block == NULL || !own->real || t->data == NULL || bytes <= (int64_t)p->ws_over_off)
             return;
-        at = host->block + RED + p->ws_over_off;
+        at = (unsigned char *)t->data + p->ws_over_off;
     } else {
         const int a = p->ws_over - op->ntensors;
         const uint64_t n = p->c.a[a].size < FZ_MAX_SEQ ? p->c.a[a].size : FZ_MAX_SEQ;
