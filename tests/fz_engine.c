@@ -574,6 +574,8 @@ static void run_ws_over(const fz_op *op, const plan *p, const buffer *buf, const
                         uint64_t ws_size)
 {
     unsigned char *at = NULL;
+    if (ws_size == 0)
+        return; /* no workspace: nothing can overlap */
     if (p->ws_over < op->ntensors) {
         /* where the view lies now (an alias may have moved it off its own block) */
         const buffer *own = &buf[p->ws_over];
