@@ -46,8 +46,16 @@ M4_IN := targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(w
 
 GEN_C := $(foreach op,$(OPS),$(foreach dt,$(DTYPES),$(B)/gen/$(op)_$(dt).c))
 GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h
-LIB_SRC := $(wildcard src/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o)
+LIB_SRC := $(sort $(wildcard src/*.c))
+# The rule behind every refusal site (tools/reasons.awk): each source is
+# compiled with its number, SPA_SRC_ID, and the table maps (number, line) to
+# the rule's text. Objects depend on the list, so that a file added or
+# removed renumbers them.
+REASONS_C := $(B)/gen/spa_reasons.c
+SRC_LIST := $(B)/gen/sources.list
+$(foreach s,$(LIB_SRC),$(eval SRC_ID_$(s) := $(words $(SRC_ID_SEEN) x))$(eval SRC_ID_SEEN += x))
+$(shell mkdir -p $(B)/gen && { [ -f $(SRC_LIST) ] && [ "$$(cat $(SRC_LIST))" = '$(LIB_SRC)' ] || printf '%s\n' '$(LIB_SRC)' > $(SRC_LIST); })
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o) $(B)/obj/gen/spa_reasons.o
 LIB := $(B)/lib/libspattn.a
 RUNNER_LIB := $(B)/lib/libspattn_runner.a
 RUNNER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard runner/*.c))
@@ -88,10 +96,14 @@ $(B)/gen/spa_kernels.h: Makefile
 	printf '/* Generated: every kernel of every dtype. */\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)' > $@
 
 # ---- core archive ----
-$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG)
+$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG) $(SRC_LIST)
 	@mkdir -p $(@D)
 	@rm -f $(@:.o=.ci) $(@:.o=.su)
-	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
+	$(CC) $(CFLAGS_LIB) -DSPA_SRC_ID=$(SRC_ID_$<) $(STACK_INFO) -c $< -o $@
+
+$(REASONS_C): $(LIB_SRC) tools/reasons.awk $(SRC_LIST)
+	@mkdir -p $(@D)
+	awk -v line_bits=10 -f tools/reasons.awk $(LIB_SRC) > $@.tmp && mv $@.tmp $@
 
 $(B)/obj/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h) $(CONFIG)
 	@mkdir -p $(@D)
@@ -151,12 +163,12 @@ $(B)/cunit/libcunit.a: $(CUNIT_SRC)/.fetched $(CONFIG)
 	$(AR) rcs $@ $(B)/cunit/obj/*.o
 
 # Generated sources must be reproducible byte for byte and stamped.
-gencheck: $(GEN_C) $(GEN_H)
+gencheck: $(GEN_C) $(GEN_H) $(REASONS_C)
 	@rm -rf $(B)/gen-again && mkdir -p $(B)/gen-again
-	@$(MAKE) --no-print-directory -s B=$(B)/gen-again/tree $(patsubst $(B)/%,$(B)/gen-again/tree/%,$(GEN_C) $(GEN_H)) >/dev/null
-	@for f in $(GEN_C) $(GEN_H); do cmp -s $$f $(B)/gen-again/tree/$${f#$(B)/} || { echo "gencheck: $$f is not reproducible"; exit 1; }; \
+	@$(MAKE) --no-print-directory -s B=$(B)/gen-again/tree $(patsubst $(B)/%,$(B)/gen-again/tree/%,$(GEN_C) $(GEN_H) $(REASONS_C)) >/dev/null
+	@for f in $(GEN_C) $(GEN_H) $(REASONS_C); do cmp -s $$f $(B)/gen-again/tree/$${f#$(B)/} || { echo "gencheck: $$f is not reproducible"; exit 1; }; \
 	  grep -q 'Generated' $$f || { echo "gencheck: $$f has no stamp"; exit 1; }; done
-	@echo "gencheck: $(words $(GEN_C) $(GEN_H)) generated files reproducible"
+	@echo "gencheck: $(words $(GEN_C) $(GEN_H) $(REASONS_C)) generated files reproducible"
 
 symcheck: $(LIB)
 	@NM=$(NM) SYMCHECK_ALLOW='$(SYMCHECK_ALLOW)' SYMCHECK_STATE_ALLOW='$(SYMCHECK_STATE_ALLOW)' tools/symcheck.sh $(LIB)
