@@ -69,7 +69,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: all shared gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -122,6 +122,39 @@ $(B)/obj/runner/%.o: runner/%.c include/spattn/runner.h include/spattn/types.h $
 $(RUNNER_LIB): $(RUNNER_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && $(AR) rcs $@ $^
+
+# ---- shared library (hosted targets): core + pthread runner, position
+# independent, for callers that load it at run time (python/spattn). The
+# archives stay the product; this is built from its own PIC objects and
+# exports only the functions of the public headers. ----
+SHARED_LIB := $(B)/lib/libspattn.so
+PIC_OBJ := $(patsubst $(B)/obj/%,$(B)/pic/%,$(LIB_OBJ) $(RUNNER_OBJ))
+SHARED_MAP := $(B)/pic/libspattn.map
+
+$(B)/pic/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG) $(SRC_LIST)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -fPIC -DSPA_SRC_ID=$(SRC_ID_$<) -c $< -o $@
+
+$(B)/pic/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h) $(CONFIG)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -fPIC -c $< -o $@
+
+$(B)/pic/runner/%.o: runner/%.c include/spattn/runner.h include/spattn/types.h $(CONFIG)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -fPIC -D_POSIX_C_SOURCE=200809L -c $< -o $@
+
+# The exported names: every spa_ function the public headers declare.
+$(SHARED_MAP): $(wildcard include/spattn/*.h)
+	@mkdir -p $(@D)
+	{ echo '{ global:'; sed -n 's/^[a-z_ ]*[ *]\(spa_[a-z0-9_]*\)(.*/  \1;/p' include/spattn/*.h | sort -u; \
+	  echo 'local: *; };'; } > $@.tmp && mv $@.tmp $@
+
+$(SHARED_LIB): $(PIC_OBJ) $(SHARED_MAP)
+	@mkdir -p $(@D)
+	$(CC) $(TARGET_CFLAGS) -shared -Wl,--version-script=$(SHARED_MAP) -Wl,--no-undefined \
+	  -Wl,-soname,libspattn.so $(PIC_OBJ) -o $@ -lpthread -lm
+
+shared: $(if $(HAVE_PTHREAD),$(SHARED_LIB),$(error make shared: target $(TARGET) has no threads))
 
 # ---- tests ----
 $(B)/tests/suites.inc: Makefile $(wildcard tests/test_*.c)
