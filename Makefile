@@ -69,7 +69,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all shared gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -156,6 +156,36 @@ $(SHARED_LIB): $(PIC_OBJ) $(SHARED_MAP)
 
 shared: $(if $(HAVE_PTHREAD),$(SHARED_LIB),$(error make shared: target $(TARGET) has no threads))
 
+# ---- the PyTorch binding (python/spattn over libspattn.so): its tests, its
+# demo line and its benchmark, where Debian's python3-torch (or any torch)
+# imports; skipped with a message elsewhere. Host target, no sanitizers (the
+# interpreter does not load their runtimes). ----
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PY_RUN = PYTHONPATH=python SPATTN_LIBRARY=$(abspath $(SHARED_LIB)) $(PYTHON)
+PY_HAS_TORCH = $(PYTHON) -c 'import torch' >/dev/null 2>&1
+PY_SKIP = "$(PYTHON) cannot import torch (apt-get install python3-torch)"
+PY_HOSTED := $(and $(filter host,$(TARGET)),$(if $(SANITIZE),,1))
+
+python-check:
+ifeq ($(PY_HOSTED),)
+	@echo "python-check: skipped on target $(TARGET)$(if $(SANITIZE), with sanitizers)"
+else
+	@if $(PY_HAS_TORCH); then $(MAKE) --no-print-directory $(SHARED_LIB) >/dev/null && \
+	  echo "python-check: python/tests with $$($(PYTHON) -c 'import torch; print("torch", torch.__version__)')" && \
+	  $(PY_RUN) -m unittest discover -s python/tests; \
+	else echo "python-check: skipped, "$(PY_SKIP); fi
+endif
+
+python-demo:
+	@if $(PY_HAS_TORCH); then $(MAKE) --no-print-directory -s $(SHARED_LIB) && $(PY_RUN) python/demo.py; \
+	else echo "torch ms_deform_attn: skipped, "$(PY_SKIP); fi
+
+# One line per op: forward and forward+backward, spattn against the pure
+# PyTorch path, BENCH_THREADS (default 2) threads.
+python-bench:
+	@if $(PY_HAS_TORCH); then $(MAKE) --no-print-directory -s $(SHARED_LIB) && $(PY_RUN) python/bench.py $(OP); \
+	else echo "python-bench: skipped, "$(PY_SKIP); fi
+
 # ---- tests ----
 $(B)/tests/suites.inc: Makefile $(wildcard tests/test_*.c)
 	@mkdir -p $(@D)
@@ -211,6 +241,7 @@ check: deps
 	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck)
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
+	@$(MAKE) --no-print-directory python-check
 
 # ---- code size per op and worst-case stack of each phase (tools/size.sh) ----
 SIZE_HEADER := | target | op | text | data | bss | phase-1 stack | phase-2 stack |\n|---|---|---:|---:|---:|---:|---:|
@@ -299,6 +330,7 @@ demo: deps
 	@$(MAKE) --no-print-directory -s all examples
 	@printf '%-20s %-5s %-28s %-4s %-16s %11s  %11s\n' op dtype shape ok check time throughput
 	@for e in $(EXAMPLES); do $(RUN) $$e || exit 1; done
+	@$(if $(PY_HOSTED),$(MAKE) --no-print-directory -s python-demo)
 
 clean:
 	rm -rf $(BUILDROOT)
