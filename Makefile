@@ -165,10 +165,15 @@ PY_RUN = PYTHONPATH=python SPATTN_LIBRARY=$(abspath $(SHARED_LIB)) $(PYTHON)
 PY_HAS_TORCH = $(PYTHON) -c 'import torch' >/dev/null 2>&1
 PY_SKIP = "$(PYTHON) cannot import torch (apt-get install python3-torch)"
 PY_HOSTED := $(and $(filter host,$(TARGET)),$(if $(SANITIZE),,1))
+# PY_TESTS=0: make check leaves the binding's tests out (CI runs them in the
+# native builds only; elsewhere the C suites cover all the binding calls).
+PY_TESTS ?= 1
 
 python-check:
 ifeq ($(PY_HOSTED),)
 	@echo "python-check: skipped on target $(TARGET)$(if $(SANITIZE), with sanitizers)"
+else ifeq ($(PY_TESTS),0)
+	@echo "python-check: skipped (PY_TESTS=0)"
 else
 	@if $(PY_HAS_TORCH); then $(MAKE) --no-print-directory $(SHARED_LIB) >/dev/null && \
 	  echo "python-check: python/tests with $$($(PYTHON) -c 'import torch; print("torch", torch.__version__)')" && \
