@@ -5,34 +5,28 @@
 #include "refusal.h"
 #include "spattn/executor.h"
 
-static spa_phase2_fn *phase2_of(uint32_t op)
-{
-    switch (op) {
-    case SPA_OP_NSA_COMPRESS:
-        return spa_nsa_compress_phase2;
-    case SPA_OP_NSA_COMPRESS_GRAD:
-        return spa_nsa_compress_grad_phase2;
-    case SPA_OP_NSA_SELECT:
-        return spa_nsa_select_phase2;
-    case SPA_OP_NSA_SELECT_GRAD:
-        return spa_nsa_select_grad_phase2;
-    case SPA_OP_MSDA:
-        return spa_msda_phase2;
-    case SPA_OP_MSDA_GRAD:
-        return spa_msda_grad_phase2;
-    default:
-        return NULL;
-    }
-}
-
 /* The op is read from the unverified header only to pick the phase 2 that
- * then verifies the whole executor. */
+ * then verifies the whole executor. Calls, not a table of pointers: such a
+ * table would be relocated data in a position-independent build. */
 static spa_status run(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                       const spa_runner *runner, uint32_t op)
 {
-    spa_phase2_fn *phase2 = phase2_of(op);
-    SPA_REQUIRE(phase2 != NULL /* the executor holds a plan of phase 1 */);
-    return phase2(workspace, workspace_size, executor, runner); /* its sites, not this call's */
+    SPA_REQUIRE(op >= SPA_OP_NSA_COMPRESS && op <= SPA_OP_MSDA_GRAD /* a plan of phase 1 */);
+    /* the sites of the refusal are those of the op's phase 2, not this call's */
+    switch (op) {
+    case SPA_OP_NSA_COMPRESS:
+        return spa_nsa_compress_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_NSA_COMPRESS_GRAD:
+        return spa_nsa_compress_grad_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_NSA_SELECT:
+        return spa_nsa_select_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_NSA_SELECT_GRAD:
+        return spa_nsa_select_grad_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_MSDA:
+        return spa_msda_phase2(workspace, workspace_size, executor, runner);
+    default:
+        return spa_msda_grad_phase2(workspace, workspace_size, executor, runner);
+    }
 }
 
 spa_status spa_executor_run(void *workspace, uint64_t workspace_size, spa_executor *executor,

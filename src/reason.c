@@ -22,12 +22,11 @@ const char *spa_executor_reason(const spa_executor *executor, const char **conte
     const char *rule = site_text(r.payload & 0x7FFFu);
     if (*rule != '\0')
         return rule;
-    switch (r.status) {
-    case SPA_ERR_NULLPTR:
+    /* ifs, not a switch a compiler may turn into a table of pointers
+     * (relocated data in a position-independent build) */
+    if (r.status == SPA_ERR_NULLPTR)
         return "a required pointer argument is NULL";
-    case SPA_ERR_WORKSPACE:
+    if (r.status == SPA_ERR_WORKSPACE)
         return "the workspace is smaller than phase 1 asked for";
-    default:
-        return "an argument breaks a rule of the op";
-    }
+    return "an argument breaks a rule of the op";
 }
