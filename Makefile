@@ -55,8 +55,16 @@ ISA_H := $(wildcard src/isa/*.h)
 
 GEN_C := $(foreach op,$(OPS),$(foreach dt,$(DTYPES),$(B)/gen/$(op)_$(dt).c))
 GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h
-LIB_SRC := $(wildcard src/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o)
+LIB_SRC := $(sort $(wildcard src/*.c))
+# The rule behind every refusal site (tools/reasons.awk): each source is
+# compiled with its number, SPA_SRC_ID, and the table maps (number, line) to
+# the rule's text. Objects depend on the list, so that a file added or
+# removed renumbers them.
+REASONS_C := $(B)/gen/spa_reasons.c
+SRC_LIST := $(B)/gen/sources.list
+$(foreach s,$(LIB_SRC),$(eval SRC_ID_$(s) := $(words $(SRC_ID_SEEN) x))$(eval SRC_ID_SEEN += x))
+$(shell mkdir -p $(B)/gen && { [ -f $(SRC_LIST) ] && [ "$$(cat $(SRC_LIST))" = '$(LIB_SRC)' ] || printf '%s\n' '$(LIB_SRC)' > $(SRC_LIST); })
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o) $(B)/obj/gen/spa_reasons.o
 LIB := $(B)/lib/libspattn.a
 RUNNER_LIB := $(B)/lib/libspattn_runner.a
 RUNNER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard runner/*.c))
@@ -70,7 +78,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: insn all gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: insn all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -103,10 +111,14 @@ $(B)/gen/spa_isa.h: Makefile $(CONFIG)
 	printf '/* Generated: the instruction set layer of this build (ISA $(ISA)). */\n#include "isa/$(ISA).h"\n' > $@
 
 # ---- core archive ----
-$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(ISA_H) $(CONFIG)
+$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(ISA_H) $(CONFIG) $(SRC_LIST)
 	@mkdir -p $(@D)
 	@rm -f $(@:.o=.ci) $(@:.o=.su)
-	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
+	$(CC) $(CFLAGS_LIB) -DSPA_SRC_ID=$(SRC_ID_$<) $(STACK_INFO) -c $< -o $@
+
+$(REASONS_C): $(LIB_SRC) tools/reasons.awk $(SRC_LIST)
+	@mkdir -p $(@D)
+	awk -v line_bits=10 -f tools/reasons.awk $(LIB_SRC) > $@.tmp && mv $@.tmp $@
 
 $(B)/obj/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(wildcard src/*.h) $(ISA_H) $(CONFIG)
 	@mkdir -p $(@D)
@@ -125,6 +137,79 @@ $(B)/obj/runner/%.o: runner/%.c include/spattn/runner.h include/spattn/types.h $
 $(RUNNER_LIB): $(RUNNER_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && $(AR) rcs $@ $^
+
+# ---- shared library (hosted targets): core + pthread runner, position
+# independent, for callers that load it at run time (python/spattn). The
+# archives stay the product; this is built from its own PIC objects and
+# exports only the functions of the public headers. ----
+SHARED_LIB := $(B)/lib/libspattn.so
+PIC_OBJ := $(patsubst $(B)/obj/%,$(B)/pic/%,$(LIB_OBJ) $(RUNNER_OBJ))
+SHARED_MAP := $(B)/pic/libspattn.map
+
+$(B)/pic/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG) $(SRC_LIST)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -fPIC -DSPA_SRC_ID=$(SRC_ID_$<) -c $< -o $@
+
+$(B)/pic/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h) $(CONFIG)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -fPIC -c $< -o $@
+
+$(B)/pic/runner/%.o: runner/%.c include/spattn/runner.h include/spattn/types.h $(CONFIG)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -fPIC -D_POSIX_C_SOURCE=200809L -c $< -o $@
+
+# The exported names: every spa_ function the public headers declare.
+$(SHARED_MAP): $(wildcard include/spattn/*.h)
+	@mkdir -p $(@D)
+	{ echo '{ global:'; sed -n 's/^[a-z_ ]*[ *]\(spa_[a-z0-9_]*\)(.*/  \1;/p' include/spattn/*.h | sort -u; \
+	  echo 'local: *; };'; } > $@.tmp && mv $@.tmp $@
+
+$(SHARED_LIB): $(PIC_OBJ) $(SHARED_MAP)
+	@mkdir -p $(@D)
+	$(CC) $(TARGET_CFLAGS) -shared -Wl,--version-script=$(SHARED_MAP) -Wl,--no-undefined \
+	  -Wl,-soname,libspattn.so $(PIC_OBJ) -o $@ -lpthread -lm
+
+ifneq ($(HAVE_PTHREAD),)
+shared: $(SHARED_LIB)
+else
+shared:
+	@echo "make shared: target $(TARGET) has no threads (the runner needs them)"; exit 1
+endif
+
+# ---- the PyTorch binding (python/spattn over libspattn.so): its tests, its
+# demo line and its benchmark, where Debian's python3-torch (or any torch)
+# imports; skipped with a message elsewhere. Host target, no sanitizers (the
+# interpreter does not load their runtimes). ----
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PY_RUN = PYTHONPATH=python SPATTN_LIBRARY=$(abspath $(SHARED_LIB)) $(PYTHON)
+PY_HAS_TORCH = $(PYTHON) -c 'import torch' >/dev/null 2>&1
+PY_SKIP = "$(PYTHON) cannot import torch (apt-get install python3-torch)"
+PY_HOSTED := $(and $(filter host,$(TARGET)),$(if $(SANITIZE),,1))
+# PY_TESTS=0: make check leaves the binding's tests out (CI runs them in the
+# native builds only; elsewhere the C suites cover all the binding calls).
+PY_TESTS ?= 1
+
+python-check:
+ifeq ($(PY_HOSTED),)
+	@echo "python-check: skipped on target $(TARGET)$(if $(SANITIZE), with sanitizers)"
+else ifeq ($(PY_TESTS),0)
+	@echo "python-check: skipped (PY_TESTS=0)"
+else
+	@if $(PY_HAS_TORCH); then $(MAKE) --no-print-directory $(SHARED_LIB) >/dev/null && \
+	  echo "python-check: python/tests with $$($(PYTHON) -c 'import torch; print("torch", torch.__version__)')" && \
+	  $(PY_RUN) -m unittest discover -s python/tests; \
+	else echo "python-check: skipped, "$(PY_SKIP); fi
+endif
+
+python-demo:
+	@if $(PY_HAS_TORCH); then $(MAKE) --no-print-directory -s $(SHARED_LIB) && $(PY_RUN) python/demo.py; \
+	else echo "torch ms_deform_attn: skipped, "$(PY_SKIP); fi
+
+# One line per op: forward and forward+backward, spattn against the pure
+# PyTorch path, BENCH_THREADS (default 2) threads.
+python-bench:
+	@if $(PY_HAS_TORCH); then $(MAKE) --no-print-directory -s $(SHARED_LIB) && $(PY_RUN) python/bench.py $(OP); \
+	else echo "python-bench: skipped, "$(PY_SKIP); fi
 
 # ---- tests ----
 $(B)/tests/suites.inc: Makefile $(wildcard tests/test_*.c)
@@ -167,12 +252,12 @@ $(B)/cunit/libcunit.a: $(CUNIT_SRC)/.fetched $(CONFIG)
 	$(AR) rcs $@ $(B)/cunit/obj/*.o
 
 # Generated sources must be reproducible byte for byte and stamped.
-gencheck: $(GEN_C) $(GEN_H)
+gencheck: $(GEN_C) $(GEN_H) $(REASONS_C)
 	@rm -rf $(B)/gen-again && mkdir -p $(B)/gen-again
-	@$(MAKE) --no-print-directory -s B=$(B)/gen-again/tree $(patsubst $(B)/%,$(B)/gen-again/tree/%,$(GEN_C) $(GEN_H)) >/dev/null
-	@for f in $(GEN_C) $(GEN_H); do cmp -s $$f $(B)/gen-again/tree/$${f#$(B)/} || { echo "gencheck: $$f is not reproducible"; exit 1; }; \
+	@$(MAKE) --no-print-directory -s B=$(B)/gen-again/tree $(patsubst $(B)/%,$(B)/gen-again/tree/%,$(GEN_C) $(GEN_H) $(REASONS_C)) >/dev/null
+	@for f in $(GEN_C) $(GEN_H) $(REASONS_C); do cmp -s $$f $(B)/gen-again/tree/$${f#$(B)/} || { echo "gencheck: $$f is not reproducible"; exit 1; }; \
 	  grep -q 'Generated' $$f || { echo "gencheck: $$f has no stamp"; exit 1; }; done
-	@echo "gencheck: $(words $(GEN_C) $(GEN_H)) generated files reproducible"
+	@echo "gencheck: $(words $(GEN_C) $(GEN_H) $(REASONS_C)) generated files reproducible"
 
 symcheck: $(LIB)
 	@NM=$(NM) SYMCHECK_ALLOW='$(SYMCHECK_ALLOW)' SYMCHECK_STATE_ALLOW='$(SYMCHECK_STATE_ALLOW)' tools/symcheck.sh $(LIB)
@@ -182,6 +267,7 @@ check: deps
 	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck)
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
+	@$(MAKE) --no-print-directory python-check
 
 # ---- code size per op and worst-case stack of each phase (tools/size.sh) ----
 SIZE_HEADER := | target | op | text | data | bss | phase-1 stack | phase-2 stack |\n|---|---|---:|---:|---:|---:|---:|
@@ -288,6 +374,7 @@ demo: deps
 	@$(MAKE) --no-print-directory -s all examples
 	@printf '%-20s %-5s %-28s %-4s %-16s %11s  %11s\n' op dtype shape ok check time throughput
 	@for e in $(EXAMPLES); do $(RUN) $$e || exit 1; done
+	@$(if $(PY_HOSTED),$(MAKE) --no-print-directory -s python-demo)
 
 clean:
 	rm -rf $(BUILDROOT)

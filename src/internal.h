@@ -7,20 +7,54 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spattn/executor.h"
 #include "spattn/types.h"
 
+/* ---- refusals (refusal.c) ----
+ * Inside the library a refusal carries where it happened, as a negative
+ * status, until the public entry point turns it into the code the caller
+ * sees (spa_public_status) and, in phase 1, records it in the executor
+ * (spa_refusal_record). A site is this file's number (SPA_SRC_ID, given by
+ * the Makefile) and the line; the table tools/reasons.awk generates maps it
+ * back to the text of the SPA_REQUIRE condition or SPA_TRY call there
+ * (spa_executor_reason). Two sites travel: the rule (the innermost one) and
+ * its context (the first call to it from another file, which names the
+ * argument a shared check was given). So no rule needs a message of its
+ * own, and the core keeps no state. */
+#ifndef SPA_SRC_ID
+#define SPA_SRC_ID 0 /* built outside the Makefile: the reason names no rule */
+#endif
+#define SPA_SITE_LINE_BITS 10
+#define SPA_SITE (((uint32_t)SPA_SRC_ID << SPA_SITE_LINE_BITS) | (uint32_t)__LINE__)
+#define SPA_SITE_CHECK_                                                                      \
+    _Static_assert(SPA_SRC_ID < 32 && __LINE__ < (1 << SPA_SITE_LINE_BITS),                 \
+                   "refusal sites: 31 files of 1023 lines at most (see SPA_SITE_LINE_BITS)")
+/* A failing status st seen at site (0: none): a plain 161001 or 161002 gets
+ * the site as its rule; one that has a rule gets the site as its context if
+ * it has none and the rule lies in another file. 161003 stays plain. */
+spa_status spa_refuse(spa_status st, uint32_t site);
+/* The public status of an internal one (161001, 161002, 161003 or 0). */
+spa_status spa_public_status(spa_status st);
+/* Phase 1's exit: the public status of st; on a refusal, the sites are
+ * recorded in the executor's last SPA_REFUSAL_BYTES (never part of a plan,
+ * so an executor planned before stays runnable). */
+spa_status spa_refusal_record(spa_status st, spa_executor *ex, uint32_t op, uint32_t phase);
+
 /* Return on the first failing status. */
-#define SPA_TRY(expr)                    \
-    do {                                 \
-        spa_status spa_try_st_ = (expr); \
-        if (spa_try_st_ != SPA_OK)       \
-            return spa_try_st_;          \
+#define SPA_TRY(expr)                                   \
+    do {                                                \
+        SPA_SITE_CHECK_;                                \
+        spa_status spa_try_st_ = (expr);                \
+        if (spa_try_st_ != SPA_OK)                      \
+            return spa_refuse(spa_try_st_, SPA_SITE);   \
     } while (0)
 
-#define SPA_REQUIRE(cond)                \
-    do {                                 \
-        if (!(cond))                     \
-            return SPA_ERR_INVALID;      \
+/* Refuse with 161002 unless cond holds; the reason is cond's text. */
+#define SPA_REQUIRE(cond)                                   \
+    do {                                                    \
+        SPA_SITE_CHECK_;                                    \
+        if (!(cond))                                        \
+            return spa_refuse(SPA_ERR_INVALID, SPA_SITE);   \
     } while (0)
 
 /* ---- checked arithmetic (tensor.c) ---- */
@@ -78,6 +112,13 @@ enum spa_op_id {
     SPA_OP_MSDA = 5,
     SPA_OP_MSDA_GRAD = 6
 };
+
+/* Phase 2 of each op with the internal status (its public entry point is
+ * spa_public_status of it); spa_executor_run dispatches to them. */
+typedef spa_status spa_phase2_fn(void *workspace, uint64_t workspace_size,
+                                 const spa_executor *executor, const spa_runner *runner);
+spa_phase2_fn spa_nsa_compress_phase2, spa_nsa_compress_grad_phase2, spa_nsa_select_phase2,
+    spa_nsa_select_grad_phase2, spa_msda_phase2, spa_msda_grad_phase2;
 
 void spa_exec_seal(spa_executor *ex, void *internal, uint32_t bytes, uint32_t op);
 /* Copies the internal struct out of ex after checking magic, op, size and checksum. */

@@ -139,11 +139,11 @@ static void carve(spa_ws *ws, const msda_plan *p, msda_slices *s)
     s->vpack = spa_ws_take(ws, (uint64_t)n, sizeof(float));
 }
 
-spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor *spatial_shape,
-                                       const spa_tensor *level_start_index,
-                                       const spa_tensor *location, const spa_tensor *attn_weight,
-                                       const spa_tensor *output, uint64_t *workspace_size,
-                                       spa_executor *executor)
+static spa_status phase1(const spa_tensor *value, const spa_tensor *spatial_shape,
+                         const spa_tensor *level_start_index,
+                         const spa_tensor *location, const spa_tensor *attn_weight,
+                         const spa_tensor *output, uint64_t *workspace_size,
+                         spa_executor *executor)
 {
     if (value == NULL || spatial_shape == NULL || level_start_index == NULL || location == NULL ||
         attn_weight == NULL || output == NULL || workspace_size == NULL || executor == NULL)
@@ -213,8 +213,8 @@ static void run_block(void *arg, uint32_t blk)
     }
 }
 
-spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor *executor,
-                    const spa_runner *runner)
+spa_status spa_msda_phase2(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                           const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
     msda_exec e;
@@ -249,4 +249,23 @@ spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor
     spa_run_blocks(&rn, run_pack, &r, p.pack_blocks);
     spa_run_blocks(&rn, run_block, &r, p.blocks);
     return SPA_OK;
+}
+
+/* The public entry points: the internal status made public, and phase 1's
+ * refusal recorded in the executor (spa_executor_reason). */
+spa_status spa_msda_get_workspace_size(const spa_tensor *value, const spa_tensor *spatial_shape,
+                                       const spa_tensor *level_start_index,
+                                       const spa_tensor *location, const spa_tensor *attn_weight,
+                                       const spa_tensor *output, uint64_t *workspace_size,
+                                       spa_executor *executor)
+{
+    return spa_refusal_record(phase1(value, spatial_shape, level_start_index, location, attn_weight,
+                                     output, workspace_size, executor),
+                              executor, SPA_OP_MSDA, 1);
+}
+
+spa_status spa_msda(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                    const spa_runner *runner)
+{
+    return spa_public_status(spa_msda_phase2(workspace, workspace_size, executor, runner));
 }

@@ -154,7 +154,7 @@ static void carve(spa_ws *ws, const msdag_plan *p, msdag_slices *s)
     s->gacc = spa_ws_take(ws, (uint64_t)p->pairs * p->slice_floats, sizeof(float));
 }
 
-spa_status spa_msda_grad_get_workspace_size(
+static spa_status phase1(
     const spa_tensor *value, const spa_tensor *spatial_shape, const spa_tensor *level_start_index,
     const spa_tensor *location, const spa_tensor *attn_weight, const spa_tensor *grad_output,
     const spa_tensor *grad_value, const spa_tensor *grad_location,
@@ -249,8 +249,8 @@ static void run_block(void *arg, uint32_t blk)
     }
 }
 
-spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_executor *executor,
-                         const spa_runner *runner)
+spa_status spa_msda_grad_phase2(void *workspace, uint64_t workspace_size,
+                                const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
     msdag_exec e;
@@ -297,4 +297,24 @@ spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_exe
     spa_run_blocks(&rn, run_block, &r, p.blocks);
     spa_run_blocks(&rn, run_unpack, &r, p.key_blocks);
     return SPA_OK;
+}
+
+/* The public entry points: the internal status made public, and phase 1's
+ * refusal recorded in the executor (spa_executor_reason). */
+spa_status spa_msda_grad_get_workspace_size(
+    const spa_tensor *value, const spa_tensor *spatial_shape, const spa_tensor *level_start_index,
+    const spa_tensor *location, const spa_tensor *attn_weight, const spa_tensor *grad_output,
+    const spa_tensor *grad_value, const spa_tensor *grad_location,
+    const spa_tensor *grad_attn_weight, uint64_t *workspace_size, spa_executor *executor)
+{
+    return spa_refusal_record(phase1(value, spatial_shape, level_start_index, location, attn_weight,
+                                     grad_output, grad_value, grad_location, grad_attn_weight,
+                                     workspace_size, executor),
+                              executor, SPA_OP_MSDA_GRAD, 1);
+}
+
+spa_status spa_msda_grad(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                         const spa_runner *runner)
+{
+    return spa_public_status(spa_msda_grad_phase2(workspace, workspace_size, executor, runner));
 }

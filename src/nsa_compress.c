@@ -64,7 +64,7 @@ static void carve(spa_ws *ws, const nsac_exec *e, spa_nsac_table *tab, float **s
     *scratch = spa_ws_take(ws, (uint64_t)e->blocks * e->scratch_floats, sizeof(float));
 }
 
-spa_status spa_nsa_compress_get_workspace_size(
+static spa_status phase1(
     const spa_tensor *input, const spa_tensor *weight, const spa_int_array *act_seq_len,
     const char *layout, int64_t compress_block_size, int64_t compress_stride,
     int64_t act_seq_len_type, const spa_tensor *output, uint64_t *workspace_size,
@@ -117,8 +117,8 @@ static void run_block(void *arg, uint32_t blk)
     }
 }
 
-spa_status spa_nsa_compress(void *workspace, uint64_t workspace_size, const spa_executor *executor,
-                            const spa_runner *runner)
+spa_status spa_nsa_compress_phase2(void *workspace, uint64_t workspace_size,
+                                   const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
     nsac_exec saved, e;
@@ -144,4 +144,24 @@ spa_status spa_nsa_compress(void *workspace, uint64_t workspace_size, const spa_
     r.kernel = kernel_for(e.input.dtype).fn;
     spa_run_blocks(&rn, run_block, &r, e.blocks);
     return SPA_OK;
+}
+
+/* The public entry points: the internal status made public, and phase 1's
+ * refusal recorded in the executor (spa_executor_reason). */
+spa_status spa_nsa_compress_get_workspace_size(const spa_tensor *input, const spa_tensor *weight,
+                                               const spa_int_array *act_seq_len, const char *layout,
+                                               int64_t compress_block_size, int64_t compress_stride,
+                                               int64_t act_seq_len_type, const spa_tensor *output,
+                                               uint64_t *workspace_size, spa_executor *executor)
+{
+    return spa_refusal_record(phase1(input, weight, act_seq_len, layout, compress_block_size,
+                                     compress_stride, act_seq_len_type, output, workspace_size,
+                                     executor),
+                              executor, SPA_OP_NSA_COMPRESS, 1);
+}
+
+spa_status spa_nsa_compress(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                            const spa_runner *runner)
+{
+    return spa_public_status(spa_nsa_compress_phase2(workspace, workspace_size, executor, runner));
 }

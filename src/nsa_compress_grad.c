@@ -82,7 +82,7 @@ static void carve(spa_ws *ws, const nsacg_exec *e, nsacg_slices *s)
     s->wpart = spa_ws_take(ws, (uint64_t)e->blocks * (uint64_t)(e->bs * e->shape.heads), sizeof(float));
 }
 
-spa_status spa_nsa_compress_grad_get_workspace_size(
+static spa_status phase1(
     const spa_tensor *output_grad, const spa_tensor *input, const spa_tensor *weight,
     const spa_int_array *act_seq_len, int64_t compress_block_size, int64_t compress_stride,
     int64_t act_seq_len_type, const char *layout, const spa_tensor *input_grad,
@@ -161,8 +161,8 @@ static void run_weight_row(void *arg, uint32_t j)
     }
 }
 
-spa_status spa_nsa_compress_grad(void *workspace, uint64_t workspace_size,
-                                 const spa_executor *executor, const spa_runner *runner)
+spa_status spa_nsa_compress_grad_phase2(void *workspace, uint64_t workspace_size,
+                                        const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
     nsacg_exec saved, e;
@@ -187,4 +187,25 @@ spa_status spa_nsa_compress_grad(void *workspace, uint64_t workspace_size,
     spa_run_blocks(&rn, run_token_block, &r, e.blocks);
     spa_run_blocks(&rn, run_weight_row, &r, (uint32_t)e.bs);
     return SPA_OK;
+}
+
+/* The public entry points: the internal status made public, and phase 1's
+ * refusal recorded in the executor (spa_executor_reason). */
+spa_status spa_nsa_compress_grad_get_workspace_size(
+    const spa_tensor *output_grad, const spa_tensor *input, const spa_tensor *weight,
+    const spa_int_array *act_seq_len, int64_t compress_block_size, int64_t compress_stride,
+    int64_t act_seq_len_type, const char *layout, const spa_tensor *input_grad,
+    const spa_tensor *weight_grad, uint64_t *workspace_size, spa_executor *executor)
+{
+    return spa_refusal_record(phase1(output_grad, input, weight, act_seq_len, compress_block_size,
+                                     compress_stride, act_seq_len_type, layout, input_grad,
+                                     weight_grad, workspace_size, executor),
+                              executor, SPA_OP_NSA_COMPRESS_GRAD, 1);
+}
+
+spa_status spa_nsa_compress_grad(void *workspace, uint64_t workspace_size,
+                                 const spa_executor *executor, const spa_runner *runner)
+{
+    return spa_public_status(
+        spa_nsa_compress_grad_phase2(workspace, workspace_size, executor, runner));
 }

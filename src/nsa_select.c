@@ -128,7 +128,7 @@ static uint64_t planned_bytes(const nsas_plan *p)
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
 }
 
-spa_status spa_nsa_select_get_workspace_size(
+static spa_status phase1(
     const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
     const spa_tensor *topk_indices, const spa_tensor *atten_mask,
     const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
@@ -197,8 +197,8 @@ static void run_block(void *arg, uint32_t blk)
     }
 }
 
-spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_executor *executor,
-                          const spa_runner *runner)
+spa_status spa_nsa_select_phase2(void *workspace, uint64_t workspace_size,
+                                 const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
     nsas_exec e;
@@ -239,4 +239,29 @@ spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_ex
         spa_run_blocks(&rn, run_block, &r, p.blocks);
     }
     return SPA_OK;
+}
+
+/* The public entry points: the internal status made public, and phase 1's
+ * refusal recorded in the executor (spa_executor_reason). */
+spa_status spa_nsa_select_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *topk_indices, const spa_tensor *atten_mask,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    double scale_value, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    int64_t selected_block_size, int64_t selected_block_count, const spa_tensor *softmax_max_out,
+    const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint64_t *workspace_size,
+    spa_executor *executor)
+{
+    return spa_refusal_record(phase1(query, key, value, topk_indices, atten_mask, actual_seq_q_len,
+                                     actual_seq_kv_len, scale_value, head_num, input_layout,
+                                     sparse_mode, selected_block_size, selected_block_count,
+                                     softmax_max_out, softmax_sum_out, attention_out,
+                                     workspace_size, executor),
+                              executor, SPA_OP_NSA_SELECT, 1);
+}
+
+spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                          const spa_runner *runner)
+{
+    return spa_public_status(spa_nsa_select_phase2(workspace, workspace_size, executor, runner));
 }

@@ -209,7 +209,7 @@ static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, nsasg_sl
     }
 }
 
-spa_status spa_nsa_select_grad_get_workspace_size(
+static spa_status phase1(
     const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
     const spa_tensor *attention_out, const spa_tensor *attention_out_grad,
     const spa_tensor *softmax_max, const spa_tensor *softmax_sum, const spa_tensor *topk_indices,
@@ -346,8 +346,8 @@ static void run_reduce(void *arg, uint32_t task)
     }
 }
 
-spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
-                               const spa_executor *executor, const spa_runner *runner)
+spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
+                                      const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
     nsasg_exec e;
@@ -389,4 +389,31 @@ spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
         spa_run_blocks(&rn, run_reduce, &r, (uint32_t)tasks);
     }
     return SPA_OK;
+}
+
+/* The public entry points: the internal status made public, and phase 1's
+ * refusal recorded in the executor (spa_executor_reason). */
+spa_status spa_nsa_select_grad_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *attention_out, const spa_tensor *attention_out_grad,
+    const spa_tensor *softmax_max, const spa_tensor *softmax_sum, const spa_tensor *topk_indices,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    const spa_tensor *atten_mask, double scale_value, int64_t selected_block_size,
+    int64_t selected_block_count, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    const spa_tensor *dq_out, const spa_tensor *dk_out, const spa_tensor *dv_out,
+    uint64_t *workspace_size, spa_executor *executor)
+{
+    return spa_refusal_record(
+        phase1(query, key, value, attention_out, attention_out_grad, softmax_max, softmax_sum,
+               topk_indices, actual_seq_q_len, actual_seq_kv_len, atten_mask, scale_value,
+               selected_block_size, selected_block_count, head_num, input_layout, sparse_mode,
+               dq_out, dk_out, dv_out, workspace_size, executor),
+        executor, SPA_OP_NSA_SELECT_GRAD, 1);
+}
+
+spa_status spa_nsa_select_grad(void *workspace, uint64_t workspace_size,
+                               const spa_executor *executor, const spa_runner *runner)
+{
+    return spa_public_status(
+        spa_nsa_select_grad_phase2(workspace, workspace_size, executor, runner));
 }

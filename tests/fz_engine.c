@@ -684,8 +684,12 @@ int fz_run_report(const fz_op *op, const uint8_t *data, size_t size, fz_report *
     if (st != SPA_OK) {
         if (st != SPA_ERR_NULLPTR && st != SPA_ERR_INVALID)
             finding(op, "phase 1 returned an unknown status");
-        if (ws_size != 0x5A5A5A5A5A5A5A5Aull || memcmp(&ex, &untouched, sizeof ex) != 0)
-            finding(op, "phase 1 failed but wrote the workspace size or the executor");
+        /* a refusal writes only its reason, in the executor's last bytes */
+        if (ws_size != 0x5A5A5A5A5A5A5A5Aull ||
+            memcmp(&ex, &untouched, sizeof ex - SPA_REFUSAL_BYTES) != 0)
+            finding(op, "phase 1 failed but wrote the workspace size or the executor's plan");
+        if (!p.c.null_executor && spa_executor_reason(&ex, NULL)[0] == '\0')
+            finding(op, "phase 1 failed without recording a reason");
         goto out;
     }
     if (p.c.null_ws_size || p.c.null_executor)

@@ -368,10 +368,23 @@ static void test_compress_codes_as_native(void)
         if (got != want)
             fprintf(stderr, "  %s: aclnn %d, native %d\n", fwd_mutations[k].name, (int)got, (int)want);
         CU_ASSERT_EQUAL(got, want);
+        const char *msg = aclGetRecentErrMsg();
         if (got == ACLNN_SUCCESS) {
+            CU_ASSERT_PTR_NULL(msg);
             CU_ASSERT_EQUAL(size, nsize);
             CU_ASSERT_EQUAL(aclDestroyAclOpExecutor(ex), ACLNN_SUCCESS); /* never run */
         } else {
+            /* the message names the call, the code and the native rule */
+            const char *rule = a.null_ex ? "" : spa_executor_reason(&nex, NULL);
+            char code[16];
+            snprintf(code, sizeof code, "%d", (int)got);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(msg);
+            CU_ASSERT(strstr(msg, "aclnnNsaCompressGetWorkspaceSize") != NULL);
+            CU_ASSERT(strstr(msg, code) != NULL);
+            CU_ASSERT(strstr(msg, rule) != NULL);
+            if (strstr(msg, rule) == NULL)
+                fprintf(stderr, "  %s: message '%s' lacks '%s'\n", fwd_mutations[k].name, msg, rule);
+            CU_ASSERT_PTR_NULL(aclGetRecentErrMsg()); /* read once */
             CU_ASSERT_EQUAL(size, 77);
             CU_ASSERT(ex == (aclOpExecutor *)&size);
         }
@@ -596,6 +609,9 @@ static void test_executor_rules(void)
     CU_ASSERT_EQUAL(aclnnNsaCompress(ws, size, NULL, NULL), ACLNN_ERR_PARAM_NULLPTR);
     CU_ASSERT_EQUAL(aclnnNsaCompress(NULL, size, ex, NULL), ACLNN_ERR_PARAM_NULLPTR);
     CU_ASSERT_EQUAL(aclnnNsaCompress(ws, size - 1, ex, NULL), ACLNN_ERR_PARAM_INVALID);
+    const char *msg = aclGetRecentErrMsg();
+    CU_ASSERT(msg != NULL && strstr(msg, "aclnnNsaCompress: 161002") != NULL &&
+              strstr(msg, "phase 1 asked for") != NULL);
     CU_ASSERT_EQUAL(aclnnNsaCompress(ws, 0, ex, NULL), ACLNN_ERR_PARAM_INVALID);
     CU_ASSERT_EQUAL(aclnnNsaCompressGrad(ws, size, ex, NULL), ACLNN_ERR_PARAM_INVALID);
     int not_a_stream;
@@ -606,6 +622,8 @@ static void test_executor_rules(void)
     CU_ASSERT(memcmp(before, d.ydev, d.ybytes) != 0);
     memcpy(before, d.ydev, d.ybytes);
     CU_ASSERT_EQUAL(aclnnNsaCompress(ws, size, ex, test_stream()), ACLNN_ERR_PARAM_INVALID);
+    msg = aclGetRecentErrMsg();
+    CU_ASSERT(msg != NULL && strstr(msg, "already run") != NULL);
     CU_ASSERT_EQUAL(aclDestroyAclOpExecutor(ex), ACLNN_ERR_PARAM_INVALID);
     CU_ASSERT_EQUAL(aclSetAclOpExecutorRepeatable(ex), ACLNN_ERR_PARAM_INVALID);
 

@@ -369,3 +369,18 @@ void case_verdict(const char *label, int i, const char *desc, spa_status st, int
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT(guards);
 }
+
+bool refusal_recorded(const spa_executor *ex, const spa_executor *before, spa_status st)
+{
+    const size_t plan = sizeof ex->u.bytes - SPA_REFUSAL_BYTES;
+    const char *context;
+    const char *why = spa_executor_reason(ex, &context);
+    const bool untouched = memcmp(ex->u.bytes, before->u.bytes, plan) == 0;
+    /* a NULL executor argument (161001) leaves nothing to record in */
+    const bool named = st == SPA_ERR_INVALID ? strncmp(why, "src/", 4) == 0
+                       : why[0] != '\0' || memcmp(ex, before, sizeof *ex) == 0;
+    if (!untouched || !named)
+        fprintf(stderr, "  refusal %d: plan bytes %s, reason '%s'\n", (int)st,
+                untouched ? "untouched" : "WRITTEN", why);
+    return untouched && named;
+}

@@ -18,6 +18,10 @@ ACL_FUNC_VISIBILITY aclError aclInit(const char *configPath);
 ACL_FUNC_VISIBILITY aclError aclFinalize(void);
 ACL_FUNC_VISIBILITY aclError aclrtGetVersion(int32_t *majorVersion, int32_t *minorVersion,
                                              int32_t *patchVersion);
+/* The description of the latest failed aclnn call of this thread (for an
+ * operator refusal: the status and the rule that failed), then cleared;
+ * NULL when there is none. The text stays valid until the next call. */
+ACL_FUNC_VISIBILITY const char *aclGetRecentErrMsg(void);
 
 #ifdef __cplusplus
 }

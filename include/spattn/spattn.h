@@ -4,4 +4,5 @@
 #include "spattn/types.h"
 #include "spattn/nsa.h"
 #include "spattn/msda.h"
+#include "spattn/executor.h"
 #endif

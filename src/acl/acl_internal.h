@@ -98,6 +98,18 @@ aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
 aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExecutor *executor,
                              aclrtStream stream, spa_acl_run_fn run);
 
+/* ---- error messages (errmsg.c) ---- */
+/* Sets this thread's message for aclGetRecentErrMsg (printf format). */
+void spa_acl_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* The message of a native refusal: "<api>: <status>: <rule> (in <context>)",
+ * the rule and context read from the executor the refusal was recorded in
+ * (NULL: none was). */
+void spa_acl_error_refusal(const char *api, spa_status st, const spa_executor *native);
+
 /* ---- streams (stream.c) ---- */
 /* Runs fn(ctx, runner) with the stream's runner (NULL stream: inline), one
  * launch at a time per stream. False if stream is not a live stream. */

@@ -10,6 +10,7 @@
  * A live executor pins the memory blocks (aclrtMalloc / aclrtMallocHost) its
  * tensors lie in, and a run pins its workspace block: aclrtFree of a pinned
  * block is refused, so phase 2 never writes freed memory. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,26 @@ static aclnnStatus map_status(spa_status st)
     return st == SPA_ERR_WORKSPACE ? ACLNN_ERR_PARAM_INVALID : (aclnnStatus)st;
 }
 
+/* The aclnn name of an op's phase 2, for aclGetRecentErrMsg. */
+static const char *api_name(spa_acl_run_fn run)
+{
+    static const struct {
+        spa_acl_run_fn run;
+        const char *name;
+    } names[] = {
+        {spa_nsa_compress, "aclnnNsaCompress"},
+        {spa_nsa_compress_grad, "aclnnNsaCompressGrad"},
+        {spa_nsa_select, "aclnnNsaSelectedAttention"},
+        {spa_nsa_select_grad, "aclnnNsaSelectedAttentionGrad"},
+        {spa_msda, "aclnnMultiScaleDeformableAttnFunction"},
+        {spa_msda_grad, "aclnnMultiScaleDeformableAttentionGrad"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].run == run)
+            return names[i].name;
+    return "aclnn";
+}
+
 /* Registry lock held: pins the block of each tensor once. */
 static void pin_tensors_locked(exec_rec *rec, const spa_acl_call *c)
 {
@@ -125,6 +146,11 @@ aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
 {
     aclnnStatus r = map_status(st);
     exec_rec *rec = c->rec;
+    if (r != ACLNN_SUCCESS) {
+        char api[96];
+        snprintf(api, sizeof api, "%sGetWorkspaceSize", api_name(run));
+        spa_acl_error_refusal(api, st, c->native);
+    }
     if (r == ACLNN_SUCCESS && (c->alloc_failed || rec == NULL))
         r = ACLNN_ERR_INNER_CREATE_EXECUTOR;
     if (r == ACLNN_SUCCESS) {
@@ -146,6 +172,9 @@ aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
         rec->arrays[0] = rec->arrays[1] = NULL;
         r = ACLNN_ERR_INNER_CREATE_EXECUTOR;
     }
+    if (r == ACLNN_ERR_INNER_CREATE_EXECUTOR)
+        spa_acl_error("%sGetWorkspaceSize: %d: the executor could not be allocated", api_name(run),
+                      (int)r);
     free_arrays(c->owned);
     free_rec(rec);
     return r;
@@ -157,31 +186,44 @@ typedef struct launch {
     uint64_t ws_size;
 } launch;
 
+/* Through spa_executor_run, which records a refusal's reason in the
+ * native executor (phase 2 of the op rec->run names). */
 static spa_status launch_native(void *ctx, const spa_runner *runner)
 {
     launch *l = ctx;
-    return l->rec->run(l->ws, l->ws_size, l->rec->native, runner);
+    return spa_executor_run(l->ws, l->ws_size, l->rec->native, runner);
 }
 
 aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExecutor *executor,
                              aclrtStream stream, spa_acl_run_fn run)
 {
-    if (executor == NULL)
+    const char *api = api_name(run);
+    if (executor == NULL) {
+        spa_acl_error("%s: %d: executor is NULL", api, ACLNN_ERR_PARAM_NULLPTR);
         return ACLNN_ERR_PARAM_NULLPTR;
+    }
     spa_acl_lock();
     exec_rec *rec = spa_acl_reg_obj_locked(executor, SPA_ACL_EXECUTOR);
     /* Unknown (never made, or already run), running, or made by another operator. */
     if (rec == NULL || rec->state != EXEC_LIVE || rec->run != run) {
         spa_acl_unlock();
+        spa_acl_error("%s: %d: the executor is unknown, already run, or made by another operator",
+                      api, ACLNN_ERR_PARAM_INVALID);
         return ACLNN_ERR_PARAM_INVALID;
     }
     /* Workspace refusals leave the executor unused: the caller may retry. */
-    if (rec->ws_size > 0 && workspace == NULL) {
+    const uint64_t need = rec->ws_size;
+    if (need > 0 && workspace == NULL) {
         spa_acl_unlock();
+        spa_acl_error("%s: %d: workspace is NULL, phase 1 asked for %llu bytes", api,
+                      ACLNN_ERR_PARAM_NULLPTR, (unsigned long long)need);
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (workspace_size < rec->ws_size) {
+    if (workspace_size < need) {
         spa_acl_unlock();
+        spa_acl_error("%s: %d: workspace of %llu bytes, phase 1 asked for %llu", api,
+                      ACLNN_ERR_PARAM_INVALID, (unsigned long long)workspace_size,
+                      (unsigned long long)need);
         return ACLNN_ERR_PARAM_INVALID;
     }
     rec->state = EXEC_RUNNING;
@@ -191,6 +233,10 @@ aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExec
     launch l = {rec, workspace, workspace_size};
     spa_status st = SPA_ERR_INVALID;
     bool launched = spa_acl_stream_launch(stream, launch_native, &l, &st);
+    if (!launched)
+        spa_acl_error("%s: %d: the stream is not a live stream", api, ACLNN_ERR_PARAM_INVALID);
+    else if (st != SPA_OK)
+        spa_acl_error_refusal(api, st, rec->native); /* read before the record is freed */
 
     bool spent = launched && !rec->repeatable;
     spa_acl_lock();

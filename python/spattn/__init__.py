@@ -1,0 +1,18 @@
+"""spattn for PyTorch: differentiable CPU operators of the spattn library.
+
+    from spattn import ms_deform_attn, MSDeformAttnFunction
+    from spattn import nsa_compress, nsa_selected_attention
+
+CPU tensors of dtype float32, float16 or bfloat16 are passed as they are
+(views by their strides, no copies). Each call runs on torch.get_num_threads()
+threads of a pthread pool kept per thread count; its workspace comes from
+torch's allocator and is kept per calling thread (release_workspace() frees
+it). A refusal of the library raises SpattnError, which names the status code
+and the rule that failed.
+"""
+from ._lib import LIBRARY_PATH, SpattnError, release_workspace
+from .msda import MSDeformAttnFunction, ms_deform_attn
+from .nsa import nsa_compress, nsa_selected_attention
+
+__all__ = ["ms_deform_attn", "MSDeformAttnFunction", "nsa_compress", "nsa_selected_attention",
+           "SpattnError", "release_workspace", "LIBRARY_PATH"]

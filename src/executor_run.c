@@ -1,0 +1,43 @@
+/* spa_executor_run: phase 2 of whichever op planned the executor, recording
+ * the reason of a refusal in it as phase 1 does. Links every op. */
+#include <string.h>
+
+#include "refusal.h"
+#include "spattn/executor.h"
+
+/* The op is read from the unverified header only to pick the phase 2 that
+ * then verifies the whole executor. Calls, not a table of pointers: such a
+ * table would be relocated data in a position-independent build. */
+static spa_status run(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                      const spa_runner *runner, uint32_t op)
+{
+    SPA_REQUIRE(op >= SPA_OP_NSA_COMPRESS && op <= SPA_OP_MSDA_GRAD /* a plan of phase 1 */);
+    /* the sites of the refusal are those of the op's phase 2, not this call's */
+    switch (op) {
+    case SPA_OP_NSA_COMPRESS:
+        return spa_nsa_compress_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_NSA_COMPRESS_GRAD:
+        return spa_nsa_compress_grad_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_NSA_SELECT:
+        return spa_nsa_select_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_NSA_SELECT_GRAD:
+        return spa_nsa_select_grad_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_MSDA:
+        return spa_msda_phase2(workspace, workspace_size, executor, runner);
+    default:
+        return spa_msda_grad_phase2(workspace, workspace_size, executor, runner);
+    }
+}
+
+spa_status spa_executor_run(void *workspace, uint64_t workspace_size, spa_executor *executor,
+                            const spa_runner *runner)
+{
+    if (executor == NULL)
+        return SPA_ERR_NULLPTR;
+    spa_exec_head head;
+    memcpy(&head, executor->u.bytes, sizeof head);
+    const spa_status st = run(workspace, workspace_size, executor, runner, head.op);
+    if (st == SPA_OK)
+        spa_refusal_clear(executor);
+    return spa_refusal_record(st, executor, head.op, 2);
+}
