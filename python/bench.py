@@ -12,7 +12,8 @@ benchmark's figure, measured here in the same process). torch_*: the pure
 PyTorch formulation (grid_sample for MSDA; unfold/einsum and a gather-based
 softmax, in token chunks, for NSA). Medians of BENCH_RUNS (default 7) after a
 warm-up, the four spattn timings taken in turn round after round (the host
-is shared: its load drifts); the PyTorch paths, 20-100x slower, of 3.
+is shared: its load drifts); the PyTorch paths, 20-100x slower, of
+BENCH_TORCH_RUNS (default 3; 0 leaves them out).
 
 With glibc's default malloc every output larger than 32 MB is fresh memory
 from the kernel, whose first touch costs a page fault per page (the pure
@@ -22,6 +23,7 @@ which PyTorch's CPU tuning guide recommends, do by design), so that the
 figures show the binding's own cost.
 
   python3 python/bench.py [op ...]   BENCH_DTYPE="f32 bf16" BENCH_THREADS=2 BENCH_MALLOC=reuse
+  python3 python/bench.py call_overhead   the binding's cost per call, in microseconds
 """
 import ctypes
 import math
@@ -39,6 +41,7 @@ from spattn import _lib  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
+TORCH_RUNS = int(os.environ.get("BENCH_TORCH_RUNS", "3"))
 MALLOC = [os.environ.get("BENCH_MALLOC", "default")]
 
 
@@ -201,6 +204,17 @@ def encoder_locations(bs, nh, npts, gen):
 
 
 def msda_torch(value, shapes, starts, loc, attn):
+    try:
+        return _msda_torch(value, shapes, starts, loc, attn)
+    except RuntimeError:
+        if value.dtype == torch.float32:
+            raise
+        # torch 1.13's CPU grid_sample has no bfloat16: a bf16 model runs it in f32
+        out = _msda_torch(value.float(), shapes, starts, loc.float(), attn.float())
+        return out.to(value.dtype)
+
+
+def _msda_torch(value, shapes, starts, loc, attn):
     bs, _, nh, c = value.shape
     _, nq, _, nl, npts, _ = loc.shape
     grids, samples = 2 * loc - 1, []
@@ -241,6 +255,33 @@ def bench_msda(dt):
 OPS = {"nsa_compress": bench_nsa_compress, "nsa_select": bench_nsa_select, "msda": bench_msda}
 
 
+def call_overhead():
+    """What the binding adds to a call whatever its size: ms_deform_attn on a
+    4x4 map (a few microseconds of work) against phase 2 alone."""
+    shapes, starts = torch.tensor([[4, 4]]), torch.tensor([0])
+    v, loc, a = torch.rand(1, 16, 1, 8), torch.rand(1, 32, 1, 1, 1, 2), torch.rand(1, 32, 1, 1, 1)
+    out = spattn.ms_deform_attn(v, shapes, starts, loc, a)
+    dsc = _lib.describe
+    direct = Direct(_lib.msda_ws, (dsc(v), dsc(shapes), dsc(starts), dsc(loc), dsc(a), dsc(out)),
+                    (v, shapes, starts, loc, a, out))
+
+    def forward():
+        with torch.no_grad():
+            spattn.ms_deform_attn(v, shapes, starts, loc, a)
+
+    ins = [t.clone().requires_grad_() for t in (v, loc, a)]
+    grad = torch.rand(out.shape)
+
+    def both():
+        o = spattn.ms_deform_attn(ins[0], shapes, starts, ins[1], ins[2])
+        torch.autograd.grad(o, ins, grad)
+
+    f, lib, fb = interleaved_ms([forward, direct, both], 2001)
+    print("pybench op=call_overhead threads=%d fwd_us=%.1f lib_phase2_us=%.1f fwdbwd_us=%.1f "
+          "binding_us_per_fwd=%.1f" % (torch.get_num_threads(), 1e3 * f, 1e3 * lib, 1e3 * fb,
+                                      1e3 * (f - lib)), flush=True)
+
+
 def run(op, dtname):
     dt = DTYPES[dtname]
     shape, ours, theirs, inputs, grad, fwd, bwd = OPS[op](dt)
@@ -249,10 +290,12 @@ def run(op, dtname):
             ours(*inputs)
 
     f, fb, lf, lb = interleaved_ms([forward, lambda: fwd_bwd(ours, inputs, grad), fwd, bwd])
-    with torch.no_grad():
-        tf = median_ms(lambda: theirs(*inputs), 3)
-    tfb_fn = getattr(theirs, "fwd_bwd", None) or (lambda: fwd_bwd(theirs, inputs, grad))
-    tfb = median_ms(tfb_fn, 3)
+    tf = tfb = float("nan")  # BENCH_TORCH_RUNS=0: the binding and the library only
+    if TORCH_RUNS > 0:
+        with torch.no_grad():
+            tf = median_ms(lambda: theirs(*inputs), TORCH_RUNS)
+        tfb_fn = getattr(theirs, "fwd_bwd", None) or (lambda: fwd_bwd(theirs, inputs, grad))
+        tfb = median_ms(tfb_fn, TORCH_RUNS)
     print("pybench op=%s dtype=%s shape=%s threads=%d malloc=%s fwd_ms=%.2f fwdbwd_ms=%.2f lib_fwd_ms=%.2f "
           "lib_fwdbwd_ms=%.2f torch_fwd_ms=%.1f torch_fwdbwd_ms=%.1f binding_vs_lib_fwd=%.0f%% "
           "binding_vs_lib_fwdbwd=%.0f%% speedup_fwd=%.1fx speedup_fwdbwd=%.1fx"
@@ -274,6 +317,9 @@ def main(argv):
     if MALLOC[0] == "reuse":
         reuse_freed_memory()
     ops = argv or list(OPS)
+    if ops == ["call_overhead"]:
+        call_overhead()
+        return 0
     for op in ops:
         if op not in OPS:
             print("python/bench.py: no op %s (%s)" % (op, ", ".join(OPS)), file=sys.stderr)
