@@ -146,11 +146,11 @@ SHARED_LIB := $(B)/lib/libspattn.so
 PIC_OBJ := $(patsubst $(B)/obj/%,$(B)/pic/%,$(LIB_OBJ) $(RUNNER_OBJ))
 SHARED_MAP := $(B)/pic/libspattn.map
 
-$(B)/pic/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(CONFIG) $(SRC_LIST)
+$(B)/pic/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(ISA_H) $(CONFIG) $(SRC_LIST)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -fPIC -DSPA_SRC_ID=$(SRC_ID_$<) -c $< -o $@
 
-$(B)/pic/gen/%.o: $(B)/gen/%.c $(wildcard src/*.h) $(CONFIG)
+$(B)/pic/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(wildcard src/*.h) $(ISA_H) $(CONFIG)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -fPIC -c $< -o $@
 
