@@ -111,13 +111,17 @@ static inline void spa_bf16_narrow_run(uint16_t *restrict dst, const float *rest
 
 static inline void spa_f32_copy_run(float *restrict dst, const float *restrict src, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
+    int64_t i = 0;
+    for (; i + SPA_VL <= n; i += SPA_VL)
+        spa_vf_store(dst + i, spa_vf_load(src + i));
+    for (; i < n; i++)
         dst[i] = src[i];
 }
 
 /* A copy whose destination will not be read again soon: where the ISA has
  * streaming stores (SPA_VF_STREAM_ALIGN > 0) the aligned middle goes out with
- * them, sparing the read of the destination lines a plain store costs. Call
+ * them, sparing the read of the destination lines a plain store costs (on the
+ * other ISAs spa_vf_stream is a plain store). Call
  * spa_stream_fence() before the block returns, so the data is visible to the
  * thread that joins it. The 16-bit forms narrow exactly as spa_f32_to_f16 /
  * spa_f32_to_bf16 do. */
@@ -125,12 +129,11 @@ static inline void spa_f32_copy_run(float *restrict dst, const float *restrict s
     static inline void name(dt *restrict dst, const float *restrict src, int64_t n)        \
     {                                                                                      \
         int64_t i = 0;                                                                     \
-        if ((align) > 0) {                                                                 \
+        if ((align) > 0)                                                                   \
             for (; i < n && ((uintptr_t)(dst + i) & (uintptr_t)((align) - 1)) != 0; i++)   \
                 dst[i] = scalar(src[i]);                                                   \
-            for (; i + SPA_VL <= n; i += SPA_VL)                                           \
-                vstream(dst + i, spa_vf_load(src + i));                                    \
-        }                                                                                  \
+        for (; i + SPA_VL <= n; i += SPA_VL)                                               \
+            vstream(dst + i, spa_vf_load(src + i));                                        \
         for (; i < n; i++)                                                                 \
             dst[i] = scalar(src[i]);                                                       \
     }

@@ -6,10 +6,9 @@
  * the queries in tiles: first it stages one descriptor per sample of the tile
  * (corner rows and bilinear weights; the A2 kernels stage the same data in
  * the unified buffer), then it combines the corner rows channel by channel,
- * prefetching the corners of samples further down the staged list. Where the
- * target has AVX-512 and location / attnWeight are packed in their last dims,
- * the kernels stage sixteen samples per instruction instead (msda_stage16.h)
- * and combine with register accumulators; the results are the same bits. */
+ * with register accumulators. The staging and the combine are written on the
+ * ISA layer (msda_stage.h, templates/msda*.c.m4): sixteen samples per chunk,
+ * SPA_VL lanes per instruction. */
 #ifndef SPA_MSDA_KERNEL_H
 #define SPA_MSDA_KERNEL_H
 
@@ -63,9 +62,10 @@ typedef struct spa_msda_args {
     spa_msda_levels lv;
 } spa_msda_args;
 
-/* Staged forward sample: corner rows 00, 01, 10, 11 (a zero row for corners
- * outside the map), their bilinear weights and the attention weight.
- * live == 0: skipped sample. */
+/* The per-sample records below size the kernels' scratch (phase 1 reserves
+ * tile_queries * nl * np of them); the kernels lay their staged chunks
+ * (msda_stage.h) over that area. Forward: corner rows 00, 01, 10, 11, their
+ * bilinear weights, the attention weight. */
 typedef struct spa_msda_fwd_sample {
     const float *v[4];
     float w[4];
@@ -73,8 +73,7 @@ typedef struct spa_msda_fwd_sample {
     int32_t live;
 } spa_msda_fwd_sample;
 
-/* Staged grad sample: as above, plus the gradValue accumulator rows (a sink
- * row for corners outside the map), the fractions and the level's W, H. */
+/* Grad: as above, plus the gradValue rows, the fractions and the level's W, H. */
 typedef struct spa_msda_grad_sample {
     const float *v[4];
     float *g[4];
@@ -129,89 +128,6 @@ static inline void spa_msda_store(void *p, int32_t dt, int64_t off, float v)
         break;
     }
 }
-
-/* Eight and sixteen f32 lanes through the GCC / Clang vector extension (SSE,
- * AVX, AVX-512, NEON or plain registers, whatever the target has): the
- * kernels' channel loops use them when SPA_MSDA_V8 is 1 (16 lanes when C is
- * a multiple of 16, else 8), and a plain C loop doing the same operations in
- * the same order otherwise. Loads and stores go through memcpy: no alignment
- * or aliasing assumption. */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(SPA_MSDA_NO_V8)
-#define SPA_MSDA_V8 1
-/* The helpers below are static inline: no vector ever crosses an external
- * interface, so the note of GCC and clang that AVX vector arguments change the
- * ABI when AVX is off (x86-64, x86-64-v2 builds) does not apply. Left on for
- * the rest of the unit: clang reports it where the helpers are called. */
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef float spa_v8 __attribute__((vector_size(32)));
-static inline spa_v8 spa_v8_load(const float *p)
-{
-    spa_v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void spa_v8_store(float *p, const spa_v8 *v)
-{
-    memcpy(p, v, sizeof *v);
-}
-static inline spa_v8 spa_v8_splat(float x)
-{
-    const spa_v8 v = {x, x, x, x, x, x, x, x};
-    return v;
-}
-/* Sum of the 8 lanes folded pairwise: lanes j + j+4, then j + j+2, then
- * 0 + 1 (the order the plain C path uses). */
-typedef float spa_v4 __attribute__((vector_size(16)));
-typedef float spa_v2 __attribute__((vector_size(8)));
-static inline float spa_v8_fold(const spa_v8 *v)
-{
-    spa_v4 lo, hi;
-    memcpy(&lo, v, sizeof lo);
-    memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
-    const spa_v4 s4 = lo + hi;
-    spa_v2 l2, h2;
-    memcpy(&l2, &s4, sizeof l2);
-    memcpy(&h2, (const char *)&s4 + sizeof l2, sizeof h2);
-    const spa_v2 s2 = l2 + h2;
-    float r[2];
-    memcpy(r, &s2, sizeof r);
-    return r[0] + r[1];
-}
-#if SPA_VL >= 16
-/* Sixteen lanes where the ISA layer has 64-byte registers; elsewhere the
- * 16-lane kernels use pairs of 8-lane vectors (same lanes, same results). */
-#define SPA_MSDA_V16 1
-typedef float spa_v16 __attribute__((vector_size(64)));
-static inline spa_v16 spa_v16_load(const float *p)
-{
-    spa_v16 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void spa_v16_store(float *p, const spa_v16 *v)
-{
-    memcpy(p, v, sizeof *v);
-}
-static inline spa_v16 spa_v16_splat(float x)
-{
-    const spa_v16 v = {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
-    return v;
-}
-/* Lanes j + j+8, then the 8-lane fold. */
-static inline float spa_v16_fold(const spa_v16 *v)
-{
-    spa_v8 lo, hi;
-    memcpy(&lo, v, sizeof lo);
-    memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
-    const spa_v8 s8 = lo + hi;
-    return spa_v8_fold(&s8);
-}
-#else
-#define SPA_MSDA_V16 0
-#endif
-#else
-#define SPA_MSDA_V8 0
-#endif
 
 /* Prefetch hint for the corner rows of a later sample (no-op elsewhere). */
 #if defined(__GNUC__) || defined(__clang__)

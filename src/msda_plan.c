@@ -93,12 +93,12 @@ void spa_msda_args_init(spa_msda_args *a, const spa_tensor *location, const spa_
     a->np = d->np;
 }
 
-/* One row of C channels; the unit-stride case apart so that it vectorises. */
+/* One row of C channels: the unit-stride case as one run (ISA layer), the
+ * strided one element by element. */
 #define SPA_MSDA_ROW(unit, strided)           \
     do {                                      \
         if (cs == 1)                          \
-            for (int64_t c = 0; c < cl; c++)  \
-                unit;                         \
+            unit;                             \
         else                                  \
             for (int64_t c = 0; c < cl; c++)  \
                 strided;                      \
@@ -120,12 +120,12 @@ static void spa_msda_widen_row(const spa_tensor *value, int64_t off, float *row)
     }
     case SPA_BFLOAT16: {
         const uint16_t *src = (const uint16_t *)value->data + off;
-        SPA_MSDA_ROW(row[c] = spa_bf16_to_f32(src[c]), row[c] = spa_bf16_to_f32(src[c * cs]));
+        SPA_MSDA_ROW(spa_bf16_widen_run(row, src, cl), row[c] = spa_bf16_to_f32(src[c * cs]));
         break;
     }
     default: {
         const float *src = (const float *)value->data + off;
-        SPA_MSDA_ROW(row[c] = src[c], row[c] = src[c * cs]);
+        SPA_MSDA_ROW(spa_f32_copy_run(row, src, cl), row[c] = src[c * cs]);
         break;
     }
     }
@@ -156,12 +156,12 @@ static void spa_msda_narrow_row(const float *row, const spa_tensor *gv, int64_t 
     }
     case SPA_BFLOAT16: {
         uint16_t *dst = (uint16_t *)gv->data + off;
-        SPA_MSDA_ROW(dst[c] = spa_f32_to_bf16(row[c]), dst[c * cs] = spa_f32_to_bf16(row[c]));
+        SPA_MSDA_ROW(spa_bf16_narrow_run(dst, row, cl), dst[c * cs] = spa_f32_to_bf16(row[c]));
         break;
     }
     default: {
         float *dst = (float *)gv->data + off;
-        SPA_MSDA_ROW(dst[c] = row[c], dst[c * cs] = row[c]);
+        SPA_MSDA_ROW(spa_f32_copy_run(dst, row, cl), dst[c * cs] = row[c]);
         break;
     }
     }

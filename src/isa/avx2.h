@@ -13,8 +13,6 @@
 
 #define SPA_ISA_NAME "avx2"
 #define SPA_VL 8
-/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
-#define SPA_ISA_MSDA_STAGE16 0
 #define SPA_VF_STREAM_ALIGN 32
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
 
@@ -113,5 +111,59 @@ SPA_ISA_INLINE void spa_vf_stream_bf16(uint16_t *p, spa_vf v)
 SPA_ISA_INLINE void spa_isa_stream_fence(void) { _mm_sfence(); }
 
 SPA_ISA_INLINE float spa_isa_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+/* Sample staging and reductions (deformable attention; see avx512.h). */
+SPA_ISA_INLINE spa_vf spa_vf_mulb(spa_vf a, spa_vb x) { return _mm256_mul_ps(x, a); }
+SPA_ISA_INLINE spa_vf spa_vf_floor(spa_vf x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+SPA_ISA_INLINE void spa_vf_zip(spa_vf a, spa_vf b, spa_vf *lo, spa_vf *hi)
+{
+    const __m256 l = _mm256_unpacklo_ps(a, b), h = _mm256_unpackhi_ps(a, b); /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+    *lo = _mm256_permute2f128_ps(l, h, 0x20);
+    *hi = _mm256_permute2f128_ps(l, h, 0x31);
+}
+SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
+{
+    /* a0 a2 b0 b2 | a4 a6 b4 b6, then the middle 64-bit pairs swapped */
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+typedef __m256i spa_vm; /* all ones where the test holds */
+typedef __m256i spa_vi;
+SPA_ISA_INLINE spa_vm spa_vf_gt(spa_vf a, spa_vf b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
+SPA_ISA_INLINE spa_vm spa_vf_lt(spa_vf a, spa_vf b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+SPA_ISA_INLINE spa_vm spa_vm_and(spa_vm a, spa_vm b) { return _mm256_and_si256(a, b); }
+SPA_ISA_INLINE uint32_t spa_vm_bits(spa_vm m) { return (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(m)); }
+SPA_ISA_INLINE spa_vi spa_vi_set1(int32_t x) { return _mm256_set1_epi32(x); }
+SPA_ISA_INLINE spa_vi spa_vi_load(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+SPA_ISA_INLINE spa_vi spa_vi_from_vf(spa_vf x) { return _mm256_cvttps_epi32(x); }
+SPA_ISA_INLINE spa_vi spa_vi_add(spa_vi a, spa_vi b) { return _mm256_add_epi32(a, b); }
+SPA_ISA_INLINE spa_vi spa_vi_mul(spa_vi a, spa_vi b) { return _mm256_mullo_epi32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vi_ltu(spa_vi a, spa_vi b)
+{
+    const __m256i s = _mm256_set1_epi32((int)0x80000000u);
+    return _mm256_cmpgt_epi32(_mm256_xor_si256(b, s), _mm256_xor_si256(a, s));
+}
+SPA_ISA_INLINE void spa_vi_rows(uintptr_t *dst, spa_vi key, spa_vm in, const void *base, uint32_t row_bytes,
+                                const void *other)
+{
+    const __m256i vb = _mm256_set1_epi64x((long long)(uintptr_t)base);
+    const __m256i vo = _mm256_set1_epi64x((long long)(uintptr_t)other);
+    const __m256i rb = _mm256_set1_epi64x((long long)row_bytes);
+    const __m256i klo = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(key));
+    const __m256i khi = _mm256_cvtepu32_epi64(_mm256_extracti128_si256(key, 1));
+    const __m256i mlo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(in));
+    const __m256i mhi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(in, 1));
+    _mm256_storeu_si256((__m256i *)(void *)dst,
+                        _mm256_blendv_epi8(vo, _mm256_add_epi64(vb, _mm256_mul_epu32(klo, rb)), mlo));
+    _mm256_storeu_si256((__m256i *)(void *)(dst + 4),
+                        _mm256_blendv_epi8(vo, _mm256_add_epi64(vb, _mm256_mul_epu32(khi, rb)), mhi));
+}
+SPA_ISA_INLINE void spa_isa_fold16(const float *v, float *out)
+{
+    for (int k = 0; k < 16; k++)
+        out[k] = spa_vf_hsum(_mm256_add_ps(_mm256_loadu_ps(v + 16 * k), _mm256_loadu_ps(v + 16 * k + 8)));
+}
+
+SPA_ISA_INLINE int spa_isa_ctz32(uint32_t x) { return __builtin_ctz(x); }
 
 #endif

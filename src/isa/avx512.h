@@ -13,7 +13,25 @@
  *   spa_vf_{load,store}_{f16,bf16}  widen exactly / narrow RNE (NaN stays NaN)
  *   spa_vf_round_{f16,bf16}         narrow then widen, in f32 lanes
  *   spa_vf_stream / SPA_VF_STREAM_ALIGN  a store that bypasses the cache
- *   spa_isa_f16_to_f32 one element, the fastest exact way the ISA has */
+ *   spa_isa_f16_to_f32 one element, the fastest exact way the ISA has
+ *
+ * For the staging of sample coordinates and the lane reductions (deformable
+ * attention):
+ *   spa_vf_mulb(a,x)  a*x, x a broadcast operand (spa_vb)
+ *   spa_vf_floor      round toward -inf
+ *   spa_vf_zip(a,b,&lo,&hi)     lo = a0 b0 a1 b1 ..., hi = the second half
+ *   spa_vf_unzip(a,b,&ev,&od)   the inverse: ev = a0 a2 .. b0 b2 .., od = a1 a3 ..
+ *   spa_vm            a lane mask: spa_vf_gt / spa_vf_lt (ordered: NaN fails),
+ *                     spa_vm_and, spa_vm_bits (lane i -> bit i of a uint32_t)
+ *   spa_vi            SPA_VL 32-bit integer lanes, arithmetic modulo 2^32:
+ *                     spa_vi_set1, spa_vi_load (int32_t), spa_vi_add, spa_vi_mul,
+ *                     spa_vi_ltu (unsigned a < b -> spa_vm), spa_vi_from_vf
+ *                     (truncation; 0x80000000 outside the int32 range and for NaN)
+ *   spa_vi_rows(dst,key,in,base,row_bytes,other)  dst[i] = in_i ?
+ *                     base + key_i * row_bytes : other, as uintptr_t
+ *   spa_isa_fold16(v,out)  out[k] = the 16 floats v[16k..16k+15] summed by
+ *                     halves (j + j+8, then j + j+4, j + j+2, 0 + 1), k < 16
+ *   spa_isa_ctz32(x)  the index of the lowest set bit of x != 0 */
 #ifndef SPA_ISA_AVX512_H
 #define SPA_ISA_AVX512_H
 
@@ -27,8 +45,6 @@
 
 #define SPA_ISA_NAME "avx512"
 #define SPA_VL 16
-/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
-#define SPA_ISA_MSDA_STAGE16 1
 #define SPA_VF_STREAM_ALIGN 64 /* bytes; 0: no streaming stores */
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
 
@@ -117,5 +133,70 @@ SPA_ISA_INLINE void spa_vf_stream_bf16(uint16_t *p, spa_vf v)
 SPA_ISA_INLINE void spa_isa_stream_fence(void) { _mm_sfence(); }
 
 SPA_ISA_INLINE float spa_isa_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+SPA_ISA_INLINE spa_vf spa_vf_mulb(spa_vf a, spa_vb x) { return _mm512_mul_ps(x, a); }
+SPA_ISA_INLINE spa_vf spa_vf_floor(spa_vf x)
+{
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+}
+SPA_ISA_INLINE void spa_vf_zip(spa_vf a, spa_vf b, spa_vf *lo, spa_vf *hi)
+{
+    *lo = _mm512_permutex2var_ps(a, _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0), b);
+    *hi = _mm512_permutex2var_ps(a, _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8), b);
+}
+SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
+{
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    *even = _mm512_permutex2var_ps(a, ev, b);
+    *odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ev, _mm512_set1_epi32(1)), b);
+}
+typedef __mmask16 spa_vm;
+typedef __m512i spa_vi;
+SPA_ISA_INLINE spa_vm spa_vf_gt(spa_vf a, spa_vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+SPA_ISA_INLINE spa_vm spa_vf_lt(spa_vf a, spa_vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+SPA_ISA_INLINE spa_vm spa_vm_and(spa_vm a, spa_vm b) { return (spa_vm)(a & b); }
+SPA_ISA_INLINE uint32_t spa_vm_bits(spa_vm m) { return (uint32_t)m; }
+SPA_ISA_INLINE spa_vi spa_vi_set1(int32_t x) { return _mm512_set1_epi32(x); }
+SPA_ISA_INLINE spa_vi spa_vi_load(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
+SPA_ISA_INLINE spa_vi spa_vi_from_vf(spa_vf x) { return _mm512_cvttps_epi32(x); }
+SPA_ISA_INLINE spa_vi spa_vi_add(spa_vi a, spa_vi b) { return _mm512_add_epi32(a, b); }
+SPA_ISA_INLINE spa_vi spa_vi_mul(spa_vi a, spa_vi b) { return _mm512_mullo_epi32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vi_ltu(spa_vi a, spa_vi b) { return _mm512_cmplt_epu32_mask(a, b); }
+SPA_ISA_INLINE void spa_vi_rows(uintptr_t *dst, spa_vi key, spa_vm in, const void *base, uint32_t row_bytes,
+                                const void *other)
+{
+    const __m512i vb = _mm512_set1_epi64((long long)(uintptr_t)base);
+    const __m512i vo = _mm512_set1_epi64((long long)(uintptr_t)other);
+    const __m512i rb = _mm512_set1_epi64((long long)row_bytes);
+    const __m512i klo = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(key));
+    const __m512i khi = _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(key, 1));
+    _mm512_storeu_si512((void *)dst,
+                        _mm512_mask_blend_epi64((__mmask8)in, vo, _mm512_add_epi64(vb, _mm512_mul_epu32(klo, rb))));
+    _mm512_storeu_si512((void *)(dst + 8), _mm512_mask_blend_epi64((__mmask8)(in >> 8), vo,
+                                                                   _mm512_add_epi64(vb, _mm512_mul_epu32(khi, rb))));
+}
+/* Sixteen folds at once: pairs of vectors shuffled together, each addition
+ * one of the scalar fold's. */
+SPA_ISA_INLINE void spa_isa_fold16(const float *v, float *out)
+{
+    __m512 s1[8], s2[4], s3[2];
+    for (int m = 0; m < 8; m++) {
+        const __m512 x = _mm512_loadu_ps(v + 32 * m), y = _mm512_loadu_ps(v + 32 * m + 16);
+        s1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    for (int m = 0; m < 4; m++)
+        s2[m] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int m = 0; m < 2; m++)
+        s3[m] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * m], s2[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(s2[2 * m], s2[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* row k ends in lane 4 * (k % 4) + k / 4 */
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), r));
+}
+
+SPA_ISA_INLINE int spa_isa_ctz32(uint32_t x) { return __builtin_ctz(x); }
 
 #endif

@@ -15,8 +15,6 @@
 
 #define SPA_ISA_NAME "neon"
 #define SPA_VL 4
-/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
-#define SPA_ISA_MSDA_STAGE16 0
 #define SPA_VF_STREAM_ALIGN 0
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
 
@@ -108,5 +106,56 @@ SPA_ISA_INLINE float spa_isa_f16_to_f32(uint16_t h)
 {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
 }
+
+/* Sample staging and reductions (deformable attention; see avx512.h). */
+SPA_ISA_INLINE spa_vf spa_vf_mulb(spa_vf a, spa_vb x) { return vmulq_n_f32(a, x); }
+SPA_ISA_INLINE spa_vf spa_vf_floor(spa_vf x) { return vrndmq_f32(x); }
+SPA_ISA_INLINE void spa_vf_zip(spa_vf a, spa_vf b, spa_vf *lo, spa_vf *hi)
+{
+    *lo = vzip1q_f32(a, b);
+    *hi = vzip2q_f32(a, b);
+}
+SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
+{
+    *even = vuzp1q_f32(a, b);
+    *odd = vuzp2q_f32(a, b);
+}
+typedef uint32x4_t spa_vm; /* all ones where the test holds */
+typedef uint32x4_t spa_vi;
+SPA_ISA_INLINE spa_vm spa_vf_gt(spa_vf a, spa_vf b) { return vcgtq_f32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vf_lt(spa_vf a, spa_vf b) { return vcltq_f32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vm_and(spa_vm a, spa_vm b) { return vandq_u32(a, b); }
+SPA_ISA_INLINE uint32_t spa_vm_bits(spa_vm m)
+{
+    const uint32x4_t bit = {1u, 2u, 4u, 8u};
+    return vaddvq_u32(vandq_u32(m, bit));
+}
+SPA_ISA_INLINE spa_vi spa_vi_set1(int32_t x) { return vdupq_n_u32((uint32_t)x); }
+SPA_ISA_INLINE spa_vi spa_vi_load(const int32_t *p) { return vreinterpretq_u32_s32(vld1q_s32(p)); }
+SPA_ISA_INLINE spa_vi spa_vi_from_vf(spa_vf x) { return vreinterpretq_u32_s32(vcvtq_s32_f32(x)); }
+SPA_ISA_INLINE spa_vi spa_vi_add(spa_vi a, spa_vi b) { return vaddq_u32(a, b); }
+SPA_ISA_INLINE spa_vi spa_vi_mul(spa_vi a, spa_vi b) { return vmulq_u32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vi_ltu(spa_vi a, spa_vi b) { return vcltq_u32(a, b); }
+SPA_ISA_INLINE void spa_vi_rows(uintptr_t *dst, spa_vi key, spa_vm in, const void *base, uint32_t row_bytes,
+                                const void *other)
+{
+    const uint64x2_t vb = vdupq_n_u64((uint64_t)(uintptr_t)base), vo = vdupq_n_u64((uint64_t)(uintptr_t)other);
+    const uint64x2_t lo = vmlal_u32(vb, vget_low_u32(key), vdup_n_u32(row_bytes));
+    const uint64x2_t hi = vmlal_high_u32(vb, key, vdupq_n_u32(row_bytes));
+    const uint64x2_t mlo = vreinterpretq_u64_s64(vmovl_s32(vreinterpret_s32_u32(vget_low_u32(in))));
+    const uint64x2_t mhi = vreinterpretq_u64_s64(vmovl_high_s32(vreinterpretq_s32_u32(in)));
+    vst1q_u64((uint64_t *)dst, vbslq_u64(mlo, lo, vo));
+    vst1q_u64((uint64_t *)dst + 2, vbslq_u64(mhi, hi, vo));
+}
+SPA_ISA_INLINE void spa_isa_fold16(const float *v, float *out)
+{
+    for (int k = 0; k < 16; k++) {
+        const float *r = v + 16 * k;
+        const spa_vf s = vaddq_f32(vaddq_f32(vld1q_f32(r), vld1q_f32(r + 8)), vaddq_f32(vld1q_f32(r + 4), vld1q_f32(r + 12)));
+        out[k] = spa_vf_hsum(s);
+    }
+}
+
+SPA_ISA_INLINE int spa_isa_ctz32(uint32_t x) { return __builtin_ctz(x); }
 
 #endif

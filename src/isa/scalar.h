@@ -14,11 +14,10 @@
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
+#include <math.h>
 
 #define SPA_ISA_NAME "scalar"
 #define SPA_VL 1
-/* 1: the msda kernels stage sixteen samples per instruction (msda_stage16.h) */
-#define SPA_ISA_MSDA_STAGE16 0
 #define SPA_VF_STREAM_ALIGN 0
 #if defined(__GNUC__)
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
@@ -70,5 +69,61 @@ SPA_ISA_INLINE void spa_vf_stream_bf16(uint16_t *p, spa_vf v) { spa_vf_store_bf1
 SPA_ISA_INLINE void spa_isa_stream_fence(void) {}
 
 SPA_ISA_INLINE float spa_isa_f16_to_f32(uint16_t h) { return spa_f16_to_f32(h); }
+
+/* Sample staging and reductions (deformable attention; see avx512.h). */
+SPA_ISA_INLINE spa_vf spa_vf_mulb(spa_vf a, spa_vb x) { return x * a; }
+SPA_ISA_INLINE spa_vf spa_vf_floor(spa_vf x) { return floorf(x); }
+SPA_ISA_INLINE void spa_vf_zip(spa_vf a, spa_vf b, spa_vf *lo, spa_vf *hi)
+{
+    *lo = a;
+    *hi = b;
+}
+SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
+{
+    *even = a;
+    *odd = b;
+}
+typedef uint32_t spa_vm; /* 1: the lane's test holds */
+typedef uint32_t spa_vi;
+SPA_ISA_INLINE spa_vm spa_vf_gt(spa_vf a, spa_vf b) { return a > b; }
+SPA_ISA_INLINE spa_vm spa_vf_lt(spa_vf a, spa_vf b) { return a < b; }
+SPA_ISA_INLINE spa_vm spa_vm_and(spa_vm a, spa_vm b) { return a & b; }
+SPA_ISA_INLINE uint32_t spa_vm_bits(spa_vm m) { return m; }
+SPA_ISA_INLINE spa_vi spa_vi_set1(int32_t x) { return (uint32_t)x; }
+SPA_ISA_INLINE spa_vi spa_vi_load(const int32_t *p) { return (uint32_t)*p; }
+/* Out of the int32 range (NaN included) the result is 0x80000000, as the
+ * vector ISAs give, never undefined behaviour. */
+SPA_ISA_INLINE spa_vi spa_vi_from_vf(spa_vf x)
+{
+    return x >= -2147483648.0f && x < 2147483648.0f ? (uint32_t)(int32_t)x : 0x80000000u;
+}
+SPA_ISA_INLINE spa_vi spa_vi_add(spa_vi a, spa_vi b) { return a + b; }
+SPA_ISA_INLINE spa_vi spa_vi_mul(spa_vi a, spa_vi b) { return a * b; }
+SPA_ISA_INLINE spa_vm spa_vi_ltu(spa_vi a, spa_vi b) { return a < b; }
+SPA_ISA_INLINE void spa_vi_rows(uintptr_t *dst, spa_vi key, spa_vm in, const void *base, uint32_t row_bytes,
+                                const void *other)
+{
+    *dst = in ? (uintptr_t)base + (uintptr_t)key * row_bytes : (uintptr_t)other;
+}
+SPA_ISA_INLINE void spa_isa_fold16(const float *v, float *out)
+{
+    for (int k = 0; k < 16; k++) {
+        float s[16];
+        for (int j = 0; j < 16; j++)
+            s[j] = v[16 * k + j];
+        for (int half = 8; half > 0; half /= 2)
+            for (int j = 0; j < half; j++)
+                s[j] += s[j + half];
+        out[k] = s[0];
+    }
+}
+
+/* Index of the lowest set bit of x != 0 (de Bruijn: no compiler helper). */
+SPA_ISA_INLINE int spa_isa_ctz32(uint32_t x)
+{
+    static const unsigned char pos[32] = {0,  1,  28, 2,  29, 14, 24, 3,  30, 22, 20, 15, 25, 17, 4,  8,
+                                          31, 27, 13, 23, 21, 19, 16, 7,  26, 12, 18, 6,  11, 5,  10, 9};
+    return pos[((x & (0u - x)) * 0x077CB531u) >> 27];
+}
 
 #endif
