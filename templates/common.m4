@@ -21,7 +21,7 @@ m4_ifelse(SPA_DT, `f32', `
 ', SPA_DT, `f16', `
   m4_define(`SPA_T', `uint16_t')
   m4_define(`SPA_SZ', 2)
-  m4_define(`SPA_LOAD', `spa_f16_to_f32($1)')
+  m4_define(`SPA_LOAD', `spa_isa_f16_to_f32($1)')
   m4_define(`SPA_STORE', `spa_f32_to_f16($1)')
   m4_define(`SPA_WIDEN_RUN', `spa_f16_widen_run($@)')
   m4_define(`SPA_NARROW_RUN', `spa_f16_narrow_run($@)')

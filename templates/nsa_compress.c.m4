@@ -1,15 +1,182 @@
 SPA_STAMP
 /* NsaCompress forward, one block of windows of one batch (spec/nsa.md 1.2).
  * Tile TW windows x TC channels (enum below), the channels being a group of
- * whole heads: each input row of the tile's span is widened once and added,
- * with its per-head weight, into the f32 accumulator of every window of the
- * tile that contains it, in ascending token order. */
+ * whole heads. Each window's f32 sum adds its input rows, each times its
+ * per-head weight (the layer's FMA), in ascending token order: with
+ * unit-stride rows in register tiles of two windows (each row loaded and
+ * widened once for both), otherwise row by row through the tile's
+ * accumulators. */
 #include <stdint.h>
 
 #include "half.h"
 #include "nsa_compress_kernel.h"
 
 enum { TW = NSAC_TW, TC = NSAC_TC };
+m4_divert(-1)
+Register tiles (unit-stride input rows): two windows x NSAC_NV vectors of
+channels of one head, the accumulators in registers, every input row loaded
+once for both windows (when bs == 2 st, the tile slides along all windows,
+each row loaded once); NSAC_NV is the most (at most 8, at most 128
+channels) for which 3 * NV + 2 vector registers hold the accumulators, the
+row and the two weights. Per window the rows are added in ascending order,
+as by the row-major path below: the tile never changes a result.
+m4_define(`NSAC_NV_FIT', `m4_ifelse(m4_eval($1 <= 1 || 3 * $1 + 2 <= SPA_VREGS), 1, $1, `NSAC_NV_FIT(m4_eval($1 / 2))')')
+m4_define(`NSAC_NV', NSAC_NV_FIT(m4_ifelse(m4_eval(128 / SPA_VL > 8), 1, 8, m4_eval(128 / SPA_VL))))
+m4_define(`NSAC_VLOAD', m4_ifelse(SPA_DT, `f16', ``spa_vf_load_f16($1)'', SPA_DT, `bf16', ``spa_vf_load_bf16($1)'', ``spa_vf_load($1)''))
+m4_define(`NSAC_W', `spa_vb_load(&$1)')
+m4_define(`NSAC_ZERO', `    spa_vf a0_$1 = spa_vf_zero(), a1_$1 = a0_$1;
+')
+m4_define(`NSAC_X', `            const spa_vf x$1 = NSAC_VLOAD(xp + $1 * SPA_VL);
+')
+m4_define(`NSAC_F0', `            a0_$1 = spa_vf_fmab(a0_$1, x$1, u0);
+')
+m4_define(`NSAC_F1', `            a1_$1 = spa_vf_fmab(a1_$1, x$1, u1);
+')
+m4_define(`NSAC_ST', `    spa_vf_store(o0 + $1 * SPA_VL, a0_$1);
+    spa_vf_store(o1 + $1 * SPA_VL, a1_$1);
+')
+m4_define(`NSAC_ST0', `    spa_vf_store(o0 + $1 * SPA_VL, a0_$1);
+')
+m4_define(`NSAC_ZERO0', `    spa_vf a0_$1 = spa_vf_zero();
+')
+m4_define(`NSAC_Z0', `        a0_$1 = spa_vf_zero();
+')
+m4_define(`NSAC_Z1', `        a1_$1 = spa_vf_zero();
+')
+m4_define(`NSAC_S0', `        spa_vf_store(o0 + $1 * SPA_VL, a0_$1);
+')
+m4_define(`NSAC_S1', `        spa_vf_store(o1 + $1 * SPA_VL, a1_$1);
+')
+NSAC_TILES(nv): the pair and single-window tiles of nv vectors, then those of nv / 2, ... 1.
+m4_define(`NSAC_TILES', `
+/* windows k and k+1 (their rows from xp, st apart), channels of $1 vector(s)
+ * of one head: o0, o1 = the two f32 sums */
+static inline void pair_$1(const SPA_T *xp, int64_t xs0, const float *wp, int64_t bs, int64_t st, float *o0,
+                          float *o1)
+{
+SPA_FOR($1, `NSAC_ZERO')m4_dnl
+    int64_t r = 0;
+    for (; r < st; r++, xp += xs0) {
+        const spa_vb u0 = NSAC_W(wp[r]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')m4_dnl
+    }
+    for (; r < bs; r++, xp += xs0) {
+        const spa_vb u0 = NSAC_W(wp[r]), u1 = NSAC_W(wp[r - st]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+    }
+    for (; r < bs + st; r++, xp += xs0) {
+        const spa_vb u1 = NSAC_W(wp[r - st]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F1')m4_dnl
+    }
+SPA_FOR($1, `NSAC_ST')m4_dnl
+}
+
+/* windows 0 .. kn-1 (kn >= 1) when bs == 2 * st, channels of $1 vector(s) of
+ * one head, window k into o + k * width: the rows in segments of st, each
+ * segment loaded once for the two windows holding it (the one started a
+ * segment before, the one starting), their accumulators in registers */
+static inline void ring_$1(const SPA_T *xp, int64_t xs0, const float *wp, int64_t st, int64_t kn, float *o,
+                          int64_t width)
+{
+    const float *w2 = wp + st; /* the second half of each window */
+    float *o0, *o1;
+SPA_FOR($1, `NSAC_ZERO')m4_dnl
+    for (int64_t r = 0; r < st; r++, xp += xs0) {
+        const spa_vb u0 = NSAC_W(wp[r]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')m4_dnl
+    }
+    int64_t k = 1;
+    for (; k + 1 < kn; k += 2) {
+SPA_FOR($1, `NSAC_Z1')m4_dnl
+        for (int64_t r = 0; r < st; r++, xp += xs0) {
+            const spa_vb u0 = NSAC_W(w2[r]), u1 = NSAC_W(wp[r]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+        }
+        o0 = o + (k - 1) * width;
+SPA_FOR($1, `NSAC_S0')m4_dnl
+SPA_FOR($1, `NSAC_Z0')m4_dnl
+        for (int64_t r = 0; r < st; r++, xp += xs0) {
+            const spa_vb u0 = NSAC_W(wp[r]), u1 = NSAC_W(w2[r]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+        }
+        o1 = o + k * width;
+SPA_FOR($1, `NSAC_S1')m4_dnl
+    }
+    if (k < kn) { /* window kn - 1 starts here */
+SPA_FOR($1, `NSAC_Z1')m4_dnl
+        for (int64_t r = 0; r < st; r++, xp += xs0) {
+            const spa_vb u0 = NSAC_W(w2[r]), u1 = NSAC_W(wp[r]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+        }
+        o0 = o + (k - 1) * width;
+SPA_FOR($1, `NSAC_S0')m4_dnl
+        for (int64_t r = 0; r < st; r++, xp += xs0) {
+            const spa_vb u1 = NSAC_W(w2[r]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F1')m4_dnl
+        }
+        o1 = o + k * width;
+SPA_FOR($1, `NSAC_S1')m4_dnl
+    } else {
+        for (int64_t r = 0; r < st; r++, xp += xs0) {
+            const spa_vb u0 = NSAC_W(w2[r]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')m4_dnl
+        }
+        o0 = o + (k - 1) * width;
+SPA_FOR($1, `NSAC_S0')m4_dnl
+    }
+}
+
+/* one window, channels of $1 vector(s) of one head */
+static inline void single_$1(const SPA_T *xp, int64_t xs0, const float *wp, int64_t bs, float *o0)
+{
+SPA_FOR($1, `NSAC_ZERO0')m4_dnl
+    for (int64_t r = 0; r < bs; r++, xp += xs0) {
+        const spa_vb u0 = NSAC_W(wp[r]);
+SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')m4_dnl
+    }
+SPA_FOR($1, `NSAC_ST0')m4_dnl
+}
+m4_ifelse(m4_eval($1 > 1), 1, `NSAC_TILES(m4_eval($1 / 2))')')
+NSAC_CALLS(nv, what, args): the blocks of nv / 2, ..., 1 vectors for what is left of d.
+m4_define(`NSAC_CALLS', `m4_ifelse(m4_eval($1 >= 1), 1, `        if (c + m4_eval($1 * SPA_VL) <= d_len) {
+            $2_$1($3);
+            c += m4_eval($1 * SPA_VL);
+        }
+NSAC_CALLS(m4_eval($1 / 2), `$2', `$3')')')
+m4_divert(0)m4_dnl
+NSAC_TILES(NSAC_NV)m4_dnl
+
+/* Windows [0, kn) of one head (input rows from xh, window k from xh + k*st
+ * rows, unit stride; wt: the head's weights, widened), into acc rows
+ * k*width + channel. */
+static void head_tiles(const SPA_T *xh, int64_t xs0, const float *wt, int64_t bs, int64_t st, int64_t d_len,
+                       int64_t kn, float *acc, int64_t width)
+{
+    if (bs == 2 * st) {
+        int64_t c = 0;
+        for (; c + m4_eval(NSAC_NV * SPA_VL) <= d_len; c += m4_eval(NSAC_NV * SPA_VL))
+            ring_`'NSAC_NV`'(xh + c, xs0, wt, st, kn, acc + c, width);
+NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, xs0, wt, st, kn, acc + c, width')m4_dnl
+        return;
+    }
+    int64_t k = 0;
+    for (; k + 1 < kn; k += 2) {
+        const SPA_T *xk = xh + k * st * xs0;
+        float *o0 = acc + k * width, *o1 = o0 + width;
+        int64_t c = 0;
+        for (; c + m4_eval(NSAC_NV * SPA_VL) <= d_len; c += m4_eval(NSAC_NV * SPA_VL))
+            pair_`'NSAC_NV`'(xk + c, xs0, wt, bs, st, o0 + c, o1 + c);
+NSAC_CALLS(m4_eval(NSAC_NV / 2), `pair', `xk + c, xs0, wt, bs, st, o0 + c, o1 + c')m4_dnl
+    }
+    if (k < kn) {
+        const SPA_T *xk = xh + k * st * xs0;
+        float *o0 = acc + k * width;
+        int64_t c = 0;
+        for (; c + m4_eval(NSAC_NV * SPA_VL) <= d_len; c += m4_eval(NSAC_NV * SPA_VL))
+            single_`'NSAC_NV`'(xk + c, xs0, wt, bs, o0 + c);
+NSAC_CALLS(m4_eval(NSAC_NV / 2), `single', `xk + c, xs0, wt, bs, o0 + c')m4_dnl
+    }
+}
 
 /* acc += wv * x over n channels (n a multiple of 16), on the ISA layer. */
 static inline void axpy(float *restrict acc, const float *restrict x, float wv, int64_t n)
@@ -19,6 +186,41 @@ static inline void axpy(float *restrict acc, const float *restrict x, float wv, 
         spa_vf_store(acc + e, spa_vf_fma(spa_vf_load(acc + e), vw, spa_vf_load(x + e)));
 }
 
+/* Strided input rows: row by row, each row widened once into xf and added,
+ * with its weight, into the accumulator of every window holding it (the
+ * same sums in the same order as the tiles). */
+static void rows_strided(const spa_nsac_args *a, int64_t first, int64_t kn, int64_t h0, int64_t hn, float *acc,
+                         float *xf)
+{
+    const SPA_T *x = a->x;
+    const SPA_T *w = a->w;
+    const int64_t d_len = a->d, bs = a->bs, st = a->st, width = hn * d_len;
+    const int64_t span = (kn - 1) * st + bs;
+    for (int64_t e = 0; e < kn * width; e++)
+        acc[e] = 0.0f;
+    for (int64_t r = 0; r < span; r++) {
+        /* Ask for the rows a few tokens ahead: the heads of a group are
+         * short runs the hardware prefetcher alone serves poorly. */
+        if (r + SPA_PREFETCH_ROWS < span)
+            for (int64_t hh = 0; hh < hn; hh++)
+                SPA_PREFETCH_RUN(x + (first + r + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
+                                 d_len * a->xs2 * SPA_SZ);
+        for (int64_t hh = 0; hh < hn; hh++) {
+            const SPA_T *xr = x + (first + r) * a->xs0 + (h0 + hh) * a->xs1;
+            float *xd = xf + hh * d_len;
+            SPA_WIDEN_ROW(xd, xr, a->xs2, d_len);
+        }
+        /* Windows k of the tile holding row r: k*st <= r < k*st + bs. */
+        const int64_t klo = r < bs ? 0 : (r - bs) / st + 1;
+        const int64_t khi = r / st < kn - 1 ? r / st : kn - 1;
+        for (int64_t k = klo; k <= khi; k++) {
+            const SPA_T *wr = w + (r - k * st) * a->ws0 + h0 * a->ws1;
+            for (int64_t hh = 0; hh < hn; hh++)
+                axpy(acc + k * width + hh * d_len, xf + hh * d_len, SPA_LOAD(wr[hh * a->ws1]), d_len);
+        }
+    }
+}
+
 void NSAC_KSYM()(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwin, float *scratch)
 {
     const SPA_T *x = a->x;
@@ -26,46 +228,25 @@ void NSAC_KSYM()(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwi
     SPA_T *y = a->y;
     const int64_t d_len = a->d, bs = a->bs, st = a->st, heads = a->n;
     const int64_t group = spa_nsac_head_group(heads, d_len, TC);
-    float *acc = scratch;                      /* [TW][group * d] window accumulators */
+    float *acc = scratch;                      /* [TW][group * d] window sums */
     float *xf = scratch + TW * group * d_len;  /* [group * d] one input row, widened */
 
     for (int64_t k0 = 0; k0 < nwin; k0 += TW) {
         const int64_t kn = nwin - k0 < TW ? nwin - k0 : TW;
         const int64_t first = tok0 + k0 * st;
-        const int64_t span = (kn - 1) * st + bs;
         for (int64_t h0 = 0; h0 < heads; h0 += group) {
             const int64_t hn = heads - h0 < group ? heads - h0 : group;
             const int64_t width = hn * d_len;
-            for (int64_t e = 0; e < kn * width; e++)
-                acc[e] = 0.0f;
-            for (int64_t r = 0; r < span; r++) {
-                /* Ask for the rows a few tokens ahead: the heads of a group
-                 * are short runs the hardware prefetcher alone serves poorly. */
-                if (r + SPA_PREFETCH_ROWS < span)
-                    for (int64_t hh = 0; hh < hn; hh++)
-                        SPA_PREFETCH_RUN(x + (first + r + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
-                                         d_len * a->xs2 * SPA_SZ);
-                /* The group's input rows, widened (f32 unit-stride rows in place). */
-                const float *xv[TC / 16];
+            if (a->xs2 == 1 && bs <= group * d_len) /* register tiles, head by head */
                 for (int64_t hh = 0; hh < hn; hh++) {
-                    const SPA_T *xr = x + (first + r) * a->xs0 + (h0 + hh) * a->xs1;
-                    float *xd = xf + hh * d_len;
-                    if (SPA_IS_F32 && a->xs2 == 1) {
-                        xv[hh] = (const float *)(const void *)xr;
-                    } else {
-                        SPA_WIDEN_ROW(xd, xr, a->xs2, d_len);
-                        xv[hh] = xd;
-                    }
+                    /* the head's weights, widened, where the strided path widens rows */
+                    for (int64_t j = 0; j < bs; j++)
+                        xf[j] = SPA_LOAD(w[j * a->ws0 + (h0 + hh) * a->ws1]);
+                    head_tiles(x + first * a->xs0 + (h0 + hh) * a->xs1, a->xs0, xf, bs, st, d_len, kn,
+                               acc + hh * d_len, width);
                 }
-                /* Windows k of the tile holding row r: k*st <= r < k*st + bs. */
-                const int64_t klo = r < bs ? 0 : (r - bs) / st + 1;
-                const int64_t khi = r / st < kn - 1 ? r / st : kn - 1;
-                for (int64_t k = klo; k <= khi; k++) {
-                    const SPA_T *wr = w + (r - k * st) * a->ws0 + h0 * a->ws1;
-                    for (int64_t hh = 0; hh < hn; hh++)
-                        axpy(acc + k * width + hh * d_len, xv[hh], SPA_LOAD(wr[hh * a->ws1]), d_len);
-                }
-            }
+            else
+                rows_strided(a, first, kn, h0, hn, acc, xf);
             for (int64_t k = 0; k < kn; k++)
                 for (int64_t hh = 0; hh < hn; hh++) {
                     SPA_T *yr = y + (row0 + k0 + k) * a->ys0 + (h0 + hh) * a->ys1;

@@ -14,33 +14,128 @@ SPA_STAMP
 
 enum { TT = NSACG_TT, TC = NSACG_TC, LANES = 16 };
 
-/* acc += wv * dy and return sum(dy * x), as LANES partial sums reduced by
- * halves (8, 4, 2, 1) in a fixed order; n is a multiple of 16. On the ISA
- * layer: the LANES sums are LANES / SPA_VL vectors, folded by halves into
- * one, whose lanes spa_vf_hsum folds on by halves: the same order on every
- * ISA (the products fused or not as the layer's FMA is). */
-static inline float axpy_dot(float *restrict acc, const float *restrict dy,
-                             const float *restrict x, float wv, int64_t n)
+m4_divert(-1)
+The register tile of one token and head: NSACG_NV vectors of channels (a
+multiple of 16 channels) hold the inputGrad sums while the token's windows
+are added in ascending order; each window's 16 dot-product lanes (lane j
+sums channels j, j+16, ...) live in memory, the channel blocks ascending.
+NV: the most (at most 8, at most 128 channels, at least 16 channels) for
+which 3 NV + 4 vector registers hold the sums, the input row, one outputGrad
+row and the weight.
+m4_define(`NSACG_NV_FIT', `m4_ifelse(m4_eval($1 * SPA_VL <= 16 || 3 * $1 + 4 <= SPA_VREGS), 1, $1, `NSACG_NV_FIT(m4_eval($1 / 2))')')
+m4_define(`NSACG_NVMIN', m4_eval(16 / SPA_VL))
+m4_define(`NSACG_NV', NSACG_NV_FIT(m4_ifelse(m4_eval(128 / SPA_VL > 8), 1, m4_ifelse(m4_eval(NSACG_NVMIN > 8), 1, NSACG_NVMIN, 8), m4_eval(128 / SPA_VL))))
+m4_define(`NSACG_VLOAD', m4_ifelse(SPA_DT, `f16', ``spa_vf_load_f16($1)'', SPA_DT, `bf16', ``spa_vf_load_bf16($1)'', ``spa_vf_load($1)''))
+m4_define(`NSACG_X', `    const spa_vf x$1 = $2(xr + c0 + $1 * SPA_VL);
+')
+m4_define(`NSACG_XD', `NSACG_X($1, `NSACG_VLOAD')')
+m4_define(`NSACG_XF', `NSACG_X($1, `spa_vf_load')')
+m4_define(`NSACG_Z', `        spa_vf d$1 = spa_vf_zero();
+')
+m4_define(`NSACG_W', `            {
+                const spa_vf g = spa_vf_load(dyr + $1 * SPA_VL);
+                float *l = lk + m4_eval(($1 * SPA_VL) % 16);
+                d$1 = spa_vf_fmab(d$1, g, u);
+                spa_vf_store(l, NSACG_LANE($1, NSACG_FIRST));
+            }
+')
+m4_define(`NSACG_S', `    spa_vf_store(acc + c0 + $1 * SPA_VL, d$1);
+')
+m4_define(`NSACG_S0', `        spa_vf_store(acc + c0 + $1 * SPA_VL, spa_vf_zero());
+')
+m4_define(`NSACG_LANE', `m4_ifelse(m4_eval($2 && $1 * SPA_VL < 16), 1, `spa_vf_mul(g, x$1)', `spa_vf_fma(spa_vf_load(l), g, x$1)')')
+m4_define(`NSACG_W0', `    spa_vf d$1;
+    {
+        const spa_vf g = spa_vf_load(dyr + $1 * SPA_VL);
+        float *l = lk + m4_eval(($1 * SPA_VL) % 16);
+        d$1 = spa_vf_mulb(g, u);
+        spa_vf_store(l, NSACG_LANE($1, NSACG_FIRST));
+    }
+')
+NSACG_TOKEN(nv, suffix, x type, x load): the tile over channels [c0, c0 + nv*VL).
+m4_define(`NSACG_TOKEN', `
+/* channels [c0, c0 + m4_eval($1 * SPA_VL)) of one token and head: the nw windows
+ * (outputGrad rows dy[k], weights wv[k]) into the inputGrad row acc (the
+ * first product taken as is: no window, +0) and the dot-product lanes
+ * lanes[k] */
+static inline void tok_$1$2(const $3 *xr, int64_t c0, int64_t nw, const float *const *dy, const float *wv, float *lanes,
+                           float *acc)
+{
+    if (nw == 0) {
+SPA_FOR($1, `NSACG_S0')m4_dnl
+        return;
+    }
+SPA_FOR($1, `$4')m4_dnl
+    const float *dyr = dy[0] + c0;
+    float *lk = lanes;
+    spa_vb u = spa_vb_load(&wv[0]);
+SPA_FOR($1, `NSACG_W0')m4_dnl
+    for (int64_t k = 1; k < nw; k++) {
+        dyr = dy[k] + c0;
+        lk = lanes + 16 * k;
+        u = spa_vb_load(&wv[k]);
+SPA_FOR($1, `NSACG_W')m4_dnl
+    }
+SPA_FOR($1, `NSACG_S')m4_dnl
+}
+m4_ifelse(m4_eval($1 > NSACG_NVMIN), 1, `NSACG_TOKEN(m4_eval($1 / 2), `$2', `$3', `$4')')')
+NSACG_CALLS1(nv, suffix): while no block ran (c0 == 0), the first block is the largest that fits.
+m4_define(`NSACG_CALLS1', `m4_ifelse(m4_eval($1 >= NSACG_NVMIN), 1, `    if (c0 == 0 && d_len >= m4_eval($1 * SPA_VL)) {
+        tok_$1$2`'1(xr, 0, nw, dy, wv, lanes, acc);
+        c0 = m4_eval($1 * SPA_VL);
+    }
+NSACG_CALLS1(m4_eval($1 / 2), `$2')')')
+NSACG_ROW(suffix, x type): one token and head over all channels.
+m4_define(`NSACG_CALLS', `m4_ifelse(m4_eval($1 >= NSACG_NVMIN), 1, `    if (c0 + m4_eval($1 * SPA_VL) <= d_len) {
+        tok_$1$2(xr, c0, nw, dy, wv, lanes, acc);
+        c0 += m4_eval($1 * SPA_VL);
+    }
+NSACG_CALLS(m4_eval($1 / 2), `$2')')')
+m4_define(`NSACG_ROW', `
+/* one token and head, all d_len channels (a multiple of 16) */
+SPA_ISA_INLINE void token_row$1(const $2 *xr, int64_t d_len, int64_t nw, const float *const *dy, const float *wv,
+                        float *lanes, float *acc)
+{
+    /* the first block writes the lanes, the others add to them */
+    int64_t c0 = 0;
+    if (d_len >= m4_eval(NSACG_NV * SPA_VL)) {
+        tok_`'NSACG_NV`'$1`'1(xr, 0, nw, dy, wv, lanes, acc);
+        c0 = m4_eval(NSACG_NV * SPA_VL);
+    }
+NSACG_CALLS1(m4_eval(NSACG_NV / 2), `$1')m4_dnl
+    for (; c0 + m4_eval(NSACG_NV * SPA_VL) <= d_len; c0 += m4_eval(NSACG_NV * SPA_VL))
+        tok_`'NSACG_NV`'$1(xr, c0, nw, dy, wv, lanes, acc);
+NSACG_CALLS(m4_eval(NSACG_NV / 2), `$1')m4_dnl
+}
+')
+m4_divert(0)m4_dnl
+m4_define(`NSACG_FIRST', 1)m4_dnl
+NSACG_TOKEN(NSACG_NV, `_f1', `float', `NSACG_XF')m4_dnl
+m4_define(`NSACG_FIRST', 0)m4_dnl
+NSACG_TOKEN(NSACG_NV, `_f', `float', `NSACG_XF')m4_dnl
+NSACG_ROW(`_f', `float')m4_dnl
+m4_ifelse(SPA_DT, `f32', `', `m4_define(`NSACG_FIRST', 1)m4_dnl
+NSACG_TOKEN(NSACG_NV, `_d1', `SPA_T', `NSACG_XD')m4_dnl
+m4_define(`NSACG_FIRST', 0)m4_dnl
+NSACG_TOKEN(NSACG_NV, `_d', `SPA_T', `NSACG_XD')m4_dnl
+NSACG_ROW(`_d', `SPA_T')m4_dnl
+')m4_dnl
+
+/* The 16 dot-product lanes of one window, folded by halves (8, 4, 2, 1):
+ * as vectors, then the lanes of one vector by spa_vf_hsum, the same order
+ * on every ISA. */
+static inline float fold16(const float *l)
 {
     enum { NV = LANES / SPA_VL };
-    const spa_vf vw = spa_vf_set1(wv);
-    spa_vf lanes[NV];
+    spa_vf v[NV];
 #pragma GCC unroll 16
     for (int k = 0; k < NV; k++)
-        lanes[k] = spa_vf_zero();
-    for (int64_t e0 = 0; e0 < n; e0 += LANES) {
-#pragma GCC unroll 16
-        for (int k = 0; k < NV; k++) {
-            const spa_vf d = spa_vf_load(dy + e0 + k * SPA_VL);
-            spa_vf_store(acc + e0 + k * SPA_VL, spa_vf_fma(spa_vf_load(acc + e0 + k * SPA_VL), vw, d));
-            lanes[k] = spa_vf_fma(lanes[k], d, spa_vf_load(x + e0 + k * SPA_VL));
-        }
-    }
+        v[k] = spa_vf_load(l + k * SPA_VL);
 #pragma GCC unroll 16
     for (int half = NV / 2; half > 0; half /= 2)
         for (int k = 0; k < half; k++)
-            lanes[k] = spa_vf_add(lanes[k], lanes[k + half]);
-    return spa_vf_hsum(lanes[0]);
+            v[k] = spa_vf_add(v[k], v[k + half]);
+    return spa_vf_hsum(v[0]);
 }
 
 void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t nwin,
@@ -57,6 +152,10 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
     float *dyf = scratch;
     float *xf = dyf + (TT / 16 + 8) * group * d_len;
     float *acc = xf + d_len;
+    float lanes[8 * LANES]; /* the dot-product lanes of a token's windows (bs / st <= 8) */
+    /* f32 unit-stride outputGrad rows are read in place, others staged widened */
+    const bool dy_in_place = SPA_IS_F32 && a->ys2 == 1;
+    const bool dx_in_place = SPA_IS_F32 && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
 
     for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += TT) {
         const int64_t p1 = t1 - bstart - p0 < TT ? t1 - bstart : p0 + TT;
@@ -66,7 +165,7 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
         for (int64_t h0 = 0; h0 < heads; h0 += group) {
             const int64_t hn = heads - h0 < group ? heads - h0 : group;
             const int64_t width = hn * d_len;
-            for (int64_t i = ilo; i <= ihi; i++)
+            for (int64_t i = ilo; i <= ihi && !dy_in_place; i++)
                 for (int64_t hh = 0; hh < hn; hh++) {
                     const SPA_T *dyr = dy + (row0 + i) * a->ys0 + (h0 + hh) * a->ys1;
                     float *dst = dyf + (i - ilo) * width + hh * d_len;
@@ -80,26 +179,42 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
                                          d_len * a->xs2 * SPA_SZ);
                 const int64_t klo = p < bs ? 0 : (p - bs) / st + 1;
                 const int64_t khi = p / st < nwin - 1 ? p / st : nwin - 1;
+                const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= bs / st <= 8 */
                 for (int64_t hh = 0; hh < hn; hh++) {
                     const int64_t h = h0 + hh;
                     const SPA_T *xr = x + (bstart + p) * a->xs0 + h * a->xs1;
                     SPA_T *dxr = dx + (bstart + p) * a->dxs0 + h * a->dxs1;
-                    /* f32 unit-stride input rows are read in place; other rows
-                     * are widened first. */
-                    const bool x_in_place = SPA_IS_F32 && a->xs2 == 1;
-                    const float *xv = x_in_place ? (const float *)(const void *)xr : xf;
-                    float *av = acc;
-                    if (!x_in_place)
-                        SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
-                    for (int64_t e = 0; e < d_len; e++)
-                        av[e] = 0.0f;
-                    for (int64_t i = klo; i <= khi; i++) {
-                        const int64_t j = p - i * st;
-                        const float wv = SPA_LOAD(w[j * a->ws0 + h * a->ws1]);
-                        const float *dyr = dyf + (i - ilo) * width + hh * d_len;
-                        wpart[j * heads + h] += axpy_dot(av, dyr, xv, wv, d_len);
+                    const float *dyk[8];
+                    float wv[8];
+                    for (int64_t k = 0; k < nw; k++) {
+                        const int64_t i = klo + k;
+                        wv[k] = SPA_LOAD(w[(p - i * st) * a->ws0 + h * a->ws1]);
+                        dyk[k] = dy_in_place ? (const float *)(const void *)(dy + (row0 + i) * a->ys0 + h * a->ys1)
+                                             : dyf + (i - ilo) * width + hh * d_len;
                     }
+                    /* f32 inputGrad rows are written in place where the ISA
+                     * has no streaming stores; otherwise the row goes out
+                     * from acc */
+                    float *dst = dx_in_place ? (float *)(void *)dxr : acc;
+                    /* unit-stride input rows are read in place (widened in
+                     * registers), other rows widened first */
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+                    if (a->xs2 != 1)
+                        SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
+                    token_row_f(a->xs2 == 1 ? xr : xf, d_len, nw, dyk, wv, lanes, dst);
+', `m4_dnl
+                    if (a->xs2 == 1) {
+                        token_row_d(xr, d_len, nw, dyk, wv, lanes, dst);
+                    } else {
+                        SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
+                        token_row_f(xf, d_len, nw, dyk, wv, lanes, dst);
+                    }
+')m4_dnl
+                    for (int64_t k = 0; k < nw; k++)
+                        wpart[(p - (klo + k) * st) * heads + h] += fold16(lanes + 16 * k);
                     /* inputGrad is written once and not read back here: stream it. */
+                    if (dx_in_place)
+                        continue;
                     if (a->dxs2 == 1)
                         SPA_NARROW_STREAM_RUN(dxr, acc, d_len);
                     else

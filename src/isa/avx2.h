@@ -36,6 +36,7 @@ SPA_ISA_INLINE spa_vf spa_vf_max(spa_vf a, spa_vf b) { return _mm256_max_ps(a, b
 SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return _mm256_min_ps(a, b); }
 SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return _mm256_fmadd_ps(a, b, c); }
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return _mm256_broadcast_ss(p); }
+SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return _mm256_set1_ps(x); }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return _mm256_fmadd_ps(x, a, c); }
 SPA_ISA_INLINE float spa_vf_hsum(spa_vf v)
 {

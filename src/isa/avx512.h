@@ -6,6 +6,7 @@
  *   spa_vf            SPA_VL f32 lanes          spa_vb  a broadcast operand
  *   spa_vf_load/store unaligned, SPA_VL lanes   _n: the first n lanes (tail)
  *   spa_vf_fma(c,a,b) c + a*b, one rounding     spa_vf_fmab(c,a,x) the same, x broadcast
+ *   spa_vb_load(p)    the broadcast operand *p  spa_vb_set(x) the same from a value
  *   spa_vf_max/min    a > b ? a : b / a < b ? a : b, lane by lane (x86 rule)
  *   spa_vf_hsum       lanes summed by halves (j + j+VL/2, then j + j+VL/4, ...)
  *   spa_vf_round      nearest integer, ties even    spa_vf_scale2(p,n) p * 2^n
@@ -70,6 +71,7 @@ SPA_ISA_INLINE spa_vf spa_vf_max(spa_vf a, spa_vf b) { return _mm512_max_ps(a, b
 SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return _mm512_min_ps(a, b); }
 SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return _mm512_fmadd_ps(a, b, c); }
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return _mm512_set1_ps(*p); }
+SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return _mm512_set1_ps(x); }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return _mm512_fmadd_ps(x, a, c); }
 SPA_ISA_INLINE float spa_vf_hsum(spa_vf v) { return _mm512_reduce_add_ps(v); }
 

@@ -47,6 +47,7 @@ SPA_ISA_INLINE spa_vf spa_vf_max(spa_vf a, spa_vf b) { return vbslq_f32(vcgtq_f3
 SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return vbslq_f32(vcltq_f32(a, b), a, b); }
 SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return vfmaq_f32(c, a, b); }
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return *p; }
+SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return vfmaq_n_f32(c, a, x); }
 SPA_ISA_INLINE float spa_vf_hsum(spa_vf v)
 {
@@ -80,8 +81,7 @@ SPA_ISA_INLINE uint32x4_t spa_neon_bf16_hi(spa_vf v)
     const uint32x4_t u = vreinterpretq_u32_f32(v);
     const uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
     const uint32x4_t rounded = vaddq_u32(vaddq_u32(u, vdupq_n_u32(0x7FFF)), odd);
-    const uint32x4_t nan = vmvnq_u32(vceqq_f32(v, v));
-    return vbslq_u32(nan, vorrq_u32(u, vdupq_n_u32(0x400000)), rounded);
+    return vbslq_u32(vceqq_f32(v, v), rounded, vorrq_u32(u, vdupq_n_u32(0x400000)));
 }
 SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v)
 {

@@ -45,6 +45,7 @@ SPA_ISA_INLINE spa_vf spa_vf_max(spa_vf a, spa_vf b) { return a > b ? a : b; }
 SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return a < b ? a : b; }
 SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return c + a * b; }
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return *p; }
+SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return c + x * a; }
 SPA_ISA_INLINE float spa_vf_hsum(spa_vf v) { return v; }
 
