@@ -94,29 +94,46 @@ SPA_NSAS_INLINE void spa_nsas_scale_round(float *x, int64_t rows, int64_t gp, co
  * P == 0). Separate multiplies and adds, no FMA: the same bits on every ISA. */
 #define SPA_NSAS_EXP_LOW (-87.0f)
 
-SPA_NSAS_INLINE spa_vf spa_nsas_expv(spa_vf x)
+/* The constants of spa_nsas_expv, set once before a loop so that they stay
+ * in registers. */
+typedef struct spa_nsas_expk {
+    spa_vf lo, hi, log2e, ln2hi, ln2lo, c7, c6, c5, c4, c3, c2, one, low;
+} spa_nsas_expk;
+
+SPA_NSAS_INLINE spa_nsas_expk spa_nsas_expk_set(void)
 {
-    spa_vf xc = spa_vf_max(x, spa_vf_set1(-87.5f));
-    xc = spa_vf_min(xc, spa_vf_set1(88.0f));
-    const spa_vf n = spa_vf_round(spa_vf_mul(xc, spa_vf_set1(1.44269504088896341f)));
-    spa_vf r = spa_vf_sub(xc, spa_vf_mul(n, spa_vf_set1(0.693359375f)));
-    r = spa_vf_sub(r, spa_vf_mul(n, spa_vf_set1(-2.12194440e-4f)));
-    spa_vf p = spa_vf_set1(1.98412698e-4f);
-    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(1.38888889e-3f));
-    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(8.33333333e-3f));
-    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(4.16666667e-2f));
-    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(1.66666667e-1f));
-    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(0.5f));
-    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(1.0f));
-    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(1.0f));
-    return spa_vf_keep_ge(spa_vf_scale2(p, n), x, spa_vf_set1(SPA_NSAS_EXP_LOW));
+    const spa_nsas_expk k = {spa_vf_set1(-87.5f),          spa_vf_set1(88.0f),         spa_vf_set1(1.44269504088896341f),
+                             spa_vf_set1(0.693359375f),    spa_vf_set1(-2.12194440e-4f), spa_vf_set1(1.98412698e-4f),
+                             spa_vf_set1(1.38888889e-3f),  spa_vf_set1(8.33333333e-3f), spa_vf_set1(4.16666667e-2f),
+                             spa_vf_set1(1.66666667e-1f),  spa_vf_set1(0.5f),           spa_vf_set1(1.0f),
+                             spa_vf_set1(SPA_NSAS_EXP_LOW)};
+    return k;
+}
+
+SPA_NSAS_INLINE spa_vf spa_nsas_expv(spa_vf x, const spa_nsas_expk *k)
+{
+    spa_vf xc = spa_vf_max(x, k->lo);
+    xc = spa_vf_min(xc, k->hi);
+    const spa_vf n = spa_vf_round(spa_vf_mul(xc, k->log2e));
+    spa_vf r = spa_vf_sub(xc, spa_vf_mul(n, k->ln2hi));
+    r = spa_vf_sub(r, spa_vf_mul(n, k->ln2lo));
+    spa_vf p = k->c7;
+    p = spa_vf_add(spa_vf_mul(p, r), k->c6);
+    p = spa_vf_add(spa_vf_mul(p, r), k->c5);
+    p = spa_vf_add(spa_vf_mul(p, r), k->c4);
+    p = spa_vf_add(spa_vf_mul(p, r), k->c3);
+    p = spa_vf_add(spa_vf_mul(p, r), k->c2);
+    p = spa_vf_add(spa_vf_mul(p, r), k->one);
+    p = spa_vf_add(spa_vf_mul(p, r), k->one);
+    return spa_vf_keep_ge(spa_vf_scale2(p, n), x, k->low);
 }
 
 /* x[0..n) = exp(x[0..n)), n a multiple of 16. */
 SPA_NSAS_INLINE void spa_nsas_exp_row(float *x, int64_t n)
 {
+    const spa_nsas_expk k = spa_nsas_expk_set();
     for (int64_t i = 0; i < n; i += SPA_VL)
-        spa_vf_store(x + i, spa_nsas_expv(spa_vf_load(x + i)));
+        spa_vf_store(x + i, spa_nsas_expv(spa_vf_load(x + i), &k));
 }
 
 /* x[j][l] = exp(x[j][l] - m[l]) and sum[l] = sum_j x[j][l] (in row order)
@@ -124,12 +141,13 @@ SPA_NSAS_INLINE void spa_nsas_exp_row(float *x, int64_t n)
 SPA_NSAS_INLINE void spa_nsas_exp_sum(float *x, int64_t rows, int64_t gp, const float *m,
                                       float *sum)
 {
+    const spa_nsas_expk k = spa_nsas_expk_set();
     for (int64_t l0 = 0; l0 < gp; l0 += SPA_VL) {
         const spa_vf mv = spa_vf_load(m + l0);
         spa_vf acc = spa_vf_zero();
         for (int64_t j = 0; j < rows; j++) {
             float *xj = x + j * gp + l0;
-            const spa_vf e = spa_nsas_expv(spa_vf_sub(spa_vf_load(xj), mv));
+            const spa_vf e = spa_nsas_expv(spa_vf_sub(spa_vf_load(xj), mv), &k);
             spa_vf_store(xj, e);
             acc = spa_vf_add(acc, e);
         }

@@ -58,8 +58,12 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
         const int32_t *ir = a->idx + t * a->is0 + h2 * a->is1;
         for (int64_t g = 0; g < G; g++) {
             const SPA_T *qr = q + t * a->qs0 + (h2 * G + g) * a->qs1;
-            for (int64_t d = 0; d < D; d++)
-                qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
+            if (a->qs2 == 1)
+                for (int64_t d = 0; d < D; d += SPA_VL)
+                    spa_vf_scatter(qt + d * GP + g, GP, SPA_VLOAD(qr + d));
+            else
+                for (int64_t d = 0; d < D; d++)
+                    qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
         }
         /* z' = scale * Q Kselᵀ in index order (duplicates included), MASKVAL
          * (-FLT_MAX) where key position p > s; m = the row max */
@@ -102,14 +106,18 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
         }
 m4_ifelse(SPA_DT, `f32', `m4_dnl
         for (int64_t e = 0; e < DV; e++)
-            for (int64_t l = 0; l < GP; l++)
-                ot[e * GP + l] *= inv[l];
+            for (int64_t l = 0; l < GP; l += SPA_VL)
+                spa_vf_store(ot + e * GP + l, spa_vf_mul(spa_vf_load(ot + e * GP + l), spa_vf_load(inv + l)));
 ')m4_dnl
         for (int64_t g = 0; g < G; g++) {
             const int64_t h = h2 * G + g;
             SPA_T *orow = o + t * a->os0 + h * a->os1;
-            for (int64_t e = 0; e < DV; e++)
-                orow[e * a->os2] = SPA_STORE(ot[e * GP + g]);
+            if (a->os2 == 1)
+                for (int64_t e = 0; e < DV; e += SPA_VL)
+                    SPA_VSTORE(orow + e, spa_vf_gather(ot + e * GP + g, GP));
+            else
+                for (int64_t e = 0; e < DV; e++)
+                    orow[e * a->os2] = SPA_STORE(ot[e * GP + g]);
             float *mr = mx + t * a->ms0 + h * a->ms1;
             float *sr = sm + t * a->ss0 + h * a->ss1;
             for (int64_t c = 0; c < 8; c++) {

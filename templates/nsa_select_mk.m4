@@ -47,6 +47,26 @@ m4_define(`NSAS_LDX', `                    const spa_vb x$1 = spa_vb_load(xp + $
 ')
 m4_define(`NSAS_FMA', `                    c$1_$2 = spa_vf_fmab(c$1_$2, b$2, x$1);
 ')
+Quads (spa_vq: four consecutive broadcast operands, one register on NEON,
+used by lane): the scores read four head-dim steps of a row at once, the
+transposed accumulate four rows of one step (tiles of a multiple of 4 rows).
+m4_define(`NSAS_LDQ', `                    const spa_vq q$1 = spa_vq_load(xp + $1 * xs);
+')
+m4_define(`NSAS_FMAQ', `                        c$1_$2 = spa_vf_fmaq(c$1_$2, b$2, q$1, NSAS_DD);
+')
+m4_define(`NSAS_QSTEP', `m4_define(`NSAS_DD', $1)m4_dnl
+                    {
+                        const float *bp = bt + (d + $1) * gp + l0;
+SPA_FOR(NSAS_QNV, `NSAS_LDBQ')m4_dnl
+SPA_FOR2(NSAS_QR, NSAS_QNV, `NSAS_FMAQ')m4_dnl
+                    }
+')
+m4_define(`NSAS_LDBQ', `                        const spa_vf b$1 = spa_vf_load(bp + $1 * SPA_VL);
+')
+m4_define(`NSAS_LDQA', `                    const spa_vq q$1 = spa_vq_load(xp + 4 * $1);
+')
+m4_define(`NSAS_FMAQA', `                    c$1_$2 = spa_vf_fmaq(c$1_$2, b$2, q`'m4_eval($1 / 4), m4_eval($1 % 4));
+')
 
 NSAS_SCORES_TILE(GP): out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l].
 m4_define(`NSAS_SCORES_TILE', `NSAS_SCORES_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
@@ -63,12 +83,11 @@ SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float
 SPA_FOR2($1, $2, `NSAS_ZERO')m4_dnl
             for (int64_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
                 spa_nsas_pf_row(pf);
-#pragma GCC unroll 8
-                for (int64_t d = d0; d < d0 + 8; d++) {
-                    const float *bp = bt + d * gp + l0, *xp = a0 + d;
-SPA_FOR($2, `NSAS_LDB')m4_dnl
-SPA_FOR($1, `NSAS_LDX')m4_dnl
-SPA_FOR2($1, $2, `NSAS_FMA')m4_dnl
+#pragma GCC unroll 2
+                for (int64_t d = d0; d < d0 + 8; d += 4) {
+                    const float *xp = a0 + d;
+SPA_FOR($1, `NSAS_LDQ')m4_dnl
+m4_define(`NSAS_QR', $1)m4_define(`NSAS_QNV', $2)SPA_FOR(4, `NSAS_QSTEP')m4_dnl
                 }
             }
 SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
@@ -86,7 +105,9 @@ SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const floa
     for (int64_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
         for (int64_t e0 = 0; e0 < n; e0 += $1) {
             float *cb = acc + e0 * gp + l0;
-            const int64_t cs = gp, xs = 1;
+            const int64_t cs = gp;
+m4_ifelse(m4_eval($1 % 4), 0, `', `            const int64_t xs = 1;
+')m4_dnl
 SPA_FOR2($1, $2, `NSAS_LDC')m4_dnl
             for (int64_t j0 = 0; j0 < rows; j0 += 8) { /* rows is a multiple of 16 */
                 spa_nsas_pf_row(pf);
@@ -94,8 +115,7 @@ SPA_FOR2($1, $2, `NSAS_LDC')m4_dnl
                 for (int64_t j = j0; j < j0 + 8; j++) {
                     const float *bp = p + j * gp + l0, *xp = a + j * lda + e0;
 SPA_FOR($2, `NSAS_LDB')m4_dnl
-SPA_FOR($1, `NSAS_LDX')m4_dnl
-SPA_FOR2($1, $2, `NSAS_FMA')m4_dnl
+m4_ifelse(m4_eval($1 % 4), 0, `SPA_FOR(m4_eval($1 / 4), `NSAS_LDQA')SPA_FOR2($1, $2, `NSAS_FMAQA')', `SPA_FOR($1, `NSAS_LDX')SPA_FOR2($1, $2, `NSAS_FMA')')m4_dnl
                 }
             }
 SPA_FOR2($1, $2, `NSAS_STC')m4_dnl

@@ -27,6 +27,18 @@ SPA_ISA_INLINE __m256i spa_avx2_mask(int64_t n)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+SPA_ISA_INLINE void spa_vf_scatter(float *p, int64_t s, spa_vf v)
+{
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    for (int i = 0; i < 8; i++)
+        p[i * s] = t[i];
+}
+SPA_ISA_INLINE spa_vf spa_vf_gather(const float *p, int64_t s)
+{
+    const __m256i idx = _mm256_mullo_epi32(_mm256_set1_epi32((int)s), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_i32gather_ps(p, idx, 4);
+}
 SPA_ISA_INLINE spa_vf spa_vf_load_n(const float *p, int64_t n) { return _mm256_maskload_ps(p, spa_avx2_mask(n)); }
 SPA_ISA_INLINE void spa_vf_store_n(float *p, spa_vf v, int64_t n) { _mm256_maskstore_ps(p, spa_avx2_mask(n), v); }
 SPA_ISA_INLINE spa_vf spa_vf_add(spa_vf a, spa_vf b) { return _mm256_add_ps(a, b); }
@@ -38,6 +50,13 @@ SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return _mm256_f
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return _mm256_broadcast_ss(p); }
 SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return _mm256_set1_ps(x); }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return _mm256_fmadd_ps(x, a, c); }
+/* Four consecutive broadcast operands: their address (each broadcast from memory). */
+typedef const float *spa_vq;
+SPA_ISA_INLINE spa_vq spa_vq_load(const float *p) { return p; }
+SPA_ISA_INLINE spa_vf spa_vf_fmaq(spa_vf c, spa_vf a, spa_vq q, int i)
+{
+    return _mm256_fmadd_ps(_mm256_broadcast_ss(q + i), a, c);
+}
 SPA_ISA_INLINE float spa_vf_hsum(spa_vf v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -5,8 +5,11 @@
  *
  *   spa_vf            SPA_VL f32 lanes          spa_vb  a broadcast operand
  *   spa_vf_load/store unaligned, SPA_VL lanes   _n: the first n lanes (tail)
+ *   spa_vf_scatter(p,s,v) / spa_vf_gather(p,s)  lane i at p[i*s] (s*SPA_VL < 2^31)
  *   spa_vf_fma(c,a,b) c + a*b, one rounding     spa_vf_fmab(c,a,x) the same, x broadcast
  *   spa_vb_load(p)    the broadcast operand *p  spa_vb_set(x) the same from a value
+ *   spa_vq_load(p)    four broadcast operands p[0..3]; spa_vf_fmaq(c,a,q,i) =
+ *                     spa_vf_fmab(c,a,q[i]), i a constant (NEON: fmla by lane)
  *   spa_vf_max/min    a > b ? a : b / a < b ? a : b, lane by lane (x86 rule)
  *   spa_vf_hsum       lanes summed by halves (j + j+VL/2, then j + j+VL/4, ...)
  *   spa_vf_round      nearest integer, ties even    spa_vf_scale2(p,n) p * 2^n
@@ -56,6 +59,18 @@ SPA_ISA_INLINE spa_vf spa_vf_zero(void) { return _mm512_setzero_ps(); }
 SPA_ISA_INLINE spa_vf spa_vf_set1(float x) { return _mm512_set1_ps(x); }
 SPA_ISA_INLINE spa_vf spa_vf_load(const float *p) { return _mm512_loadu_ps(p); }
 SPA_ISA_INLINE void spa_vf_store(float *p, spa_vf v) { _mm512_storeu_ps(p, v); }
+SPA_ISA_INLINE void spa_vf_scatter(float *p, int64_t s, spa_vf v)
+{
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set1_epi32((int)s),
+                                           _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    _mm512_i32scatter_ps(p, idx, v, 4);
+}
+SPA_ISA_INLINE spa_vf spa_vf_gather(const float *p, int64_t s)
+{
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set1_epi32((int)s),
+                                           _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    return _mm512_i32gather_ps(idx, p, 4);
+}
 SPA_ISA_INLINE spa_vf spa_vf_load_n(const float *p, int64_t n)
 {
     return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p);
@@ -73,6 +88,13 @@ SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return _mm512_f
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return _mm512_set1_ps(*p); }
 SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return _mm512_set1_ps(x); }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return _mm512_fmadd_ps(x, a, c); }
+/* Four consecutive broadcast operands: their address (each broadcast from memory). */
+typedef const float *spa_vq;
+SPA_ISA_INLINE spa_vq spa_vq_load(const float *p) { return p; }
+SPA_ISA_INLINE spa_vf spa_vf_fmaq(spa_vf c, spa_vf a, spa_vq q, int i)
+{
+    return _mm512_fmadd_ps(_mm512_set1_ps(q[i]), a, c);
+}
 SPA_ISA_INLINE float spa_vf_hsum(spa_vf v) { return _mm512_reduce_add_ps(v); }
 
 SPA_ISA_INLINE spa_vf spa_vf_round(spa_vf x)

@@ -25,6 +25,20 @@ SPA_ISA_INLINE spa_vf spa_vf_zero(void) { return vdupq_n_f32(0.0f); }
 SPA_ISA_INLINE spa_vf spa_vf_set1(float x) { return vdupq_n_f32(x); }
 SPA_ISA_INLINE spa_vf spa_vf_load(const float *p) { return vld1q_f32(p); }
 SPA_ISA_INLINE void spa_vf_store(float *p, spa_vf v) { vst1q_f32(p, v); }
+SPA_ISA_INLINE void spa_vf_scatter(float *p, int64_t s, spa_vf v)
+{
+    vst1q_lane_f32(p, v, 0);
+    vst1q_lane_f32(p + s, v, 1);
+    vst1q_lane_f32(p + 2 * s, v, 2);
+    vst1q_lane_f32(p + 3 * s, v, 3);
+}
+SPA_ISA_INLINE spa_vf spa_vf_gather(const float *p, int64_t s)
+{
+    spa_vf v = vld1q_dup_f32(p);
+    v = vld1q_lane_f32(p + s, v, 1);
+    v = vld1q_lane_f32(p + 2 * s, v, 2);
+    return vld1q_lane_f32(p + 3 * s, v, 3);
+}
 SPA_ISA_INLINE spa_vf spa_vf_load_n(const float *p, int64_t n)
 {
     float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -49,6 +63,11 @@ SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return vfmaq_f3
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return *p; }
 SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return vfmaq_n_f32(c, a, x); }
+/* Four consecutive broadcast operands in one register, used by lane (fmla
+ * by element): a macro, as the lane must be a constant expression. */
+typedef float32x4_t spa_vq;
+SPA_ISA_INLINE spa_vq spa_vq_load(const float *p) { return vld1q_f32(p); }
+#define spa_vf_fmaq(c, a, q, i) vfmaq_laneq_f32((c), (a), (q), (i))
 SPA_ISA_INLINE float spa_vf_hsum(spa_vf v)
 {
     const float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));

@@ -32,6 +32,17 @@ SPA_ISA_INLINE spa_vf spa_vf_zero(void) { return 0.0f; }
 SPA_ISA_INLINE spa_vf spa_vf_set1(float x) { return x; }
 SPA_ISA_INLINE spa_vf spa_vf_load(const float *p) { return *p; }
 SPA_ISA_INLINE void spa_vf_store(float *p, spa_vf v) { *p = v; }
+/* Lanes SPA_VL apart in memory: lane i at p[i * s]. */
+SPA_ISA_INLINE void spa_vf_scatter(float *p, int64_t s, spa_vf v)
+{
+    (void)s;
+    *p = v;
+}
+SPA_ISA_INLINE spa_vf spa_vf_gather(const float *p, int64_t s)
+{
+    (void)s;
+    return *p;
+}
 SPA_ISA_INLINE spa_vf spa_vf_load_n(const float *p, int64_t n) { return n > 0 ? *p : 0.0f; }
 SPA_ISA_INLINE void spa_vf_store_n(float *p, spa_vf v, int64_t n)
 {
@@ -47,6 +58,11 @@ SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return c + a * 
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return *p; }
 SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return c + x * a; }
+/* Four consecutive broadcast operands: their address here; spa_vf_fmaq(c,
+ * a, q, i) is spa_vf_fmab(c, a, q[i]) (i a constant 0..3). */
+typedef const float *spa_vq;
+SPA_ISA_INLINE spa_vq spa_vq_load(const float *p) { return p; }
+SPA_ISA_INLINE spa_vf spa_vf_fmaq(spa_vf c, spa_vf a, spa_vq q, int i) { return c + q[i] * a; }
 SPA_ISA_INLINE float spa_vf_hsum(spa_vf v) { return v; }
 
 /* Adding and removing 1.5 * 2^23 rounds |x| < 2^22 to an integer, ties even. */
