@@ -347,7 +347,8 @@ bench: deps
 
 # ---- executed instructions per op call under qemu (Linux cross targets):
 # the insncount plugin (INSNCOUNT, built once into $(BUILDROOT)/insncount)
-# counts a run of tools/insn/insn_case.c with one call and with two. ----
+# counts a run of tools/insn/insn_case.c with one call and with two; a count
+# above tools/insn/<isa>.limits fails. INSN_OPS / INSN_DTYPES narrow it. ----
 INSNCOUNT ?= ../shared/tools/insncount
 INSN_BIN := $(B)/insn/spattn_insn
 INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_grad
@@ -361,7 +362,8 @@ insn: deps
 	@test -f $(INSNCOUNT)/build.sh || { echo "insn: no insncount tool at $(INSNCOUNT)"; exit 1; }
 	@$(MAKE) --no-print-directory $(INSN_BIN)
 	@test -f $(BUILDROOT)/insncount/insncount.so || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
-	@tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)'
+	@tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)' \
+	  $(wildcard tools/insn/$(ISA).limits)
 
 # ---- examples ----
 $(B)/examples/%: examples/%.c $(LIB) $(RUNNER_LIB)

@@ -1,19 +1,31 @@
 #!/bin/sh
 # make insn: executed instructions of one call of every op and dtype under
 # qemu with the insncount plugin, as (two calls) - (one call).
-#   tools/insn/insn.sh "<run command>" <plugin.so> <program> <isa> "<ops>" "<dtypes>"
+#   tools/insn/insn.sh "<run command>" <plugin.so> <program> <isa> "<ops>" "<dtypes>" [limits]
+# limits: a file of "op dtype max_per_flop" lines (tools/insn/<isa>.limits); a
+# count above its limit is reported and fails the run, after every count.
 set -eu
-run=$1 plugin=$2 prog=$3 isa=$4 ops=$5 dtypes=$6
-count() { # op dt calls -> total instructions
-    $run -plugin "$plugin" "$prog" "$1" "$2" "$3" 2>&1 >/dev/null | sed -n 's/^insncount total=\([0-9]*\).*/\1/p'
+run=$1 plugin=$2 prog=$3 isa=$4 ops=$5 dtypes=$6 limits=${7:-}
+over=0
+count() { # op dt calls -> the program's line, then insncount's
+    $run -plugin "$plugin" "$prog" "$1" "$2" "$3" 2>&1
 }
 for op in $ops; do
     for dt in $dtypes; do
-        flops=$($run "$prog" "$op" "$dt" 1 | sed -n 's/.* flops=\([0-9]*\)$/\1/p')
-        one=$(count "$op" "$dt" 1)
-        two=$(count "$op" "$dt" 2)
+        out=$(count "$op" "$dt" 1)
+        flops=$(echo "$out" | sed -n 's/.* flops=\([0-9]*\)$/\1/p')
+        one=$(echo "$out" | sed -n 's/^insncount total=\([0-9]*\).*/\1/p')
+        two=$(count "$op" "$dt" 2 | sed -n 's/^insncount total=\([0-9]*\).*/\1/p')
         [ -n "$one" ] && [ -n "$two" ] && [ -n "$flops" ] || { echo "insn: $op $dt: no count"; exit 1; }
         awk -v op="$op" -v dt="$dt" -v isa="$isa" -v a="$one" -v b="$two" -v f="$flops" 'BEGIN {
             n = b - a; printf "insn op=%s dtype=%s shape=insn isa=%s instructions=%.0f per_flop=%.3f\n", op, dt, isa, n, n / f }'
+        [ -n "$limits" ] || continue
+        max=$(awk -v op="$op" -v dt="$dt" '$1 == op && $2 == dt {print $3}' "$limits")
+        [ -n "$max" ] || continue
+        if ! awk -v a="$one" -v b="$two" -v f="$flops" -v m="$max" 'BEGIN { exit !((b - a) / f <= m) }'; then
+            echo "insn: $op $dt above its limit $max ($limits)"
+            over=1
+        fi
     done
 done
+exit $over

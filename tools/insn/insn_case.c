@@ -28,13 +28,16 @@ static size_t esize(spa_dtype dt)
     return dt == SPA_FLOAT32 ? 4 : 2;
 }
 
-/* count values of dt: uniform in [lo, hi) */
+/* count values of dt: uniform in [lo, hi); the first PERIOD generated, the
+ * rest copies of them (set-up is most of what an emulator runs otherwise) */
+enum { PERIOD = 4099 };
 static void *fill(spa_dtype dt, size_t count, float lo, float hi)
 {
     unsigned char *p = calloc(count ? count : 1, esize(dt));
     if (p == NULL)
         exit(2);
-    for (size_t i = 0; i < count; i++) {
+    const size_t n = count < PERIOD ? count : PERIOD;
+    for (size_t i = 0; i < n; i++) {
         const float v = lo + (hi - lo) * 0.5f * (rnd() + 1.0f);
         uint32_t u;
         memcpy(&u, &v, 4);
@@ -48,6 +51,11 @@ static void *fill(spa_dtype dt, size_t count, float lo, float hi)
             const uint16_t h = e < -14 ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | (uint32_t)(e + 15) << 10 | ((u >> 13) & 0x3FFu));
             memcpy(p + 2 * i, &h, 2);
         }
+    }
+    for (size_t done = n; done < count;) { /* doubling copies */
+        const size_t c = done < count - done ? done : count - done;
+        memcpy(p + done * esize(dt), p, c * esize(dt));
+        done += c;
     }
     return p;
 }
