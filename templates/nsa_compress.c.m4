@@ -28,6 +28,11 @@ m4_define(`NSAC_ZERO', `    spa_vf a0_$1 = spa_vf_zero(), a1_$1 = a0_$1;
 ')
 m4_define(`NSAC_X', `            const spa_vf x$1 = NSAC_VLOAD(xp + $1 * SPA_VL);
 ')
+NSAC_XS(nv): the row's nv vectors; 16-bit rows two vectors per widening load.
+m4_define(`NSAC_X2', `            spa_vf x`'m4_eval(2 * $1), x`'m4_eval(2 * $1 + 1);
+            spa_vf_load2_'SPA_DT`(xp + m4_eval(2 * $1) * SPA_VL, &x`'m4_eval(2 * $1), &x`'m4_eval(2 * $1 + 1));
+')
+m4_define(`NSAC_XS', `m4_ifelse(m4_eval(SPA_IS_F32 == 0 && $1 % 2 == 0), 1, `SPA_FOR(m4_eval($1 / 2), `NSAC_X2')', `SPA_FOR($1, `NSAC_X')')')
 m4_define(`NSAC_F0', `            a0_$1 = spa_vf_fmab(a0_$1, x$1, u0);
 ')
 m4_define(`NSAC_F1', `            a1_$1 = spa_vf_fmab(a1_$1, x$1, u1);
@@ -58,15 +63,15 @@ SPA_FOR($1, `NSAC_ZERO')m4_dnl
     int64_t r = 0;
     for (; r < st; r++, xp += xs0) {
         const spa_vb u0 = NSAC_W(wp[r]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F0')m4_dnl
     }
     for (; r < bs; r++, xp += xs0) {
         const spa_vb u0 = NSAC_W(wp[r]), u1 = NSAC_W(wp[r - st]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
     }
     for (; r < bs + st; r++, xp += xs0) {
         const spa_vb u1 = NSAC_W(wp[r - st]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F1')m4_dnl
     }
 SPA_FOR($1, `NSAC_ST')m4_dnl
 }
@@ -83,21 +88,21 @@ static inline void ring_$1(const SPA_T *xp, int64_t xs0, const float *wp, int64_
 SPA_FOR($1, `NSAC_ZERO')m4_dnl
     for (int64_t r = 0; r < st; r++, xp += xs0) {
         const spa_vb u0 = NSAC_W(wp[r]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F0')m4_dnl
     }
     int64_t k = 1;
     for (; k + 1 < kn; k += 2) {
 SPA_FOR($1, `NSAC_Z1')m4_dnl
         for (int64_t r = 0; r < st; r++, xp += xs0) {
             const spa_vb u0 = NSAC_W(w2[r]), u1 = NSAC_W(wp[r]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
         }
         o0 = o + (k - 1) * width;
 SPA_FOR($1, `NSAC_S0')m4_dnl
 SPA_FOR($1, `NSAC_Z0')m4_dnl
         for (int64_t r = 0; r < st; r++, xp += xs0) {
             const spa_vb u0 = NSAC_W(wp[r]), u1 = NSAC_W(w2[r]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
         }
         o1 = o + k * width;
 SPA_FOR($1, `NSAC_S1')m4_dnl
@@ -106,20 +111,20 @@ SPA_FOR($1, `NSAC_S1')m4_dnl
 SPA_FOR($1, `NSAC_Z1')m4_dnl
         for (int64_t r = 0; r < st; r++, xp += xs0) {
             const spa_vb u0 = NSAC_W(w2[r]), u1 = NSAC_W(wp[r]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
         }
         o0 = o + (k - 1) * width;
 SPA_FOR($1, `NSAC_S0')m4_dnl
         for (int64_t r = 0; r < st; r++, xp += xs0) {
             const spa_vb u1 = NSAC_W(w2[r]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F1')m4_dnl
         }
         o1 = o + k * width;
 SPA_FOR($1, `NSAC_S1')m4_dnl
     } else {
         for (int64_t r = 0; r < st; r++, xp += xs0) {
             const spa_vb u0 = NSAC_W(w2[r]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F0')m4_dnl
         }
         o0 = o + (k - 1) * width;
 SPA_FOR($1, `NSAC_S0')m4_dnl
@@ -132,7 +137,7 @@ static inline void single_$1(const SPA_T *xp, int64_t xs0, const float *wp, int6
 SPA_FOR($1, `NSAC_ZERO0')m4_dnl
     for (int64_t r = 0; r < bs; r++, xp += xs0) {
         const spa_vb u0 = NSAC_W(wp[r]);
-SPA_FOR($1, `NSAC_X')SPA_FOR($1, `NSAC_F0')m4_dnl
+NSAC_XS($1)SPA_FOR($1, `NSAC_F0')m4_dnl
     }
 SPA_FOR($1, `NSAC_ST0')m4_dnl
 }

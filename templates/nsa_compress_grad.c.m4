@@ -108,6 +108,82 @@ NSACG_CALLS1(m4_eval(NSACG_NV / 2), `$1')m4_dnl
 NSACG_CALLS(m4_eval(NSACG_NV / 2), `$1')m4_dnl
 }
 ')
+The two-window row: a token that two windows cover (every token away from a
+sequence's edges when bs = 2 st, the shape NSA uses), with both windows' 16
+dot-product lanes in registers over the whole row instead of in memory per
+block. The operations and their order are the block tiles' (lanes: first
+product, then channels ascending; inputGrad: window 0's product, then
+window 1's), so the results are the same bits. Fits where the lanes
+(2 x 16/VL), one 16-channel group's x, g0, g1 and d (4 x 16/VL) and the two
+broadcast weights are registers: not on a single-lane or 8-register ISA.
+m4_define(`NSACG_NV16', m4_eval(16 / SPA_VL))
+m4_define(`NSACG_PAIR_FITS', m4_eval(SPA_VL > 1 && 6 * NSACG_NV16 + 2 <= SPA_VREGS))
+m4_define(`NSACG_PL_DECL', `    spa_vf l0_$1, l1_$1;
+')
+NSACG_PSTEP(i, lane op): vector i of a 16-channel group; NSACG_XLOAD and
+NSACG_OUT (defined before each NSACG_PAIR) load x and store inputGrad.
+m4_define(`NSACG_PSTEP', `        {
+            const spa_vf x = NSACG_XLOAD(xr + c + $1 * SPA_VL);
+            const spa_vf g0 = spa_vf_load(dy0 + c + $1 * SPA_VL);
+            const spa_vf g1 = spa_vf_load(dy1 + c + $1 * SPA_VL);
+            NSACG_OUT(dst + c + $1 * SPA_VL, spa_vf_fmab(spa_vf_mulb(g0, u0), g1, u1));
+            l0_$1 = $2;
+            l1_$1 = $3;
+        }
+')
+m4_define(`NSACG_PSTEP_FIRST', `NSACG_PSTEP($1, `spa_vf_mul(g0, x)', `spa_vf_mul(g1, x)')')
+m4_define(`NSACG_PSTEP_NEXT', `NSACG_PSTEP($1, `spa_vf_fma(l0_$1, g0, x)', `spa_vf_fma(l1_$1, g1, x)')')
+NSACG_PFOLD(n): the lanes of one window folded by halves (vectors j + j+n/2,
+then ..., then spa_vf_hsum), as fold16 folds them from memory.
+m4_define(`NSACG_PFOLD', `m4_ifelse(NSACG_NV16, 1, `spa_vf_hsum($1_0)',
+  NSACG_NV16, 2, `spa_vf_hsum(spa_vf_add($1_0, $1_1))',
+  NSACG_NV16, 4, `spa_vf_hsum(spa_vf_add(spa_vf_add($1_0, $1_2), spa_vf_add($1_1, $1_3)))',
+  `m4_errprint(`nsa_compress_grad: no fold for 'NSACG_NV16` vectors
+')m4_m4exit(1)')')
+NSACG_PAIR(name, x type, out type)
+m4_define(`NSACG_PAIR', `
+/* one token and head covered by two windows (outputGrad rows dy0, dy1,
+ * weights w0, w1), all d_len channels (a multiple of 16): the inputGrad row
+ * into dst, the two windows dot products into dot[0], dot[1] */
+SPA_ISA_INLINE void $1(const $2 *xr, int64_t d_len, const float *dy0, const float *dy1, float w0, float w1,
+                       float *dot, $3 *dst)
+{
+    const spa_vb u0 = spa_vb_set(w0), u1 = spa_vb_set(w1);
+SPA_FOR(NSACG_NV16, `NSACG_PL_DECL')m4_dnl
+    int64_t c = 0;
+    {
+SPA_FOR(NSACG_NV16, `NSACG_PSTEP_FIRST')m4_dnl
+    }
+    /* 32 channels per step (the loop control spread over twice
+     * the work), then a last 16 */
+    for (c = 16; c + 32 <= d_len; c += 32) {
+SPA_FOR(NSACG_NV16, `NSACG_PSTEP_NEXT')m4_dnl
+        c += 16;
+SPA_FOR(NSACG_NV16, `NSACG_PSTEP_NEXT')m4_dnl
+        c -= 16;
+    }
+    if (c < d_len) {
+SPA_FOR(NSACG_NV16, `NSACG_PSTEP_NEXT')m4_dnl
+    }
+    dot[0] = NSACG_PFOLD(`l0');
+    dot[1] = NSACG_PFOLD(`l1');
+}
+')
+m4_define(`NSACG_OUT_F', `spa_vf_store($1, $2)')
+m4_define(`NSACG_OUT_H', `SPA_VSTORE($1, $2)')
+m4_divert(0)m4_dnl
+m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
+m4_define(`NSACG_XLOAD', `spa_vf_load($1)')m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_dnl
+NSACG_PAIR(`pair_row_f_f', `float', `float')m4_dnl
+m4_ifelse(SPA_DT, `f32', `', `m4_dnl
+m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_dnl
+NSACG_PAIR(`pair_row_f_h', `float', `SPA_T')m4_dnl
+m4_define(`NSACG_XLOAD', `NSACG_VLOAD($1)')m4_dnl
+NSACG_PAIR(`pair_row_d_h', `SPA_T', `SPA_T')m4_dnl
+m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_dnl
+NSACG_PAIR(`pair_row_d_f', `SPA_T', `float')m4_dnl
+')')m4_dnl
+m4_divert(-1)
 m4_divert(0)m4_dnl
 m4_define(`NSACG_FIRST', 1)m4_dnl
 NSACG_TOKEN(NSACG_NV, `_f1', `float', `NSACG_XF')m4_dnl
@@ -138,9 +214,13 @@ static inline float fold16(const float *l)
     return spa_vf_hsum(v[0]);
 }
 
-void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t nwin,
+void NSACG_KSYM()(const spa_nsac_args *a_in, int64_t bstart, int64_t row0, int64_t nwin,
                  int64_t t0, int64_t t1, float *wpart, float *scratch)
 {
+    /* a private copy: the compiler need not reload the strides after every
+     * store through the float pointers below */
+    const spa_nsac_args args = *a_in;
+    const spa_nsac_args *const a = &args;
     const SPA_T *x = a->x;
     const SPA_T *w = a->w;
     const SPA_T *dy = a->y;
@@ -156,6 +236,9 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
     /* f32 unit-stride outputGrad rows are read in place, others staged widened */
     const bool dy_in_place = SPA_IS_F32 && a->ys2 == 1;
     const bool dx_in_place = SPA_IS_F32 && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
+    /* f16 / bf16 unit-stride inputGrad rows of two-window tokens are
+     * narrowed from registers where the ISA has no streaming stores */
+    const bool dx_direct = !SPA_IS_F32 && NSACG_PAIR_FITS && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
 
     for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += TT) {
         const int64_t p1 = t1 - bstart - p0 < TT ? t1 - bstart : p0 + TT;
@@ -180,6 +263,54 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
                 const int64_t klo = p < bs ? 0 : (p - bs) / st + 1;
                 const int64_t khi = p / st < nwin - 1 ? p / st : nwin - 1;
                 const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= bs / st <= 8 */
+m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
+                if (nw == 2) {
+                    /* the two windows (rows and weights), then head by head,
+                     * every pointer stepping by its head stride */
+                    const int64_t j0 = p - klo * st, j1 = j0 - st;
+                    const SPA_T *xr = x + (bstart + p) * a->xs0 + h0 * a->xs1;
+                    SPA_T *dxr = dx + (bstart + p) * a->dxs0 + h0 * a->dxs1;
+                    const SPA_T *w0r = w + j0 * a->ws0 + h0 * a->ws1;
+                    const SPA_T *w1r = w + j1 * a->ws0 + h0 * a->ws1;
+                    float *wp0 = wpart + j0 * heads + h0;
+                    float *wp1 = wpart + j1 * heads + h0;
+                    const float *dy0 = dy_in_place
+                                           ? (const float *)(const void *)(dy + (row0 + klo) * a->ys0 + h0 * a->ys1)
+                                           : dyf + (klo - ilo) * width;
+                    const int64_t dy_next = dy_in_place ? a->ys0 : width; /* window klo -> klo + 1 */
+                    const int64_t dy_head = dy_in_place ? a->ys1 : d_len;
+                    for (int64_t hh = 0; hh < hn; hh++, xr += a->xs1, dxr += a->dxs1, w0r += a->ws1,
+                                 w1r += a->ws1, dy0 += dy_head) {
+                        const float *dy1 = dy0 + dy_next;
+                        const float w0 = SPA_LOAD(*w0r), w1 = SPA_LOAD(*w1r);
+                        float *dst = dx_in_place ? (float *)(void *)dxr : acc;
+                        float dot[2];
+                        if (a->xs2 != 1)
+                            SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+                        pair_row_f_f(a->xs2 == 1 ? xr : xf, d_len, dy0, dy1, w0, w1, dot, dst);
+', `m4_dnl
+                        if (dx_direct && a->xs2 == 1)
+                            pair_row_d_h(xr, d_len, dy0, dy1, w0, w1, dot, dxr);
+                        else if (dx_direct)
+                            pair_row_f_h(xf, d_len, dy0, dy1, w0, w1, dot, dxr);
+                        else if (a->xs2 == 1)
+                            pair_row_d_f(xr, d_len, dy0, dy1, w0, w1, dot, dst);
+                        else
+                            pair_row_f_f(xf, d_len, dy0, dy1, w0, w1, dot, dst);
+')m4_dnl
+                        wp0[hh] += dot[0];
+                        wp1[hh] += dot[1];
+                        if (dx_in_place || dx_direct)
+                            continue;
+                        if (a->dxs2 == 1)
+                            SPA_NARROW_STREAM_RUN(dxr, acc, d_len);
+                        else
+                            SPA_NARROW_ROW(dxr, a->dxs2, acc, d_len);
+                    }
+                    continue;
+                }
+')m4_dnl
                 for (int64_t hh = 0; hh < hn; hh++) {
                     const int64_t h = h0 + hh;
                     const SPA_T *xr = x + (bstart + p) * a->xs0 + h * a->xs1;
@@ -198,17 +329,15 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
                     float *dst = dx_in_place ? (float *)(void *)dxr : acc;
                     /* unit-stride input rows are read in place (widened in
                      * registers), other rows widened first */
-m4_ifelse(SPA_DT, `f32', `m4_dnl
                     if (a->xs2 != 1)
                         SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
+m4_ifelse(SPA_DT, `f32', `m4_dnl
                     token_row_f(a->xs2 == 1 ? xr : xf, d_len, nw, dyk, wv, lanes, dst);
 ', `m4_dnl
-                    if (a->xs2 == 1) {
+                    if (a->xs2 == 1)
                         token_row_d(xr, d_len, nw, dyk, wv, lanes, dst);
-                    } else {
-                        SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
+                    else
                         token_row_f(xf, d_len, nw, dyk, wv, lanes, dst);
-                    }
 ')m4_dnl
                     for (int64_t k = 0; k < nw; k++)
                         wpart[(p - (klo + k) * st) * heads + h] += fold16(lanes + 16 * k);

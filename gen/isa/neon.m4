@@ -4,4 +4,8 @@ vector registers the micro-kernels' register tiles are sized from.
 m4_define(`SPA_ISA', `neon')
 m4_define(`SPA_VL', 4)
 m4_define(`SPA_VREGS', 32)
+No software prefetch: the compress kernels walk token-major rows, one
+sequential stream that the hardware prefetchers of these cores follow; each
+hint would be instructions issued for nothing.
+m4_define(`SPA_PREFETCH_SW', 0)
 m4_divert(0)m4_dnl

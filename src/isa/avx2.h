@@ -87,6 +87,17 @@ SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p)
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
 }
+/* 2 * SPA_VL contiguous elements widened into two vectors */
+SPA_ISA_INLINE void spa_vf_load2_f16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load_f16(p);
+    *hi = spa_vf_load_f16(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load_bf16(p);
+    *hi = spa_vf_load_bf16(p + SPA_VL);
+}
 SPA_ISA_INLINE __m128i spa_avx2_to_f16(spa_vf v)
 {
     return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -15,6 +15,7 @@
  *   spa_vf_round      nearest integer, ties even    spa_vf_scale2(p,n) p * 2^n
  *   spa_vf_keep_ge    x >= lo ? v : +0
  *   spa_vf_{load,store}_{f16,bf16}  widen exactly / narrow RNE (NaN stays NaN)
+ *   spa_vf_load2_{f16,bf16}(p,&lo,&hi)  2*SPA_VL elements widened into two vectors
  *   spa_vf_round_{f16,bf16}         narrow then widen, in f32 lanes
  *   spa_vf_stream / SPA_VF_STREAM_ALIGN  a store that bypasses the cache
  *   spa_isa_f16_to_f32 one element, the fastest exact way the ISA has
@@ -115,6 +116,17 @@ SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p)
 {
     return _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+}
+/* 2 * SPA_VL contiguous elements widened into two vectors */
+SPA_ISA_INLINE void spa_vf_load2_f16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load_f16(p);
+    *hi = spa_vf_load_f16(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load_bf16(p);
+    *hi = spa_vf_load_bf16(p + SPA_VL);
 }
 SPA_ISA_INLINE __m256i spa_avx512_to_f16(spa_vf v)
 {

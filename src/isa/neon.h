@@ -93,6 +93,20 @@ SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p)
 {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
 }
+/* 2 * SPA_VL contiguous elements widened into two vectors: one 8 x 16-bit
+ * load, then the low and high halves (fcvtl / fcvtl2, shll / shll2). */
+SPA_ISA_INLINE void spa_vf_load2_f16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+    *lo = vcvt_f32_f16(vget_low_f16(h));
+    *hi = vcvt_high_f32_f16(h);
+}
+SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    const uint16x8_t h = vld1q_u16(p);
+    *lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));
+    *hi = vreinterpretq_f32_u32(vshll_high_n_u16(h, 16));
+}
 /* bf16 bits in the high half of each 32-bit lane (low half garbage): RNE,
  * NaN kept NaN with the quiet bit set. */
 SPA_ISA_INLINE uint32x4_t spa_neon_bf16_hi(spa_vf v)

@@ -75,6 +75,17 @@ SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo) { return x >
 
 SPA_ISA_INLINE spa_vf spa_vf_load_f16(const uint16_t *p) { return spa_f16_to_f32(*p); }
 SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p) { return spa_bf16_to_f32(*p); }
+/* 2 * SPA_VL contiguous elements widened into two vectors */
+SPA_ISA_INLINE void spa_vf_load2_f16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load_f16(p);
+    *hi = spa_vf_load_f16(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load_bf16(p);
+    *hi = spa_vf_load_bf16(p + SPA_VL);
+}
 SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v) { *p = spa_f32_to_f16(v); }
 SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v) { *p = spa_f32_to_bf16(v); }
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return spa_f16_to_f32(spa_f32_to_f16(v)); }
