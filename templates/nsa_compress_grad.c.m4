@@ -236,9 +236,11 @@ void NSACG_KSYM()(const spa_nsac_args *a_in, int64_t bstart, int64_t row0, int64
     /* f32 unit-stride outputGrad rows are read in place, others staged widened */
     const bool dy_in_place = SPA_IS_F32 && a->ys2 == 1;
     const bool dx_in_place = SPA_IS_F32 && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
+m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
     /* f16 / bf16 unit-stride inputGrad rows of two-window tokens are
      * narrowed from registers where the ISA has no streaming stores */
-    const bool dx_direct = !SPA_IS_F32 && NSACG_PAIR_FITS && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
+    const bool dx_direct = !SPA_IS_F32 && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
+')m4_dnl
 
     for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += TT) {
         const int64_t p1 = t1 - bstart - p0 < TT ? t1 - bstart : p0 + TT;
