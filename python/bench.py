@@ -303,19 +303,10 @@ def run(op, dtname):
              100 * lf / f, 100 * (lf + lb) / fb, tf / f, tfb / fb), flush=True)
 
 
-def reuse_freed_memory():
-    """glibc: serve every block from the heap and never give it back."""
-    libc = ctypes.CDLL(None)
-    m_trim_threshold, m_mmap_max = -1, -4
-    ok = libc.mallopt(m_mmap_max, 0) == 1 and libc.mallopt(m_trim_threshold, 2**31 - 1) == 1
-    if not ok:
-        print("python/bench.py: mallopt refused; BENCH_MALLOC ignored", file=sys.stderr)
-
-
 def main(argv):
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
-    if MALLOC[0] == "reuse":
-        reuse_freed_memory()
+    if MALLOC[0] == "reuse" and not spattn.reuse_freed_memory():
+        print("python/bench.py: mallopt refused; BENCH_MALLOC ignored", file=sys.stderr)
     ops = argv or list(OPS)
     if ops == ["call_overhead"]:
         call_overhead()

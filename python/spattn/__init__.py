@@ -7,12 +7,14 @@ CPU tensors of dtype float32, float16 or bfloat16 are passed as they are
 (views by their strides, no copies). Each call runs on torch.get_num_threads()
 threads of a pthread pool kept per thread count; its workspace comes from
 torch's allocator and is kept per calling thread (release_workspace() frees
-it). A refusal of the library raises SpattnError, which names the status code
+it). reuse_freed_memory() is an opt-in for training loops: glibc keeps freed
+memory instead of returning large blocks to the kernel. A refusal of the
+library raises SpattnError, which names the status code
 and the rule that failed.
 """
-from ._lib import LIBRARY_PATH, SpattnError, release_workspace
+from ._lib import LIBRARY_PATH, SpattnError, release_workspace, reuse_freed_memory
 from .msda import MSDeformAttnFunction, ms_deform_attn
 from .nsa import nsa_compress, nsa_selected_attention
 
 __all__ = ["ms_deform_attn", "MSDeformAttnFunction", "nsa_compress", "nsa_selected_attention",
-           "SpattnError", "release_workspace", "LIBRARY_PATH"]
+           "SpattnError", "release_workspace", "reuse_freed_memory", "LIBRARY_PATH"]

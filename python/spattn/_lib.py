@@ -188,6 +188,23 @@ def release_workspace():
     _local.ws = None
 
 
+def reuse_freed_memory():
+    """Opt-in, process-wide: glibc serves every block from its heap and keeps
+    freed memory for reuse (mallopt M_MMAP_MAX 0, M_TRIM_THRESHOLD 2^31-1),
+    as jemalloc and tcmalloc do by design. With glibc's default every block
+    over 32 MB (a backward's gradient tensors at training shapes) is fresh
+    memory from the kernel whose first touch costs a page fault per page, in
+    every op, spattn's and torch's alike. Returns False where the C library is
+    not glibc or refuses; nothing is changed then."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4
+    return mallopt(m_mmap_max, 0) == 1 and mallopt(m_trim_threshold, 2**31 - 1) == 1
+
+
 # Tests set this to fill new outputs with NaN (or 0x55 bytes), proving that
 # every element is written by the library.
 poison_outputs = False
