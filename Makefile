@@ -345,7 +345,8 @@ bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(RUN) $(BENCH_BIN) $(OP)
 
-# ---- executed instructions per op call under qemu (Linux cross targets):
+# ---- executed instructions per op call under qemu (Linux cross targets under
+# qemu-user, Cortex-M targets under qemu-system-arm with semihosting):
 # the insncount plugin (INSNCOUNT, built once into $(BUILDROOT)/insncount)
 # counts a run of tools/insn/insn_case.c with one call and with two; a count
 # above tools/insn/<isa>.limits fails. INSN_OPS / INSN_DTYPES narrow it. ----
@@ -353,12 +354,12 @@ INSNCOUNT ?= ../shared/tools/insncount
 INSN_BIN := $(B)/insn/spattn_insn
 INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_grad
 INSN_DTYPES ?= $(DTYPES)
-$(INSN_BIN): tools/insn/insn_case.c $(LIB)
+$(INSN_BIN): tools/insn/insn_case.c $(LIB) $(TEST_EXTRA_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(LIB) -o $@ -lm
+	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(TEST_EXTRA_OBJ) $(LIB) -o $@ -lm
 
 insn: deps
-	@case '$(RUN)' in *qemu-*) ;; *) echo "insn: target $(TARGET) does not run under qemu-user"; exit 1;; esac
+	@case '$(RUN)' in *qemu-*) ;; *) echo "insn: target $(TARGET) does not run under qemu"; exit 1;; esac
 	@test -f $(INSNCOUNT)/build.sh || { echo "insn: no insncount tool at $(INSNCOUNT)"; exit 1; }
 	@$(MAKE) --no-print-directory $(INSN_BIN)
 	@test -f $(BUILDROOT)/insncount/insncount.so || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
