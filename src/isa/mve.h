@@ -63,15 +63,25 @@ SPA_ISA_INLINE spa_vf spa_vf_mul(spa_vf a, spa_vf b) { return vmulq_f32(a, b); }
 SPA_ISA_INLINE spa_vf spa_vf_max(spa_vf a, spa_vf b) { return vpselq_f32(a, b, vcmpgtq_f32(a, b)); }
 SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return vpselq_f32(a, b, vcmpltq_f32(a, b)); }
 SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return vfmaq_f32(c, a, b); }
-SPA_ISA_INLINE spa_vb spa_vb_load(const float *p) { return *p; }
+/* The broadcast operand read straight into a core register: GCC 12 loads
+ * a float into an S register (vldr) and then moves it to the core register
+ * vfma needs, through the stack when registers run short; ldr does it in
+ * one instruction. */
+SPA_ISA_INLINE spa_vb spa_vb_load(const float *p)
+{
+    float x;
+    __asm__("ldr %0, %1" : "=r"(x) : "m"(*p));
+    return x;
+}
 SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return vfmaq_n_f32(c, a, x); }
 /* Four consecutive broadcast operands: their address, each one read into a
  * core register where it is used (vfma by a core register; MVE has no FMA
- * by lane). */
+ * by lane). Four core registers held across a tile's steps cost more in
+ * spills than the loads. */
 typedef const float *spa_vq;
 SPA_ISA_INLINE spa_vq spa_vq_load(const float *p) { return p; }
-SPA_ISA_INLINE spa_vf spa_vf_fmaq(spa_vf c, spa_vf a, spa_vq q, int i) { return vfmaq_n_f32(c, a, q[i]); }
+SPA_ISA_INLINE spa_vf spa_vf_fmaq(spa_vf c, spa_vf a, spa_vq q, int i) { return vfmaq_n_f32(c, a, spa_vb_load(q + i)); }
 /* By halves, as every layer: (v0 + v2) + (v1 + v3), three scalar adds of
  * the FPU (IEEE, as the C expression would round them) on the lanes as S
  * registers: Q0 is S0-S3, the sum comes out in S4 (GCC 12 moves each lane
