@@ -86,6 +86,10 @@ m4_define(`SPA_FOR2', `SPA_FOR2_I(0, $1, $2, `$3')')
 m4_define(`SPA_FOR2_I', `m4_ifelse(m4_eval($1 < $2), 1, `SPA_FOR2_J($1, 0, $3, `$4')SPA_FOR2_I(m4_incr($1), $2, $3, `$4')')')
 m4_define(`SPA_FOR2_J', `m4_ifelse(m4_eval($2 < $3), 1, `$4($1, $2)SPA_FOR2_J($1, m4_incr($2), $3, `$4')')')
 
+SPA_VB_VREGS: vector registers one broadcast operand (spa_vb) holds while
+a tile uses it: 1, or 0 where the layer's FMA takes it from a core register
+(gen/isa/<isa>.m4 says so).
+m4_ifdef(`SPA_VB_VREGS', `', `m4_define(`SPA_VB_VREGS', 1)')
 SPA_FIT_ROWS(nv, rmax): the largest power of two r <= rmax whose register
 tile (r x nv accumulators, nv operand vectors, 2 broadcasts) fits the ISA's
 vector registers (SPA_VREGS); 0 if none.

@@ -5,4 +5,7 @@ from (eight Q registers).
 m4_define(`SPA_ISA', `mve')
 m4_define(`SPA_VL', 4)
 m4_define(`SPA_VREGS', 8)
+The broadcast operand of spa_vf_fmab stays in a core register (vfma.f32 q,
+q, r): it takes no vector register of a tile.
+m4_define(`SPA_VB_VREGS', 0)
 m4_divert(0)m4_dnl
