@@ -219,12 +219,37 @@ m4_ifelse(NSAS_GP8, 1, `NSAS_ACCUM_TILE(8)')m4_dnl
 NSAS_ACCUM_TILE(16)m4_dnl
 NSAS_ACCUM_TILE(32)m4_dnl
 
+/* transposed accumulate, any row pitch: see spa_nsas_accum_t */
+SPA_NSAS_INLINE void spa_nsas_accum_t_any(const float *a, int64_t lda, int64_t rows, const float *p,
+                                          int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
+{
+NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
+}
+
 /* transposed accumulate: acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l],
- * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ K (dQ). */
+ * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ K (dQ).
+ * The row pitch is a constant for the common head dims, as in the scores:
+ * the eight rows of an unrolled pass then sit at constant displacements
+ * from one pointer, where a run-time pitch needs a register per row. */
 SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
                                       int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
 {
-NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
+m4_ifelse(SPA_VL, 1, `', `m4_dnl
+    switch (lda) {
+    case 64:
+        spa_nsas_accum_t_any(a, 64, rows, p, n, gp, acc, pf);
+        return;
+    case 128:
+        spa_nsas_accum_t_any(a, 128, rows, p, n, gp, acc, pf);
+        return;
+    case 192:
+        spa_nsas_accum_t_any(a, 192, rows, p, n, gp, acc, pf);
+        return;
+    default:
+        break;
+    }
+')m4_dnl
+    spa_nsas_accum_t_any(a, lda, rows, p, n, gp, acc, pf);
 }
 
 /* row update: out[j*n + e] += sum_{c<g} w[j*gp + c] * b[c*n + e], rows a

@@ -67,10 +67,13 @@ SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return vfmaq_f3
  * a float into an S register (vldr) and then moves it to the core register
  * vfma needs, through the stack when registers run short; ldr does it in
  * one instruction. */
+typedef uint32_t spa_mve_word __attribute__((may_alias));
 SPA_ISA_INLINE spa_vb spa_vb_load(const float *p)
 {
+    /* the operand as a word: a float memory operand is limited to vldr's
+     * reach (offsets below 1 KiB), a word to ldr's (4 KiB) */
     float x;
-    __asm__("ldr %0, %1" : "=r"(x) : "m"(*p));
+    __asm__("ldr %0, %1" : "=r"(x) : "m"(*(const spa_mve_word *)(const void *)p));
     return x;
 }
 SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
