@@ -69,6 +69,11 @@ static inline uint16_t spa_f32_to_f16(float f)
 /* The target's instruction set layer (src/isa/<isa>.h through the generated
  * spa_isa.h), which may use the scalar conversions above. */
 #include "spa_isa.h"
+/* Whether the kernels issue software prefetch hints: a layer sets 0 where
+ * they only cost instructions (a core running from tightly coupled memory). */
+#ifndef SPA_ISA_PREFETCH
+#define SPA_ISA_PREFETCH 1
+#endif
 
 /* Runs of n contiguous elements, SPA_VL at a time through the ISA layer
  * (whose conversions are exact on widening and RNE with NaN kept NaN on

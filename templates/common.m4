@@ -101,11 +101,12 @@ m4_define(`SPA_TILE_SCORE', `m4_eval(SPA_FIT_ROWS($1, 16) * $1 * 1000 / (SPA_FIT
 m4_define(`SPA_BEST_COLS', `m4_ifelse(m4_eval($1 <= 1), 1, 1, `SPA_BEST_COLS_(SPA_BEST_COLS(m4_eval($1 / 2)), $1)')')
 m4_define(`SPA_BEST_COLS_', `m4_ifelse(m4_eval(SPA_TILE_SCORE($2) >= SPA_TILE_SCORE($1)), 1, $2, $1)')
 
-SPA_PREFETCH_RUN(ptr, bytes): prefetch a run of memory, one line at a time.
+SPA_PREFETCH_RUN(ptr, bytes): prefetch a run of memory, one line at a time
+(nothing where the ISA layer takes no hints, SPA_ISA_PREFETCH 0).
 m4_define(`SPA_PREFETCH_ROWS', 4)
 m4_define(`SPA_PREFETCH_RUN', `do {
                             const char *pf_ = (const char *)($1);
-                            for (int64_t o_ = 0; o_ < ($2); o_ += 64)
+                            for (int64_t o_ = 0; SPA_ISA_PREFETCH && o_ < ($2); o_ += 64)
                                 __builtin_prefetch(pf_ + o_);
                         } while (0)')
 m4_divert(0)m4_dnl

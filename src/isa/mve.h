@@ -31,6 +31,9 @@
 #define SPA_ISA_NAME "mve"
 #define SPA_VL 4
 #define SPA_VF_STREAM_ALIGN 0
+/* No software prefetch: a Cortex-M runs from TCM, or through a small cache
+ * with its own streaming; each hint would be an instruction issued. */
+#define SPA_ISA_PREFETCH 0
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
 
 typedef float32x4_t spa_vf;
