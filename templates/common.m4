@@ -90,6 +90,9 @@ SPA_VB_VREGS: vector registers one broadcast operand (spa_vb) holds while
 a tile uses it: 1, or 0 where the layer's FMA takes it from a core register
 (gen/isa/<isa>.m4 says so).
 m4_ifdef(`SPA_VB_VREGS', `', `m4_define(`SPA_VB_VREGS', 1)')
+SPA_GPRS: general-purpose registers a micro-kernel can use for addresses
+and counters (16 unless gen/isa/<isa>.m4 says fewer).
+m4_ifdef(`SPA_GPRS', `', `m4_define(`SPA_GPRS', 16)')
 SPA_FIT_ROWS(nv, rmax): the largest power of two r <= rmax whose register
 tile (r x nv accumulators, nv operand vectors, 2 broadcasts) fits the ISA's
 vector registers (SPA_VREGS); 0 if none.

@@ -228,13 +228,15 @@ NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
 
 /* transposed accumulate: acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l],
  * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ K (dQ).
- * The row pitch is a constant for the common head dims, as in the scores:
- * the eight rows of an unrolled pass then sit at constant displacements
- * from one pointer, where a run-time pitch needs a register per row. */
+ * Where general-purpose registers are few (SPA_GPRS < 16) the row pitch is
+ * a constant for the common head dims, as in the scores: the eight rows of
+ * an unrolled pass then sit at constant displacements from one pointer,
+ * where a run-time pitch needs a register per row. (With 16 or more, the
+ * pointers are cheaper than the larger code.) */
 SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
                                       int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
 {
-m4_ifelse(SPA_VL, 1, `', `m4_dnl
+m4_ifelse(m4_eval(SPA_VL == 1 || SPA_GPRS >= 16), 1, `', `m4_dnl
     switch (lda) {
     case 64:
         spa_nsas_accum_t_any(a, 64, rows, p, n, gp, acc, pf);

@@ -8,4 +8,7 @@ m4_define(`SPA_VREGS', 8)
 The broadcast operand of spa_vf_fmab stays in a core register (vfma.f32 q,
 q, r): it takes no vector register of a tile.
 m4_define(`SPA_VB_VREGS', 0)
+Thumb-2 leaves about 12 core registers to a kernel (r0-r12 less the frame's
+needs), which also hold those broadcast operands.
+m4_define(`SPA_GPRS', 12)
 m4_divert(0)m4_dnl
