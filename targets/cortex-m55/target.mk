@@ -12,3 +12,7 @@ include targets/bare-arm/semihost.mk
 # eight Q registers it hoists the loads of a micro-kernel's unrolled steps
 # and spills the accumulators (more instructions, and a third more stack).
 $(B)/obj/gen/nsa_%.o: CFLAGS_LIB += -fno-schedule-insns
+# NsaCompressGrad also without the pass that makes pre/post-incremented
+# addresses: its tile reads rows at a few offsets from one pointer, and the
+# pass copies the pointer per access.
+$(B)/obj/gen/nsa_compress_grad_%.o: CFLAGS_LIB += -fno-auto-inc-dec
