@@ -78,7 +78,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: insn all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: insn edge-ws all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -365,6 +365,17 @@ insn: deps
 	@test -f $(BUILDROOT)/insncount/insncount.so || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
 	@tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)' \
 	  $(wildcard tools/insn/$(ISA).limits)
+
+# ---- the workspace phase 1 asks for at typical edge shapes, per op and
+# dtype, on the target (tools/insn/edge_ws.c; under qemu where emulated) ----
+EDGE_WS_BIN := $(B)/insn/spattn_edge_ws
+$(EDGE_WS_BIN): tools/insn/edge_ws.c $(LIB) $(TEST_EXTRA_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(TEST_EXTRA_OBJ) $(LIB) -o $@ -lm
+
+edge-ws: deps
+	@$(MAKE) --no-print-directory $(EDGE_WS_BIN)
+	@$(RUN) $(EDGE_WS_BIN)
 
 # ---- examples ----
 $(B)/examples/%: examples/%.c $(LIB) $(RUNNER_LIB)
