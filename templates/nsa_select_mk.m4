@@ -259,8 +259,8 @@ m4_ifelse(m4_eval(SPA_VL == 1 || SPA_GPRS >= 16), 1, `', `m4_dnl
  * (w = P, b = dY) of one token; heads summed in ascending order. Tiles of 4
  * rows x the widest run of the head dim the registers hold (at most 64
  * lanes), then 16 lanes at a time for the rest. */
-SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows_, int64_t gp_, const float *b,
-                                       int64_t g_, int64_t n_, float *out, spa_nsas_pf *pf)
+SPA_NSAS_INLINE void spa_nsas_rows_add_any(const float *w, int64_t rows_, int64_t gp_, const float *b,
+                                           int64_t g_, int64_t n_, float *out, spa_nsas_pf *pf)
 {
     const ptrdiff_t rows = (ptrdiff_t)rows_, gp = (ptrdiff_t)gp_, g = (ptrdiff_t)g_, n = (ptrdiff_t)n_;
     for (ptrdiff_t j0 = 0; j0 < rows; j0 += 4) {
@@ -275,4 +275,29 @@ m4_ifelse(m4_eval(NSAS_RA_NV * SPA_VL > 16), 1, `m4_dnl
 NSAS_ROWS_ADD_STEP(m4_eval(16 / SPA_VL), `')m4_dnl
 ')m4_dnl
     }
+}
+
+/* The row update, with the head group's lane count gp (8, 16 or 32) a
+ * constant where general-purpose registers are few (SPA_GPRS < 16): the
+ * four rows of w then sit at constant displacements from one pointer. */
+SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp, const float *b, int64_t g,
+                                       int64_t n, float *out, spa_nsas_pf *pf)
+{
+m4_ifelse(m4_eval(SPA_VL == 1 || SPA_GPRS >= 16), 1, `', `m4_dnl
+    switch (gp) {
+m4_ifelse(NSAS_GP8, 1, `    case 8:
+        spa_nsas_rows_add_any(w, rows, 8, b, g, n, out, pf);
+        return;
+')m4_dnl
+    case 16:
+        spa_nsas_rows_add_any(w, rows, 16, b, g, n, out, pf);
+        return;
+    case 32:
+        spa_nsas_rows_add_any(w, rows, 32, b, g, n, out, pf);
+        return;
+    default:
+        break;
+    }
+')m4_dnl
+    spa_nsas_rows_add_any(w, rows, gp, b, g, n, out, pf);
 }
