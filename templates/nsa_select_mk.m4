@@ -129,12 +129,16 @@ SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
 ')
 
 NSAS_ROWS_ADD_STEP(NV, prefetch): one pass of the row update over NV vectors
-of the head dim at e0 (the 4 x NV tile).
+of the head dim at e0 (the 4 x NV tile). Unrolled by 4 over the heads where
+general-purpose registers are few (the rows of w then at constant
+displacements: see spa_nsas_rows_add), to spread the loop's own instructions.
 m4_define(`NSAS_ROWS_ADD_STEP', `        {
             float *cb = oj + e0;
             const ptrdiff_t cs = n, xs = gp;
 SPA_FOR2(4, $1, `NSAS_LDC')m4_dnl
-$2            for (ptrdiff_t c = 0; c < g; c++) {
+$2m4_ifelse(m4_eval(SPA_VL > 1 && SPA_GPRS < 16), 1, `#pragma GCC unroll 4
+')m4_dnl
+            for (ptrdiff_t c = 0; c < g; c++) {
                 {
                     const float *bp = b + c * n + e0, *xp = wj + c;
 SPA_FOR($1, `NSAS_LDB')m4_dnl
