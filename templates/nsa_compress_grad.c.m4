@@ -186,8 +186,10 @@ void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t 
                     for (int64_t hh = 0; hh < hn; hh++)
                         SPA_PREFETCH_RUN(x + (bstart + p + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
                                          d_len * a->xs2 * SPA_SZ);
-                const int64_t klo = p < bs ? 0 : (p - bs) / st + 1;
-                const int64_t khi = p / st < nwin - 1 ? p / st : nwin - 1;
+                /* token and stride within one block: native-width division
+                 * (one instruction on 32-bit cores, no runtime call) */
+                const int64_t klo = p < bs ? 0 : (ptrdiff_t)(p - bs) / (ptrdiff_t)st + 1;
+                const int64_t khi = (ptrdiff_t)p / (ptrdiff_t)st < nwin - 1 ? (ptrdiff_t)p / (ptrdiff_t)st : nwin - 1;
                 const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= bs / st <= 8 */
                 for (int64_t hh = 0; hh < hn; hh++) {
                     const int64_t h = h0 + hh;
