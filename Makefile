@@ -78,7 +78,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: insn all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: insn edge-ws all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -345,7 +345,8 @@ bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(RUN) $(BENCH_BIN) $(OP)
 
-# ---- executed instructions per op call under qemu (Linux cross targets):
+# ---- executed instructions per op call under qemu (Linux cross targets under
+# qemu-user, Cortex-M targets under qemu-system-arm with semihosting):
 # the insncount plugin (INSNCOUNT, built once into $(BUILDROOT)/insncount)
 # counts a run of tools/insn/insn_case.c with one call and with two; a count
 # above tools/insn/<isa>.limits fails. INSN_OPS / INSN_DTYPES narrow it. ----
@@ -353,17 +354,28 @@ INSNCOUNT ?= ../shared/tools/insncount
 INSN_BIN := $(B)/insn/spattn_insn
 INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_grad
 INSN_DTYPES ?= $(DTYPES)
-$(INSN_BIN): tools/insn/insn_case.c $(LIB)
+$(INSN_BIN): tools/insn/insn_case.c $(LIB) $(TEST_EXTRA_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(LIB) -o $@ -lm
+	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(TEST_EXTRA_OBJ) $(LIB) -o $@ -lm
 
 insn: deps
-	@case '$(RUN)' in *qemu-*) ;; *) echo "insn: target $(TARGET) does not run under qemu-user"; exit 1;; esac
+	@case '$(RUN)' in *qemu-*) ;; *) echo "insn: target $(TARGET) does not run under qemu"; exit 1;; esac
 	@test -f $(INSNCOUNT)/build.sh || { echo "insn: no insncount tool at $(INSNCOUNT)"; exit 1; }
 	@$(MAKE) --no-print-directory $(INSN_BIN)
 	@test -f $(BUILDROOT)/insncount/insncount.so || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
 	@tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)' \
 	  $(wildcard tools/insn/$(ISA).limits)
+
+# ---- the workspace phase 1 asks for at typical edge shapes, per op and
+# dtype, on the target (tools/insn/edge_ws.c; under qemu where emulated) ----
+EDGE_WS_BIN := $(B)/insn/spattn_edge_ws
+$(EDGE_WS_BIN): tools/insn/edge_ws.c $(LIB) $(TEST_EXTRA_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(TEST_EXTRA_OBJ) $(LIB) -o $@ -lm
+
+edge-ws: deps
+	@$(MAKE) --no-print-directory $(EDGE_WS_BIN)
+	@$(RUN) $(EDGE_WS_BIN)
 
 # ---- examples ----
 $(B)/examples/%: examples/%.c $(LIB) $(RUNNER_LIB)

@@ -5,6 +5,7 @@
 #ifndef SPA_HALF_H
 #define SPA_HALF_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -69,49 +70,59 @@ static inline uint16_t spa_f32_to_f16(float f)
 /* The target's instruction set layer (src/isa/<isa>.h through the generated
  * spa_isa.h), which may use the scalar conversions above. */
 #include "spa_isa.h"
+/* Whether the kernels issue software prefetch hints: a layer sets 0 where
+ * they only cost instructions (a core running from tightly coupled memory). */
+#ifndef SPA_ISA_PREFETCH
+#define SPA_ISA_PREFETCH 1
+#endif
 
 /* Runs of n contiguous elements, SPA_VL at a time through the ISA layer
  * (whose conversions are exact on widening and RNE with NaN kept NaN on
  * narrowing: the scalar functions' values bit for bit), then one by one. */
-static inline void spa_f16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n)
+static inline void spa_f16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n_)
 {
-    int64_t i = 0;
+    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
+    ptrdiff_t i = 0;
     for (; i + SPA_VL <= n; i += SPA_VL)
         spa_vf_store(dst + i, spa_vf_load_f16(src + i));
     for (; i < n; i++)
         dst[i] = spa_f16_to_f32(src[i]);
 }
 
-static inline void spa_f16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n)
+static inline void spa_f16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n_)
 {
-    int64_t i = 0;
+    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
+    ptrdiff_t i = 0;
     for (; i + SPA_VL <= n; i += SPA_VL)
         spa_vf_store_f16(dst + i, spa_vf_load(src + i));
     for (; i < n; i++)
         dst[i] = spa_f32_to_f16(src[i]);
 }
 
-static inline void spa_bf16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n)
+static inline void spa_bf16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n_)
 {
-    int64_t i = 0;
+    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
+    ptrdiff_t i = 0;
     for (; i + SPA_VL <= n; i += SPA_VL)
         spa_vf_store(dst + i, spa_vf_load_bf16(src + i));
     for (; i < n; i++)
         dst[i] = spa_bf16_to_f32(src[i]);
 }
 
-static inline void spa_bf16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n)
+static inline void spa_bf16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n_)
 {
-    int64_t i = 0;
+    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
+    ptrdiff_t i = 0;
     for (; i + SPA_VL <= n; i += SPA_VL)
         spa_vf_store_bf16(dst + i, spa_vf_load(src + i));
     for (; i < n; i++)
         dst[i] = spa_f32_to_bf16(src[i]);
 }
 
-static inline void spa_f32_copy_run(float *restrict dst, const float *restrict src, int64_t n)
+static inline void spa_f32_copy_run(float *restrict dst, const float *restrict src, int64_t n_)
 {
-    int64_t i = 0;
+    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
+    ptrdiff_t i = 0;
     for (; i + SPA_VL <= n; i += SPA_VL)
         spa_vf_store(dst + i, spa_vf_load(src + i));
     for (; i < n; i++)
@@ -126,9 +137,10 @@ static inline void spa_f32_copy_run(float *restrict dst, const float *restrict s
  * thread that joins it. The 16-bit forms narrow exactly as spa_f32_to_f16 /
  * spa_f32_to_bf16 do. */
 #define SPA_STREAM_RUN(name, dt, scalar, vstream, align)                                   \
-    static inline void name(dt *restrict dst, const float *restrict src, int64_t n)        \
+    static inline void name(dt *restrict dst, const float *restrict src, int64_t n_)       \
     {                                                                                      \
-        int64_t i = 0;                                                                     \
+        const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */              \
+        ptrdiff_t i = 0;                                                                   \
         if ((align) > 0)                                                                   \
             for (; i < n && ((uintptr_t)(dst + i) & (uintptr_t)((align) - 1)) != 0; i++)   \
                 dst[i] = scalar(src[i]);                                                   \

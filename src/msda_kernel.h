@@ -129,8 +129,9 @@ static inline void spa_msda_store(void *p, int32_t dt, int64_t off, float v)
     }
 }
 
-/* Prefetch hint for the corner rows of a later sample (no-op elsewhere). */
-#if defined(__GNUC__) || defined(__clang__)
+/* Prefetch hint for the corner rows of a later sample (no-op elsewhere,
+ * and where the ISA layer takes no hints, SPA_ISA_PREFETCH 0). */
+#if (defined(__GNUC__) || defined(__clang__)) && SPA_ISA_PREFETCH
 #define SPA_PREFETCH(p) __builtin_prefetch((p), 0, 3)
 #define SPA_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
 #else

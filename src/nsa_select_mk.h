@@ -10,6 +10,7 @@
 #define SPA_NSA_SELECT_MK_H
 
 #include <float.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "half.h"
@@ -36,7 +37,9 @@ typedef struct spa_nsas_pf {
 SPA_NSAS_INLINE spa_nsas_pf spa_nsas_pf_rows(const void *base, int64_t stride, int64_t rows,
                                              int64_t bytes)
 {
-    spa_nsas_pf p = {base, stride, bytes, base != NULL ? rows : 0};
+    /* no rows to request where the layer takes no hints (SPA_ISA_PREFETCH
+     * 0): the cursors and their loops fold away */
+    spa_nsas_pf p = {base, stride, bytes, base != NULL && SPA_ISA_PREFETCH ? rows : 0};
     return p;
 }
 

@@ -86,6 +86,13 @@ m4_define(`SPA_FOR2', `SPA_FOR2_I(0, $1, $2, `$3')')
 m4_define(`SPA_FOR2_I', `m4_ifelse(m4_eval($1 < $2), 1, `SPA_FOR2_J($1, 0, $3, `$4')SPA_FOR2_I(m4_incr($1), $2, $3, `$4')')')
 m4_define(`SPA_FOR2_J', `m4_ifelse(m4_eval($2 < $3), 1, `$4($1, $2)SPA_FOR2_J($1, m4_incr($2), $3, `$4')')')
 
+SPA_VB_VREGS: vector registers one broadcast operand (spa_vb) holds while
+a tile uses it: 1, or 0 where the layer's FMA takes it from a core register
+(gen/isa/<isa>.m4 says so).
+m4_ifdef(`SPA_VB_VREGS', `', `m4_define(`SPA_VB_VREGS', 1)')
+SPA_GPRS: general-purpose registers a micro-kernel can use for addresses
+and counters (16 unless gen/isa/<isa>.m4 says fewer).
+m4_ifdef(`SPA_GPRS', `', `m4_define(`SPA_GPRS', 16)')
 SPA_FIT_ROWS(nv, rmax): the largest power of two r <= rmax whose register
 tile (r x nv accumulators, nv operand vectors, 2 broadcasts) fits the ISA's
 vector registers (SPA_VREGS); 0 if none.
@@ -98,7 +105,9 @@ m4_define(`SPA_BEST_COLS', `m4_ifelse(m4_eval($1 <= 1), 1, 1, `SPA_BEST_COLS_(SP
 m4_define(`SPA_BEST_COLS_', `m4_ifelse(m4_eval(SPA_TILE_SCORE($2) >= SPA_TILE_SCORE($1)), 1, $2, $1)')
 
 SPA_PREFETCH_RUN(ptr, bytes): prefetch a run of memory, one line at a time,
-where the ISA's generation facts ask for software prefetch (SPA_PREFETCH_SW).
+where the ISA's generation facts ask for software prefetch of the compress
+kernels' token-major rows (SPA_PREFETCH_SW; the other kernels' hints follow
+the layer's SPA_ISA_PREFETCH).
 m4_define(`SPA_PREFETCH_ROWS', 4)
 m4_ifelse(m4_ifdef(`SPA_PREFETCH_SW', `SPA_PREFETCH_SW', 0), 1, `
 m4_define(`SPA_PREFETCH_RUN', `do {

@@ -35,9 +35,10 @@ _Static_assert((TS / 2) * sizeof(spa_msda_fwd_sample) >=
                "msda: the staged chunks of one query must fit the tile");
 m4_divert(-1)
 The register tile of the combine: MSDA_NB accumulator vectors (at most 8, at
-most 128 channels) where 2 * NB + 8 vector registers hold them, the
-samp chains and the five broadcast weights.
-m4_define(`MSDA_NB_FIT', `m4_ifelse(m4_eval($1 <= 1 || 2 * $1 + 8 <= SPA_VREGS), 1, $1, `MSDA_NB_FIT(m4_eval($1 / 2))')')
+most 128 channels) where NB + 4 + 5 * SPA_VB_VREGS vector registers hold
+them, the sample chain of one vector at a time (its sum and operand, and the
+next chain's first loads) and the five broadcast weights.
+m4_define(`MSDA_NB_FIT', `m4_ifelse(m4_eval($1 <= 1 || $1 + 4 + 5 * SPA_VB_VREGS <= SPA_VREGS), 1, $1, `MSDA_NB_FIT(m4_eval($1 / 2))')')
 m4_define(`MSDA_NB', MSDA_NB_FIT(m4_ifelse(m4_eval(128 / SPA_VL > 8), 1, 8, m4_eval(128 / SPA_VL))))
 m4_define(`MSDA_ZERO', `    spa_vf s$1 = spa_vf_zero();
 ')

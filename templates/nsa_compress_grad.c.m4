@@ -26,8 +26,15 @@ m4_define(`NSACG_NV_FIT', `m4_ifelse(m4_eval($1 * SPA_VL <= 16 || 3 * $1 + 4 <= 
 m4_define(`NSACG_NVMIN', m4_eval(16 / SPA_VL))
 m4_define(`NSACG_NV', NSACG_NV_FIT(m4_ifelse(m4_eval(128 / SPA_VL > 8), 1, m4_ifelse(m4_eval(NSACG_NVMIN > 8), 1, NSACG_NVMIN, 8), m4_eval(128 / SPA_VL))))
 m4_define(`NSACG_VLOAD', m4_ifelse(SPA_DT, `f16', ``spa_vf_load_f16($1)'', SPA_DT, `bf16', ``spa_vf_load_bf16($1)'', ``spa_vf_load($1)''))
-m4_define(`NSACG_X', `    const spa_vf x$1 = $2(xr + c0 + $1 * SPA_VL);
-')
+NSACG_XREG: 1 where the NV input vectors stay in registers over the
+windows (3 NV + 4 vector registers, as above); 0 where NV had to stay at 16
+channels without that room (eight registers: the sums alone take four), and
+each window reads the input vectors again (NSACG_XLD, the loader of the
+token variant) rather than spilling them. The scalar layer keeps them.
+m4_define(`NSACG_XREG', m4_eval(SPA_VL == 1 || 3 * NSACG_NV + 4 <= SPA_VREGS))
+m4_define(`NSACG_X', `m4_ifelse(NSACG_XREG, 1, `    const spa_vf x$1 = $2(xr + c0 + $1 * SPA_VL);
+')')
+m4_define(`NSACG_XV', `m4_ifelse(NSACG_XREG, 1, `x$1', `NSACG_XLD(xr + c0 + $1 * SPA_VL)')')
 m4_define(`NSACG_XD', `NSACG_X($1, `NSACG_VLOAD')')
 m4_define(`NSACG_XF', `NSACG_X($1, `spa_vf_load')')
 m4_define(`NSACG_Z', `        spa_vf d$1 = spa_vf_zero();
@@ -43,7 +50,7 @@ m4_define(`NSACG_S', `    spa_vf_store(acc + c0 + $1 * SPA_VL, d$1);
 ')
 m4_define(`NSACG_S0', `        spa_vf_store(acc + c0 + $1 * SPA_VL, spa_vf_zero());
 ')
-m4_define(`NSACG_LANE', `m4_ifelse(m4_eval($2 && $1 * SPA_VL < 16), 1, `spa_vf_mul(g, x$1)', `spa_vf_fma(spa_vf_load(l), g, x$1)')')
+m4_define(`NSACG_LANE', `m4_ifelse(m4_eval($2 && $1 * SPA_VL < 16), 1, `spa_vf_mul(g, NSACG_XV($1))', `spa_vf_fma(spa_vf_load(l), g, NSACG_XV($1))')')
 m4_define(`NSACG_W0', `    spa_vf d$1;
     {
         const spa_vf g = spa_vf_load(dyr + $1 * SPA_VL);
@@ -186,11 +193,13 @@ NSACG_PAIR(`pair_row_d_f', `SPA_T', `float')m4_dnl
 m4_divert(-1)
 m4_divert(0)m4_dnl
 m4_define(`NSACG_FIRST', 1)m4_dnl
+m4_define(`NSACG_XLD', `spa_vf_load($1)')m4_dnl
 NSACG_TOKEN(NSACG_NV, `_f1', `float', `NSACG_XF')m4_dnl
 m4_define(`NSACG_FIRST', 0)m4_dnl
 NSACG_TOKEN(NSACG_NV, `_f', `float', `NSACG_XF')m4_dnl
 NSACG_ROW(`_f', `float')m4_dnl
 m4_ifelse(SPA_DT, `f32', `', `m4_define(`NSACG_FIRST', 1)m4_dnl
+m4_define(`NSACG_XLD', `NSACG_VLOAD($1)')m4_dnl
 NSACG_TOKEN(NSACG_NV, `_d1', `SPA_T', `NSACG_XD')m4_dnl
 m4_define(`NSACG_FIRST', 0)m4_dnl
 NSACG_TOKEN(NSACG_NV, `_d', `SPA_T', `NSACG_XD')m4_dnl
@@ -262,8 +271,10 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                     for (int64_t hh = 0; hh < hn; hh++)
                         SPA_PREFETCH_RUN(x + (bstart + p + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
                                          d_len * a->xs2 * SPA_SZ);
-                const int64_t klo = p < bs ? 0 : (p - bs) / st + 1;
-                const int64_t khi = p / st < nwin - 1 ? p / st : nwin - 1;
+                /* token and stride within one block: native-width division
+                 * (one instruction on 32-bit cores, no runtime call) */
+                const int64_t klo = p < bs ? 0 : (ptrdiff_t)(p - bs) / (ptrdiff_t)st + 1;
+                const int64_t khi = (ptrdiff_t)p / (ptrdiff_t)st < nwin - 1 ? (ptrdiff_t)p / (ptrdiff_t)st : nwin - 1;
                 const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= bs / st <= 8 */
 m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                 if (nw == 2) {

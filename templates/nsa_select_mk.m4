@@ -21,6 +21,9 @@ m4_define(`NSAS_NV32', SPA_BEST_COLS(m4_eval(32 / SPA_VL)))
 m4_define(`NSAS_R32', SPA_FIT_ROWS(NSAS_NV32, 16))
 m4_define(`NSAS_RA_FIT', `m4_ifelse(m4_eval($1 <= 1 || 5 * $1 + 2 <= SPA_VREGS), 1, $1, `NSAS_RA_FIT(m4_eval($1 / 2))')')
 m4_define(`NSAS_RA_NV', NSAS_RA_FIT(m4_eval(64 / SPA_VL)))
+SPA_NSAS_INDICES: a tile's sizes as ptrdiff_t (one register on 32-bit cores,
+int64_t itself on 64-bit ones), from its int64_t parameters.
+m4_define(`SPA_NSAS_INDICES', `const ptrdiff_t lda = (ptrdiff_t)lda_, rows = (ptrdiff_t)rows_, n = (ptrdiff_t)n_, gp = (ptrdiff_t)gp_;')
 m4_define(`NSAS_TILE_NAME', `SPA_ISA`_g'$3`_'$1`x'm4_eval($2 * SPA_VL)')
 NSAS_MK_TILE(gp): the tile name for that GP, NSAS_DISPATCH(kind, args): the
 branch on gp calling the tile of each.
@@ -72,19 +75,20 @@ NSAS_SCORES_TILE(GP): out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l].
 m4_define(`NSAS_SCORES_TILE', `NSAS_SCORES_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
 m4_define(`NSAS_SCORES_TILE_', `
 /* scores, one register tile: gp, rows x head lanes as in the name */
-SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda, int64_t rows,
-        const float *bt, int64_t n, int64_t gp, float *out, spa_nsas_pf *pf)
+SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
+        const float *bt, int64_t n_, int64_t gp_, float *out, spa_nsas_pf *pf)
 {
-    for (int64_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
-        for (int64_t j0 = 0; j0 < rows; j0 += $1) {
+    SPA_NSAS_INDICES
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (ptrdiff_t j0 = 0; j0 < rows; j0 += $1) {
             const float *a0 = a + j0 * lda;
             float *cb = out + j0 * gp + l0;
-            const int64_t cs = gp, xs = lda;
+            const ptrdiff_t cs = gp, xs = lda;
 SPA_FOR2($1, $2, `NSAS_ZERO')m4_dnl
-            for (int64_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
+            for (ptrdiff_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
                 spa_nsas_pf_row(pf);
 #pragma GCC unroll 2
-                for (int64_t d = d0; d < d0 + 8; d += 4) {
+                for (ptrdiff_t d = d0; d < d0 + 8; d += 4) {
                     const float *xp = a0 + d;
 SPA_FOR($1, `NSAS_LDQ')m4_dnl
 m4_define(`NSAS_QR', $1)m4_define(`NSAS_QNV', $2)SPA_FOR(4, `NSAS_QSTEP')m4_dnl
@@ -99,20 +103,21 @@ NSAS_ACCUM_TILE(GP): acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l].
 m4_define(`NSAS_ACCUM_TILE', `NSAS_ACCUM_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
 m4_define(`NSAS_ACCUM_TILE_', `
 /* transposed accumulate, one register tile: gp, rows x head lanes as in the name */
-SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda, int64_t rows,
-        const float *p, int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
+SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
+        const float *p, int64_t n_, int64_t gp_, float *acc, spa_nsas_pf *pf)
 {
-    for (int64_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
-        for (int64_t e0 = 0; e0 < n; e0 += $1) {
+    SPA_NSAS_INDICES
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (ptrdiff_t e0 = 0; e0 < n; e0 += $1) {
             float *cb = acc + e0 * gp + l0;
-            const int64_t cs = gp;
-m4_ifelse(m4_eval($1 % 4), 0, `', `            const int64_t xs = 1;
+            const ptrdiff_t cs = gp;
+m4_ifelse(m4_eval($1 % 4), 0, `', `            const ptrdiff_t xs = 1;
 ')m4_dnl
 SPA_FOR2($1, $2, `NSAS_LDC')m4_dnl
-            for (int64_t j0 = 0; j0 < rows; j0 += 8) { /* rows is a multiple of 16 */
+            for (ptrdiff_t j0 = 0; j0 < rows; j0 += 8) { /* rows is a multiple of 16 */
                 spa_nsas_pf_row(pf);
 #pragma GCC unroll 8
-                for (int64_t j = j0; j < j0 + 8; j++) {
+                for (ptrdiff_t j = j0; j < j0 + 8; j++) {
                     const float *bp = p + j * gp + l0, *xp = a + j * lda + e0;
 SPA_FOR($2, `NSAS_LDB')m4_dnl
 m4_ifelse(m4_eval($1 % 4), 0, `SPA_FOR(m4_eval($1 / 4), `NSAS_LDQA')SPA_FOR2($1, $2, `NSAS_FMAQA')', `SPA_FOR($1, `NSAS_LDX')SPA_FOR2($1, $2, `NSAS_FMA')')m4_dnl
@@ -124,12 +129,16 @@ SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
 ')
 
 NSAS_ROWS_ADD_STEP(NV, prefetch): one pass of the row update over NV vectors
-of the head dim at e0 (the 4 x NV tile).
+of the head dim at e0 (the 4 x NV tile). Unrolled by 4 over the heads where
+general-purpose registers are few (the rows of w then at constant
+displacements: see spa_nsas_rows_add), to spread the loop's own instructions.
 m4_define(`NSAS_ROWS_ADD_STEP', `        {
             float *cb = oj + e0;
-            const int64_t cs = n, xs = gp;
+            const ptrdiff_t cs = n, xs = gp;
 SPA_FOR2(4, $1, `NSAS_LDC')m4_dnl
-$2            for (int64_t c = 0; c < g; c++) {
+$2m4_ifelse(m4_eval(SPA_VL > 1 && SPA_GPRS < 16), 1, `#pragma GCC unroll 4
+')m4_dnl
+            for (ptrdiff_t c = 0; c < g; c++) {
                 {
                     const float *bp = b + c * n + e0, *xp = wj + c;
 SPA_FOR($1, `NSAS_LDB')m4_dnl
@@ -214,12 +223,39 @@ m4_ifelse(NSAS_GP8, 1, `NSAS_ACCUM_TILE(8)')m4_dnl
 NSAS_ACCUM_TILE(16)m4_dnl
 NSAS_ACCUM_TILE(32)m4_dnl
 
+/* transposed accumulate, any row pitch: see spa_nsas_accum_t */
+SPA_NSAS_INLINE void spa_nsas_accum_t_any(const float *a, int64_t lda, int64_t rows, const float *p,
+                                          int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
+{
+NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
+}
+
 /* transposed accumulate: acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l],
- * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ K (dQ). */
+ * e < n (a multiple of 16): P V (a = value rows, p = P) and dSᵀ K (dQ).
+ * Where general-purpose registers are few (SPA_GPRS < 16) the row pitch is
+ * a constant for the common head dims, as in the scores: the eight rows of
+ * an unrolled pass then sit at constant displacements from one pointer,
+ * where a run-time pitch needs a register per row. (With 16 or more, the
+ * pointers are cheaper than the larger code.) */
 SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
                                       int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
 {
-NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
+m4_ifelse(m4_eval(SPA_VL == 1 || SPA_GPRS >= 16), 1, `', `m4_dnl
+    switch (lda) {
+    case 64:
+        spa_nsas_accum_t_any(a, 64, rows, p, n, gp, acc, pf);
+        return;
+    case 128:
+        spa_nsas_accum_t_any(a, 128, rows, p, n, gp, acc, pf);
+        return;
+    case 192:
+        spa_nsas_accum_t_any(a, 192, rows, p, n, gp, acc, pf);
+        return;
+    default:
+        break;
+    }
+')m4_dnl
+    spa_nsas_accum_t_any(a, lda, rows, p, n, gp, acc, pf);
 }
 
 /* row update: out[j*n + e] += sum_{c<g} w[j*gp + c] * b[c*n + e], rows a
@@ -227,13 +263,14 @@ NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
  * (w = P, b = dY) of one token; heads summed in ascending order. Tiles of 4
  * rows x the widest run of the head dim the registers hold (at most 64
  * lanes), then 16 lanes at a time for the rest. */
-SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp, const float *b,
-                                       int64_t g, int64_t n, float *out, spa_nsas_pf *pf)
+SPA_NSAS_INLINE void spa_nsas_rows_add_any(const float *w, int64_t rows_, int64_t gp_, const float *b,
+                                           int64_t g_, int64_t n_, float *out, spa_nsas_pf *pf)
 {
-    for (int64_t j0 = 0; j0 < rows; j0 += 4) {
+    const ptrdiff_t rows = (ptrdiff_t)rows_, gp = (ptrdiff_t)gp_, g = (ptrdiff_t)g_, n = (ptrdiff_t)n_;
+    for (ptrdiff_t j0 = 0; j0 < rows; j0 += 4) {
         const float *wj = w + j0 * gp;
         float *oj = out + j0 * n;
-        int64_t e0 = 0;
+        ptrdiff_t e0 = 0;
         for (; e0 + m4_eval(NSAS_RA_NV * SPA_VL) <= n; e0 += m4_eval(NSAS_RA_NV * SPA_VL))
 NSAS_ROWS_ADD_STEP(NSAS_RA_NV, `            spa_nsas_pf_row(pf);
 ')m4_dnl
@@ -242,4 +279,29 @@ m4_ifelse(m4_eval(NSAS_RA_NV * SPA_VL > 16), 1, `m4_dnl
 NSAS_ROWS_ADD_STEP(m4_eval(16 / SPA_VL), `')m4_dnl
 ')m4_dnl
     }
+}
+
+/* The row update, with the head group's lane count gp (8, 16 or 32) a
+ * constant where general-purpose registers are few (SPA_GPRS < 16): the
+ * four rows of w then sit at constant displacements from one pointer. */
+SPA_NSAS_INLINE void spa_nsas_rows_add(const float *w, int64_t rows, int64_t gp, const float *b, int64_t g,
+                                       int64_t n, float *out, spa_nsas_pf *pf)
+{
+m4_ifelse(m4_eval(SPA_VL == 1 || SPA_GPRS >= 16), 1, `', `m4_dnl
+    switch (gp) {
+m4_ifelse(NSAS_GP8, 1, `    case 8:
+        spa_nsas_rows_add_any(w, rows, 8, b, g, n, out, pf);
+        return;
+')m4_dnl
+    case 16:
+        spa_nsas_rows_add_any(w, rows, 16, b, g, n, out, pf);
+        return;
+    case 32:
+        spa_nsas_rows_add_any(w, rows, 32, b, g, n, out, pf);
+        return;
+    default:
+        break;
+    }
+')m4_dnl
+    spa_nsas_rows_add_any(w, rows, gp, b, g, n, out, pf);
 }

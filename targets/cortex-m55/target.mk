@@ -1,8 +1,21 @@
 # Cortex-M55 (Armv8.1-M with MVE and the FPU), hard-float ABI, as on QEMU's
-# mps3-an547 board, which runs the tests.
+# mps3-an547 board, which runs the tests. -mcpu=cortex-m55 means
+# armv8.1-m.main+mve.fp+fp.dp: Helium with floating point (MVE-F), which the
+# hard-float ABI needs for arm_mve.h's float vectors.
 ARCH_FLAGS := -mcpu=cortex-m55 -mfloat-abi=hard -mthumb
 BOARD := mps3-an547
 BOARD_LD := targets/cortex-m55/mps3-an547.ld
-# The scalar kernels until an mve layer exists (src/isa/, gen/isa/).
-ISA := scalar
+# Kernels on the Helium layer (src/isa/mve.h, gen/isa/mve.m4).
+ISA := mve
 include targets/bare-arm/semihost.mk
+# The NSA kernels without GCC's scheduling before register allocation: with
+# eight Q registers it hoists the loads of a micro-kernel's unrolled steps
+# and spills the accumulators (more instructions, and a third more stack).
+$(B)/obj/gen/nsa_%.o: CFLAGS_LIB += -fno-schedule-insns
+# NsaCompressGrad also without the pass that makes pre/post-incremented
+# addresses: its tile reads rows at a few offsets from one pointer, and the
+# pass copies the pointer per access.
+$(B)/obj/gen/nsa_compress_grad_%.o: CFLAGS_LIB += -fno-auto-inc-dec
+# The same for deformable attention's combine (four accumulators, the
+# sample's chain in two registers).
+$(B)/obj/gen/msda_%.o: CFLAGS_LIB += -fno-schedule-insns

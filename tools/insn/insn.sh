@@ -4,11 +4,17 @@
 #   tools/insn/insn.sh "<run command>" <plugin.so> <program> <isa> "<ops>" "<dtypes>" [limits]
 # limits: a file of "op dtype max_per_flop" lines (tools/insn/<isa>.limits); a
 # count above its limit is reported and fails the run, after every count.
+# The run command is the target's RUN: qemu-user (arguments follow the
+# program), or qemu-system-* ending in -kernel (a semihosting image: its
+# arguments go through -append).
 set -eu
 run=$1 plugin=$2 prog=$3 isa=$4 ops=$5 dtypes=$6 limits=${7:-}
 over=0
 count() { # op dt calls -> the program's line, then insncount's
-    $run -plugin "$plugin" "$prog" "$1" "$2" "$3" 2>&1
+    case $run in
+    *qemu-system-*) $run "$prog" -plugin "$plugin" -append "$1 $2 $3" 2>&1 ;;
+    *) $run -plugin "$plugin" "$prog" "$1" "$2" "$3" 2>&1 ;;
+    esac
 }
 for op in $ops; do
     for dt in $dtypes; do

@@ -6,7 +6,8 @@
  * prints "case op=<op> dtype=<dt> shape=<name> flops=<n>" (useful FLOPs of
  * one call: the products only, a multiply-add counted as 2, as bench/ does).
  * Shapes (named insn): nsa_select(_grad) T 256, N1 16 / N2 2, D = Dv = 128,
- * blockSize 64, K 4; nsa_compress(_grad) T 8192, N 4, D 128, 32 / 16; msda(_grad)
+ * blockSize 64, K 4; nsa_compress(_grad) T 8192, N 4, D 128, 32 / 16 (T 2048 on
+ * the boards, SPA_TEST_SMALL: x and its grad must fit their 15 MiB); msda(_grad)
  * levels 32x32, 16x16, 8x8, 4x4, nq = nk = 1360, 8 heads, C 32, 4 points. */
 #include <stdint.h>
 #include <stdio.h>
@@ -70,7 +71,7 @@ static spa_tensor tensor(spa_dtype dt, int32_t rank, const int64_t *dims, void *
 static void run(spa_status (*fn)(void *, uint64_t, const spa_executor *, const spa_runner *),
                 uint64_t ws_size, const spa_executor *ex, int calls)
 {
-    void *ws = calloc(ws_size ? ws_size : 1, 1);
+    void *ws = ws_size <= SIZE_MAX ? calloc(ws_size ? (size_t)ws_size : 1, 1) : NULL;
     for (int i = 0; i < calls; i++)
         if (ws == NULL || fn(ws, ws_size, ex, NULL) != SPA_OK) {
             fprintf(stderr, "insn: run failed\n");
@@ -121,7 +122,11 @@ static double nsa_select(spa_dtype dt, int grad, int calls)
 
 static double nsa_compress(spa_dtype dt, int grad, int calls)
 {
+#if defined(SPA_TEST_SMALL)
+    enum { T = 2048, N = 4, D = 128, BS = 32, ST = 16, M = (T - BS) / ST + 1 };
+#else
     enum { T = 8192, N = 4, D = 128, BS = 32, ST = 16, M = (T - BS) / ST + 1 };
+#endif
     const int64_t seq_vals[1] = {T};
     const spa_int_array seq = {seq_vals, 1};
     const int64_t xd[3] = {T, N, D}, wd[2] = {BS, N}, yd[3] = {M, N, D};

@@ -1,0 +1,17 @@
+m4_divert(-1)
+The mve instruction set (src/isa/mve.h, Armv8.1-M Helium): lanes of f32 per
+vector and the vector registers the micro-kernels' register tiles are sized
+from (eight Q registers).
+m4_define(`SPA_ISA', `mve')
+m4_define(`SPA_VL', 4)
+m4_define(`SPA_VREGS', 8)
+The broadcast operand of spa_vf_fmab stays in a core register (vfma.f32 q,
+q, r): it takes no vector register of a tile.
+m4_define(`SPA_VB_VREGS', 0)
+Thumb-2 leaves about 12 core registers to a kernel (r0-r12 less the frame's
+needs), which also hold those broadcast operands.
+m4_define(`SPA_GPRS', 12)
+No software prefetch of the compress kernels' rows: a Cortex-M reads from
+TCM or through a small cache with its own streaming (SPA_ISA_PREFETCH 0).
+m4_define(`SPA_PREFETCH_SW', 0)
+m4_divert(0)m4_dnl

@@ -1,0 +1,296 @@
+/* The mve instruction set layer (Armv8.1-M Helium with floating point,
+ * MVE-F: Cortex-M55 and later, GCC's arm_mve.h): the operations of
+ * src/isa/avx512.h on four f32 lanes in eight Q registers. Tails are
+ * predicated (vctp32q with zeroing loads and predicated stores), the
+ * broadcast operand of spa_vf_fmab stays in a core register (vfma.f32 q, q,
+ * r: no Q register spent on it), lane masks are the VPR predicate, f16 is
+ * widened and narrowed with vcvtb, bf16 by shifting.
+ *
+ * MVE floating-point arithmetic runs with the architecture's standard FPSCR
+ * value: f32 subnormal inputs and results of vector add / multiply / FMA are
+ * flushed to zero, and NaN results are the default NaN. So this path agrees
+ * with the others except where values fall under FLT_MIN (2^-126), which
+ * the tolerances of the tests cover. The conversions keep what half.h does:
+ * vcvtb is exact on widening and RNE with f16 subnormals on narrowing; the
+ * NaN lanes of a narrowing, which vcvtb would make the default NaN, are
+ * rebuilt as half.h builds them (sign and payload kept, quiet bit set), so
+ * every narrowing equals half.h's bit for bit. A widened f16 NaN is a NaN
+ * (payload not kept, as on the other vector layers' hardware converts).
+ * Reached only through half.h. */
+#ifndef SPA_ISA_MVE_H
+#define SPA_ISA_MVE_H
+
+#ifndef SPA_HALF_H
+#error "include half.h, which brings the ISA layer after the scalar conversions"
+#endif
+#if !defined(__ARM_FEATURE_MVE) || (__ARM_FEATURE_MVE & 2) == 0
+#error "ISA mve needs a compiler targeting MVE with floating point (-mcpu=cortex-m55 -mfloat-abi=hard)"
+#endif
+#include <arm_mve.h>
+
+#define SPA_ISA_NAME "mve"
+#define SPA_VL 4
+#define SPA_VF_STREAM_ALIGN 0
+/* No software prefetch: a Cortex-M runs from TCM, or through a small cache
+ * with its own streaming; each hint would be an instruction issued. */
+#define SPA_ISA_PREFETCH 0
+#define SPA_ISA_INLINE static inline __attribute__((always_inline))
+
+typedef float32x4_t spa_vf;
+typedef float spa_vb; /* vfma.f32 q, q, r: the scalar comes from a core register */
+
+SPA_ISA_INLINE spa_vf spa_vf_zero(void) { return vdupq_n_f32(0.0f); }
+SPA_ISA_INLINE spa_vf spa_vf_set1(float x) { return vdupq_n_f32(x); }
+SPA_ISA_INLINE spa_vf spa_vf_load(const float *p) { return vld1q_f32(p); }
+SPA_ISA_INLINE void spa_vf_store(float *p, spa_vf v) { vst1q_f32(p, v); }
+/* Lane i at p[i * s]: the scatter / gather stores and loads with offsets
+ * s * {0, 1, 2, 3} in words (vidup makes 0, 1, 2, 3). */
+SPA_ISA_INLINE uint32x4_t spa_mve_offsets(int64_t s) { return vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)s); }
+SPA_ISA_INLINE void spa_vf_scatter(float *p, int64_t s, spa_vf v)
+{
+    vstrwq_scatter_shifted_offset_f32(p, spa_mve_offsets(s), v);
+}
+SPA_ISA_INLINE spa_vf spa_vf_gather(const float *p, int64_t s)
+{
+    return vldrwq_gather_shifted_offset_f32(p, spa_mve_offsets(s));
+}
+/* The first n lanes (n <= 0: none, n >= 4: all): vctp32q's predicate. */
+SPA_ISA_INLINE mve_pred16_t spa_mve_first(int64_t n) { return vctp32q((uint32_t)(n < 0 ? 0 : n > 4 ? 4 : n)); }
+SPA_ISA_INLINE spa_vf spa_vf_load_n(const float *p, int64_t n) { return vldrwq_z_f32(p, spa_mve_first(n)); }
+SPA_ISA_INLINE void spa_vf_store_n(float *p, spa_vf v, int64_t n) { vstrwq_p_f32(p, v, spa_mve_first(n)); }
+SPA_ISA_INLINE spa_vf spa_vf_add(spa_vf a, spa_vf b) { return vaddq_f32(a, b); }
+SPA_ISA_INLINE spa_vf spa_vf_sub(spa_vf a, spa_vf b) { return vsubq_f32(a, b); }
+SPA_ISA_INLINE spa_vf spa_vf_mul(spa_vf a, spa_vf b) { return vmulq_f32(a, b); }
+/* The x86 rule (a > b ? a : b), so that NaN lanes behave as on every ISA
+ * (vmaxnm would return the number). */
+SPA_ISA_INLINE spa_vf spa_vf_max(spa_vf a, spa_vf b) { return vpselq_f32(a, b, vcmpgtq_f32(a, b)); }
+SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return vpselq_f32(a, b, vcmpltq_f32(a, b)); }
+SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return vfmaq_f32(c, a, b); }
+/* The broadcast operand read straight into a core register: GCC 12 loads
+ * a float into an S register (vldr) and then moves it to the core register
+ * vfma needs, through the stack when registers run short; ldr does it in
+ * one instruction. */
+typedef uint32_t spa_mve_word __attribute__((may_alias));
+SPA_ISA_INLINE spa_vb spa_vb_load(const float *p)
+{
+    /* the operand as a word: a float memory operand is limited to vldr's
+     * reach (offsets below 1 KiB), a word to ldr's (4 KiB) */
+    float x;
+    __asm__("ldr %0, %1" : "=r"(x) : "m"(*(const spa_mve_word *)(const void *)p));
+    return x;
+}
+SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
+SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return vfmaq_n_f32(c, a, x); }
+/* Four consecutive broadcast operands: their address, each one read into a
+ * core register where it is used (vfma by a core register; MVE has no FMA
+ * by lane). Four core registers held across a tile's steps cost more in
+ * spills than the loads. */
+typedef const float *spa_vq;
+SPA_ISA_INLINE spa_vq spa_vq_load(const float *p) { return p; }
+SPA_ISA_INLINE spa_vf spa_vf_fmaq(spa_vf c, spa_vf a, spa_vq q, int i) { return vfmaq_n_f32(c, a, spa_vb_load(q + i)); }
+/* By halves, as every layer: (v0 + v2) + (v1 + v3), three scalar adds of
+ * the FPU (IEEE, as the C expression would round them) on the lanes as S
+ * registers: Q0 is S0-S3, the sum comes out in S4 (GCC 12 moves each lane
+ * through a core register otherwise). */
+SPA_ISA_INLINE float spa_vf_hsum(spa_vf v)
+{
+    register spa_vf q0 __asm__("q0") = v;
+    register float s4 __asm__("s4");
+    __asm__("vadd.f32 s4, s0, s2\n\tvadd.f32 s5, s1, s3\n\tvadd.f32 s4, s4, s5" : "=&t"(s4) : "w"(q0) : "s5");
+    return s4;
+}
+
+SPA_ISA_INLINE spa_vf spa_vf_round(spa_vf x) { return vrndnq_f32(x); }
+SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n)
+{
+    const int32x4_t e = vshlq_n_s32(vaddq_n_s32(vcvtq_s32_f32(n), 127), 23);
+    return vmulq_f32(p, vreinterpretq_f32_s32(e));
+}
+SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
+{
+    return vpselq_f32(v, vdupq_n_f32(0.0f), vcmpgeq_f32(x, lo));
+}
+
+/* The f16 <-> f32 conversions (vcvtb / vcvtt between half and single) by
+ * their encodings, on Q0 and Q1: GNU as 2.40 (gcc-arm-none-eabi 12 in
+ * Debian 12) encodes these instructions with twice the Q register numbers
+ * (any register but Q0 comes out wrong), so their operands are pinned to Q0
+ * and Q1 and the words written out. */
+#define SPA_MVE_VCVTB_F32_F16_Q0_Q0 ".inst.w 0xfe3f0e01" /* vcvtb.f32.f16 q0, q0 */
+#define SPA_MVE_VCVTB_F32_F16_Q1_Q0 ".inst.w 0xfe3f2e01" /* vcvtb.f32.f16 q1, q0 */
+#define SPA_MVE_VCVTT_F32_F16_Q0_Q0 ".inst.w 0xfe3f1e01" /* vcvtt.f32.f16 q0, q0 */
+#define SPA_MVE_VCVTB_F16_F32_Q0_Q0 ".inst.w 0xee3f0e01" /* vcvtb.f16.f32 q0, q0 */
+#define SPA_MVE_VCVTB_F16_F32_Q2_Q3 ".inst.w 0xee3f4e07" /* vcvtb.f16.f32 q2, q3 */
+#define SPA_MVE_VCVTT_F16_F32_Q2_Q3 ".inst.w 0xee3f5e07" /* vcvtt.f16.f32 q2, q3 */
+
+/* f16 in the low half of each 32-bit lane -> f32, exactly (a NaN gives the
+ * default NaN: MVE converts with the standard FPSCR value). */
+SPA_ISA_INLINE spa_vf spa_mve_widen_f16(uint32x4_t h)
+{
+    register uint32x4_t q0 __asm__("q0") = h;
+    __asm__(SPA_MVE_VCVTB_F32_F16_Q0_Q0 : "+w"(q0));
+    return vreinterpretq_f32_u32(q0);
+}
+/* f32 -> f16, RNE, in the low half of each 32-bit lane (high half garbage);
+ * NaN lanes the default NaN. */
+SPA_ISA_INLINE uint32x4_t spa_mve_narrow_f16(spa_vf v)
+{
+    register spa_vf q0 __asm__("q0") = v;
+    __asm__(SPA_MVE_VCVTB_F16_F32_Q0_Q0 : "+w"(q0));
+    return vreinterpretq_u32_f32(q0);
+}
+/* 2 x 4 f16 -> f32: a the even elements of p[0..8), b the odd ones. */
+SPA_ISA_INLINE void spa_mve_widen2_f16(uint16x8_t h, spa_vf *a, spa_vf *b)
+{
+    register uint16x8_t q0 __asm__("q0") = h;
+    register spa_vf q1 __asm__("q1");
+    __asm__(SPA_MVE_VCVTB_F32_F16_Q1_Q0 "\n\t" SPA_MVE_VCVTT_F32_F16_Q0_Q0 : "+w"(q0), "=&w"(q1));
+    *a = q1;
+    *b = vreinterpretq_f32_u16(q0);
+}
+/* The inverse: a to the even elements, b to the odd ones; NaN lanes the
+ * default NaN. (On Q2 and Q3, so that a row widened on Q0 and Q1 and
+ * narrowed in the same step needs no moves.) */
+SPA_ISA_INLINE uint16x8_t spa_mve_narrow2_f16(spa_vf a, spa_vf b)
+{
+    register spa_vf q2 __asm__("q2");
+    register spa_vf q3 __asm__("q3") = a;
+    __asm__(SPA_MVE_VCVTB_F16_F32_Q2_Q3 : "=w"(q2) : "w"(q3));
+    q3 = b;
+    __asm__(SPA_MVE_VCVTT_F16_F32_Q2_Q3 : "+w"(q2) : "w"(q3));
+    return vreinterpretq_u16_f32(q2);
+}
+/* half.h's f16 NaN from the f32 bits u, in the low half of each lane:
+ * sign | 0x7E00 | mantissa >> 13. */
+SPA_ISA_INLINE uint32x4_t spa_mve_f16_nan(uint32x4_t u)
+{
+    return vsliq_n_u32(vorrq_n_u32(vshrq_n_u32(u, 13), 0x200), vshrq_n_u32(u, 31), 15);
+}
+/* f32 -> f16 bits in the low half of each 32-bit lane (high half garbage):
+ * RNE; NaN lanes as half.h makes them. */
+SPA_ISA_INLINE uint32x4_t spa_mve_f16_bits(spa_vf v)
+{
+    const mve_pred16_t num = vcmpeqq_f32(v, v);
+    if (num == 0xFFFF) /* no NaN: the conversion alone */
+        return spa_mve_narrow_f16(v);
+    return vpselq_u32(spa_mve_narrow_f16(v), spa_mve_f16_nan(vreinterpretq_u32_f32(v)), num);
+}
+/* bf16 bits in the high half of each 32-bit lane (low half garbage): RNE,
+ * NaN kept NaN with the quiet bit set (half.h's values). */
+SPA_ISA_INLINE uint32x4_t spa_mve_bf16_rne(spa_vf v) /* NaN lanes not handled */
+{
+    const uint32x4_t u = vreinterpretq_u32_f32(v);
+    return vaddq_u32(vaddq_n_u32(u, 0x7FFFu), vshrq_n_u32(vshlq_n_u32(u, 15), 31));
+}
+SPA_ISA_INLINE uint32x4_t spa_mve_bf16_hi(spa_vf v)
+{
+    const mve_pred16_t num = vcmpeqq_f32(v, v);
+    if (num == 0xFFFF) /* no NaN: the rounding alone */
+        return spa_mve_bf16_rne(v);
+    return vpselq_u32(spa_mve_bf16_rne(v), vorrq_n_u32(vreinterpretq_u32_f32(v), 0x400000u), num);
+}
+
+SPA_ISA_INLINE spa_vf spa_vf_load_f16(const uint16_t *p) { return spa_mve_widen_f16(vldrhq_u32(p)); }
+SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p)
+{
+    return vreinterpretq_f32_u32(vshlq_n_u32(vldrhq_u32(p), 16));
+}
+/* 2 * SPA_VL contiguous elements widened into two vectors: two widening
+ * loads (vldrh.u32), the cheapest MVE form for lanes in memory order */
+SPA_ISA_INLINE void spa_vf_load2_f16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load_f16(p);
+    *hi = spa_vf_load_f16(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load_bf16(p);
+    *hi = spa_vf_load_bf16(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v) { vstrhq_u32(p, spa_mve_f16_bits(v)); }
+SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v) { vstrhq_u32(p, vshrq_n_u32(spa_mve_bf16_hi(v), 16)); }
+/* In place: a NaN stays a NaN (the default one, as widening makes it). */
+SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v)
+{
+    register spa_vf q0 __asm__("q0") = v;
+    __asm__(SPA_MVE_VCVTB_F16_F32_Q0_Q0 "\n\t" SPA_MVE_VCVTB_F32_F16_Q0_Q0 : "+w"(q0));
+    return q0;
+}
+SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
+{
+    return vreinterpretq_f32_u32(vshlq_n_u32(vshrq_n_u32(spa_mve_bf16_hi(v), 16), 16));
+}
+
+SPA_ISA_INLINE void spa_vf_stream(float *p, spa_vf v) { vst1q_f32(p, v); }
+SPA_ISA_INLINE void spa_vf_stream_f16(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
+SPA_ISA_INLINE void spa_vf_stream_bf16(uint16_t *p, spa_vf v) { spa_vf_store_bf16(p, v); }
+SPA_ISA_INLINE void spa_isa_stream_fence(void) {}
+
+/* One element: the FPU's scalar vcvtb.f32.f16 (exact, NaN payload kept). */
+SPA_ISA_INLINE float spa_isa_f16_to_f32(uint16_t h)
+{
+    _Float16 f;
+    memcpy(&f, &h, sizeof f);
+    return (float)f;
+}
+
+/* Sample staging and reductions (deformable attention; see avx512.h). */
+SPA_ISA_INLINE spa_vf spa_vf_mulb(spa_vf a, spa_vb x) { return vmulq_n_f32(a, x); }
+SPA_ISA_INLINE spa_vf spa_vf_floor(spa_vf x) { return vrndmq_f32(x); }
+/* MVE permutes 32-bit lanes only through memory (vst2 / vld2 interleave
+ * and de-interleave): a round trip through eight words of the stack. */
+SPA_ISA_INLINE void spa_vf_zip(spa_vf a, spa_vf b, spa_vf *lo, spa_vf *hi)
+{
+    float t[8];
+    const float32x4x2_t v = {{a, b}};
+    vst2q_f32(t, v);
+    *lo = vld1q_f32(t);
+    *hi = vld1q_f32(t + 4);
+}
+SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
+{
+    float t[8];
+    vst1q_f32(t, a);
+    vst1q_f32(t + 4, b);
+    const float32x4x2_t v = vld2q_f32(t);
+    *even = v.val[0];
+    *odd = v.val[1];
+}
+/* Lane masks are VPR predicates: four bits per 32-bit lane. */
+typedef mve_pred16_t spa_vm;
+typedef uint32x4_t spa_vi;
+SPA_ISA_INLINE spa_vm spa_vf_gt(spa_vf a, spa_vf b) { return vcmpgtq_f32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vf_lt(spa_vf a, spa_vf b) { return vcmpltq_f32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vm_and(spa_vm a, spa_vm b) { return (spa_vm)(a & b); }
+/* Bit 4i of the predicate -> bit i. */
+SPA_ISA_INLINE uint32_t spa_vm_bits(spa_vm m)
+{
+    const uint32_t u = (uint32_t)m & 0x1111u;
+    return (u | u >> 3 | u >> 6 | u >> 9) & 0xFu;
+}
+SPA_ISA_INLINE spa_vi spa_vi_set1(int32_t x) { return vdupq_n_u32((uint32_t)x); }
+SPA_ISA_INLINE spa_vi spa_vi_load(const int32_t *p) { return vreinterpretq_u32_s32(vld1q_s32(p)); }
+SPA_ISA_INLINE spa_vi spa_vi_from_vf(spa_vf x) { return vreinterpretq_u32_s32(vcvtq_s32_f32(x)); }
+SPA_ISA_INLINE spa_vi spa_vi_add(spa_vi a, spa_vi b) { return vaddq_u32(a, b); }
+SPA_ISA_INLINE spa_vi spa_vi_mul(spa_vi a, spa_vi b) { return vmulq_u32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vi_ltu(spa_vi a, spa_vi b) { return vcmphiq_u32(b, a); }
+/* Addresses are 32 bits: base + key * row_bytes in the lanes (vmla by a
+ * core register), the other row where the predicate is clear. */
+SPA_ISA_INLINE void spa_vi_rows(uintptr_t *dst, spa_vi key, spa_vm in, const void *base, uint32_t row_bytes,
+                                const void *other)
+{
+    const uint32x4_t rows = vmlaq_n_u32(vdupq_n_u32((uint32_t)(uintptr_t)base), key, row_bytes);
+    vst1q_u32((uint32_t *)dst, vpselq_u32(rows, vdupq_n_u32((uint32_t)(uintptr_t)other), in));
+}
+SPA_ISA_INLINE void spa_isa_fold16(const float *v, float *out)
+{
+    for (int k = 0; k < 16; k++) {
+        const float *r = v + 16 * k;
+        const spa_vf s = vaddq_f32(vaddq_f32(vld1q_f32(r), vld1q_f32(r + 8)), vaddq_f32(vld1q_f32(r + 4), vld1q_f32(r + 12)));
+        out[k] = spa_vf_hsum(s);
+    }
+}
+
+SPA_ISA_INLINE int spa_isa_ctz32(uint32_t x) { return __builtin_ctz(x); }
+
+#endif
