@@ -116,36 +116,41 @@ NSACG_CALLS(m4_eval(NSACG_NV / 2), `$1')m4_dnl
 }
 ')
 The two-window row: a token that two windows cover (every token away from a
-sequence's edges when bs = 2 st, the shape NSA uses), with both windows' 16
+sequence's edges when bs = 2 st, the shape NSA uses), with both windows'
 dot-product lanes in registers over the whole row instead of in memory per
-block. The operations and their order are the block tiles' (lanes: first
-product, then channels ascending; inputGrad: window 0's product, then
-window 1's), so the results are the same bits. Fits where the lanes
-(2 x 16/VL), one 16-channel group's x, g0, g1 and d (4 x 16/VL) and the two
-broadcast weights are registers: not on a single-lane or 8-register ISA.
+block. NSACG_DOT lanes per window: 16 (lane j sums channels j, j+16, ...:
+the block tiles' lanes, so their operations and order, hence the same
+bits), or the ISA's SPA_DOT_LANES where its registers cannot hold 2 x 16
+lanes beside a step (MVE: 4, one vector per window; a per-ISA sum order,
+deterministic like every other). Lanes: first product, then channels
+ascending; inputGrad: window 0's product, then window 1's. Fits where the
+lanes (2 x DOT/VL), one step's x, g0, g1 and d and the two broadcast
+weights are registers: not on a single-lane ISA.
+m4_define(`NSACG_DOT', m4_ifdef(`SPA_DOT_LANES', `SPA_DOT_LANES', 16))
+m4_define(`NSACG_NL', m4_eval(NSACG_DOT / SPA_VL))
 m4_define(`NSACG_NV16', m4_eval(16 / SPA_VL))
-m4_define(`NSACG_PAIR_FITS', m4_eval(SPA_VL > 1 && 6 * NSACG_NV16 + 2 <= SPA_VREGS))
+m4_define(`NSACG_PAIR_FITS', m4_eval(SPA_VL > 1 && 2 * NSACG_NL + 4 + 2 * SPA_VB_VREGS <= SPA_VREGS))
 m4_define(`NSACG_PL_DECL', `    spa_vf l0_$1, l1_$1;
 ')
-NSACG_PSTEP(i, lane op): vector i of a 16-channel group; NSACG_XLOAD and
-NSACG_OUT (defined before each NSACG_PAIR) load x and store inputGrad.
+NSACG_PSTEP(i, lane op): vector i of a 16-channel group (lane vector i mod
+NL); NSACG_XLOAD and NSACG_OUT (defined before each NSACG_PAIR) load x and
+store inputGrad.
 m4_define(`NSACG_PSTEP', `        {
             const spa_vf x = NSACG_XLOAD(xr + c + $1 * SPA_VL);
             const spa_vf g0 = spa_vf_load(dy0 + c + $1 * SPA_VL);
             const spa_vf g1 = spa_vf_load(dy1 + c + $1 * SPA_VL);
             NSACG_OUT(dst + c + $1 * SPA_VL, spa_vf_fmab(spa_vf_mulb(g0, u0), g1, u1));
-            l0_$1 = $2;
-            l1_$1 = $3;
+            l0_`'m4_eval($1 % NSACG_NL) = $2;
+            l1_`'m4_eval($1 % NSACG_NL) = $3;
         }
 ')
-m4_define(`NSACG_PSTEP_FIRST', `NSACG_PSTEP($1, `spa_vf_mul(g0, x)', `spa_vf_mul(g1, x)')')
-m4_define(`NSACG_PSTEP_NEXT', `NSACG_PSTEP($1, `spa_vf_fma(l0_$1, g0, x)', `spa_vf_fma(l1_$1, g1, x)')')
-NSACG_PFOLD(n): the lanes of one window folded by halves (vectors j + j+n/2,
-then ..., then spa_vf_hsum), as fold16 folds them from memory.
-m4_define(`NSACG_PFOLD', `m4_ifelse(NSACG_NV16, 1, `spa_vf_hsum($1_0)',
-  NSACG_NV16, 2, `spa_vf_hsum(spa_vf_add($1_0, $1_1))',
-  NSACG_NV16, 4, `spa_vf_hsum(spa_vf_add(spa_vf_add($1_0, $1_2), spa_vf_add($1_1, $1_3)))',
-  `m4_errprint(`nsa_compress_grad: no fold for 'NSACG_NV16` vectors
+m4_define(`NSACG_PSTEP_FMA', `NSACG_PSTEP($1, `spa_vf_fma(l0_'m4_eval($1 % NSACG_NL)`, g0, x)', `spa_vf_fma(l1_'m4_eval($1 % NSACG_NL)`, g1, x)')')
+m4_define(`NSACG_PSTEP_FIRST', `m4_ifelse(m4_eval($1 < NSACG_NL), 1, `NSACG_PSTEP($1, `spa_vf_mul(g0, x)', `spa_vf_mul(g1, x)')', `NSACG_PSTEP_FMA($1)')')
+m4_define(`NSACG_PSTEP_NEXT', `NSACG_PSTEP_FMA($1)')
+m4_define(`NSACG_PFOLD', `m4_ifelse(NSACG_NL, 1, `spa_vf_hsum($1_0)',
+  NSACG_NL, 2, `spa_vf_hsum(spa_vf_add($1_0, $1_1))',
+  NSACG_NL, 4, `spa_vf_hsum(spa_vf_add(spa_vf_add($1_0, $1_2), spa_vf_add($1_1, $1_3)))',
+  `m4_errprint(`nsa_compress_grad: no fold for 'NSACG_NL` vectors
 ')m4_m4exit(1)')')
 NSACG_PAIR(name, x type, out type)
 m4_define(`NSACG_PAIR', `
@@ -156,7 +161,7 @@ SPA_ISA_INLINE void $1(const $2 *xr, int64_t d_len, const float *dy0, const floa
                        float *dot, $3 *dst)
 {
     const spa_vb u0 = spa_vb_set(w0), u1 = spa_vb_set(w1);
-SPA_FOR(NSACG_NV16, `NSACG_PL_DECL')m4_dnl
+SPA_FOR(NSACG_NL, `NSACG_PL_DECL')m4_dnl
     int64_t c = 0;
     {
 SPA_FOR(NSACG_NV16, `NSACG_PSTEP_FIRST')m4_dnl

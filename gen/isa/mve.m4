@@ -14,4 +14,8 @@ m4_define(`SPA_GPRS', 12)
 No software prefetch of the compress kernels' rows: a Cortex-M reads from
 TCM or through a small cache with its own streaming (SPA_ISA_PREFETCH 0).
 m4_define(`SPA_PREFETCH_SW', 0)
+NsaCompressGrad's two-window tile keeps one vector of dot-product lanes per
+window (4 lanes: lane j sums channels j, j+4, ...), as 2 x 16 lanes would
+take all eight Q registers.
+m4_define(`SPA_DOT_LANES', 4)
 m4_divert(0)m4_dnl
