@@ -286,21 +286,26 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                     /* the two windows (rows and weights), then head by head,
                      * every pointer stepping by its head stride */
                     const int64_t j0 = p - klo * st, j1 = j0 - st;
-                    const SPA_T *xr = x + (bstart + p) * a->xs0 + h0 * a->xs1;
-                    SPA_T *dxr = dx + (bstart + p) * a->dxs0 + h0 * a->dxs1;
-                    const SPA_T *w0r = w + j0 * a->ws0 + h0 * a->ws1;
-                    const SPA_T *w1r = w + j1 * a->ws0 + h0 * a->ws1;
+                    /* row pointers of head h0; those of head hh are formed in the
+                     * loop, never a step past the last head (strides can be
+                     * large enough that such a pointer would not exist) */
+                    const SPA_T *x_h0 = x + (bstart + p) * a->xs0 + h0 * a->xs1;
+                    SPA_T *dx_h0 = dx + (bstart + p) * a->dxs0 + h0 * a->dxs1;
+                    const SPA_T *w0_h0 = w + j0 * a->ws0 + h0 * a->ws1;
+                    const SPA_T *w1_h0 = w + j1 * a->ws0 + h0 * a->ws1;
                     float *wp0 = wpart + j0 * heads + h0;
                     float *wp1 = wpart + j1 * heads + h0;
-                    const float *dy0 = dy_in_place
-                                           ? (const float *)(const void *)(dy + (row0 + klo) * a->ys0 + h0 * a->ys1)
-                                           : dyf + (klo - ilo) * width;
+                    const float *dy_h0 = dy_in_place
+                                             ? (const float *)(const void *)(dy + (row0 + klo) * a->ys0 + h0 * a->ys1)
+                                             : dyf + (klo - ilo) * width;
                     const int64_t dy_next = dy_in_place ? a->ys0 : width; /* window klo -> klo + 1 */
                     const int64_t dy_head = dy_in_place ? a->ys1 : d_len;
-                    for (int64_t hh = 0; hh < hn; hh++, xr += a->xs1, dxr += a->dxs1, w0r += a->ws1,
-                                 w1r += a->ws1, dy0 += dy_head) {
+                    for (int64_t hh = 0; hh < hn; hh++) {
+                        const SPA_T *xr = x_h0 + hh * a->xs1;
+                        SPA_T *dxr = dx_h0 + hh * a->dxs1;
+                        const float *dy0 = dy_h0 + hh * dy_head;
                         const float *dy1 = dy0 + dy_next;
-                        const float w0 = SPA_LOAD(*w0r), w1 = SPA_LOAD(*w1r);
+                        const float w0 = SPA_LOAD(w0_h0[hh * a->ws1]), w1 = SPA_LOAD(w1_h0[hh * a->ws1]);
                         float *dst = dx_in_place ? (float *)(void *)dxr : acc;
                         float dot[2];
                         if (a->xs2 != 1)
