@@ -78,66 +78,16 @@ static inline uint16_t spa_f32_to_f16(float f)
 
 /* Runs of n contiguous elements, SPA_VL at a time through the ISA layer
  * (whose conversions are exact on widening and RNE with NaN kept NaN on
- * narrowing: the scalar functions' values bit for bit), then one by one. */
-static inline void spa_f16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n_)
-{
-    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
-    ptrdiff_t i = 0;
-    for (; i + SPA_VL <= n; i += SPA_VL)
-        spa_vf_store(dst + i, spa_vf_load_f16(src + i));
-    for (; i < n; i++)
-        dst[i] = spa_f16_to_f32(src[i]);
-}
-
-static inline void spa_f16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n_)
-{
-    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
-    ptrdiff_t i = 0;
-    for (; i + SPA_VL <= n; i += SPA_VL)
-        spa_vf_store_f16(dst + i, spa_vf_load(src + i));
-    for (; i < n; i++)
-        dst[i] = spa_f32_to_f16(src[i]);
-}
-
-static inline void spa_bf16_widen_run(float *restrict dst, const uint16_t *restrict src, int64_t n_)
-{
-    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
-    ptrdiff_t i = 0;
-    for (; i + SPA_VL <= n; i += SPA_VL)
-        spa_vf_store(dst + i, spa_vf_load_bf16(src + i));
-    for (; i < n; i++)
-        dst[i] = spa_bf16_to_f32(src[i]);
-}
-
-static inline void spa_bf16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n_)
-{
-    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
-    ptrdiff_t i = 0;
-    for (; i + SPA_VL <= n; i += SPA_VL)
-        spa_vf_store_bf16(dst + i, spa_vf_load(src + i));
-    for (; i < n; i++)
-        dst[i] = spa_f32_to_bf16(src[i]);
-}
-
-static inline void spa_f32_copy_run(float *restrict dst, const float *restrict src, int64_t n_)
-{
-    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
-    ptrdiff_t i = 0;
-    for (; i + SPA_VL <= n; i += SPA_VL)
-        spa_vf_store(dst + i, spa_vf_load(src + i));
-    for (; i < n; i++)
-        dst[i] = src[i];
-}
-
-/* A copy whose destination will not be read again soon: where the ISA has
- * streaming stores (SPA_VF_STREAM_ALIGN > 0) the aligned middle goes out with
- * them, sparing the read of the destination lines a plain store costs (on the
- * other ISAs spa_vf_stream is a plain store). Call
- * spa_stream_fence() before the block returns, so the data is visible to the
- * thread that joins it. The 16-bit forms narrow exactly as spa_f32_to_f16 /
- * spa_f32_to_bf16 do. */
-#define SPA_STREAM_RUN(name, dt, scalar, vstream, align)                                   \
-    static inline void name(dt *restrict dst, const float *restrict src, int64_t n_)       \
+ * narrowing: the scalar functions' values bit for bit), then one by one.
+ * The stream forms are copies whose destination will not be read again
+ * soon: where the ISA has streaming stores (SPA_VF_STREAM_ALIGN > 0) the
+ * aligned middle goes out with them, sparing the read of the destination
+ * lines a plain store costs (on the other ISAs spa_vf_stream is a plain
+ * store). Call spa_stream_fence() before the block returns, so the data is
+ * visible to the thread that joins it. align: the destination alignment in
+ * elements the vector stores need (0: none). */
+#define SPA_RUN(name, dst_t, src_t, scalar, vload, vstore, align)                          \
+    static inline void name(dst_t *restrict dst, const src_t *restrict src, int64_t n_)    \
     {                                                                                      \
         const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */              \
         ptrdiff_t i = 0;                                                                   \
@@ -145,15 +95,22 @@ static inline void spa_f32_copy_run(float *restrict dst, const float *restrict s
             for (; i < n && ((uintptr_t)(dst + i) & (uintptr_t)((align) - 1)) != 0; i++)   \
                 dst[i] = scalar(src[i]);                                                   \
         for (; i + SPA_VL <= n; i += SPA_VL)                                               \
-            vstream(dst + i, spa_vf_load(src + i));                                        \
+            vstore(dst + i, vload(src + i));                                               \
         for (; i < n; i++)                                                                 \
             dst[i] = scalar(src[i]);                                                       \
     }
 #define SPA_F32_SAME(x) (x)
-SPA_STREAM_RUN(spa_f32_stream_run, float, SPA_F32_SAME, spa_vf_stream, SPA_VF_STREAM_ALIGN)
-SPA_STREAM_RUN(spa_f16_narrow_stream_run, uint16_t, spa_f32_to_f16, spa_vf_stream_f16, SPA_VF_STREAM_ALIGN / 2)
-SPA_STREAM_RUN(spa_bf16_narrow_stream_run, uint16_t, spa_f32_to_bf16, spa_vf_stream_bf16, SPA_VF_STREAM_ALIGN / 2)
-#undef SPA_STREAM_RUN
+SPA_RUN(spa_f16_widen_run, float, uint16_t, spa_f16_to_f32, spa_vf_load_f16, spa_vf_store, 0)
+SPA_RUN(spa_f16_narrow_run, uint16_t, float, spa_f32_to_f16, spa_vf_load, spa_vf_store_f16, 0)
+SPA_RUN(spa_bf16_widen_run, float, uint16_t, spa_bf16_to_f32, spa_vf_load_bf16, spa_vf_store, 0)
+SPA_RUN(spa_bf16_narrow_run, uint16_t, float, spa_f32_to_bf16, spa_vf_load, spa_vf_store_bf16, 0)
+SPA_RUN(spa_f32_copy_run, float, float, SPA_F32_SAME, spa_vf_load, spa_vf_store, 0)
+SPA_RUN(spa_f32_stream_run, float, float, SPA_F32_SAME, spa_vf_load, spa_vf_stream, SPA_VF_STREAM_ALIGN)
+SPA_RUN(spa_f16_narrow_stream_run, uint16_t, float, spa_f32_to_f16, spa_vf_load, spa_vf_stream_f16,
+        SPA_VF_STREAM_ALIGN / 2)
+SPA_RUN(spa_bf16_narrow_stream_run, uint16_t, float, spa_f32_to_bf16, spa_vf_load, spa_vf_stream_bf16,
+        SPA_VF_STREAM_ALIGN / 2)
+#undef SPA_RUN
 #undef SPA_F32_SAME
 
 static inline void spa_stream_fence(void)
