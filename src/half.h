@@ -94,6 +94,10 @@ static inline uint16_t spa_f32_to_f16(float f)
         if ((align) > 0)                                                                   \
             for (; i < n && ((uintptr_t)(dst + i) & (uintptr_t)((align) - 1)) != 0; i++)   \
                 dst[i] = scalar(src[i]);                                                   \
+        for (; i + 2 * SPA_VL <= n; i += 2 * SPA_VL) { /* loop control over two vectors */ \
+            vstore(dst + i, vload(src + i));                                               \
+            vstore(dst + i + SPA_VL, vload(src + i + SPA_VL));                             \
+        }                                                                                  \
         for (; i + SPA_VL <= n; i += SPA_VL)                                               \
             vstore(dst + i, vload(src + i));                                               \
         for (; i < n; i++)                                                                 \

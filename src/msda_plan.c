@@ -131,14 +131,56 @@ static void spa_msda_widen_row(const spa_tensor *value, int64_t off, float *row)
     }
 }
 
+/* The pack loops over keys and heads with the row call chosen once: src (T
+ * elements) and row stepped, not multiplied, in native-width strides (the
+ * steps between elements of tensors in memory; 64-bit arithmetic costs a
+ * few instructions each on 32-bit cores), never a step past the last key or
+ * head. */
+#define SPA_MSDA_PACK(T, row_call)                                                             \
+    do {                                                                                       \
+        const ptrdiff_t s1 = (ptrdiff_t)value->strides[1], s2 = (ptrdiff_t)value->strides[2]; \
+        const ptrdiff_t heads = (ptrdiff_t)nh, row_step = (ptrdiff_t)(nk * cl);                \
+        const T *key = (const T *)value->data + b * value->strides[0] + k0 * value->strides[1]; \
+        for (int64_t k = k0; k < k1; k++) {                                                    \
+            const T *src = key;                                                                \
+            float *row = dst + k * cl;                                                         \
+            for (ptrdiff_t h = 0; h < heads; h++) {                                            \
+                row_call;                                                                      \
+                if (h + 1 < heads) {                                                           \
+                    src += s2;                                                                 \
+                    row += row_step;                                                           \
+                }                                                                              \
+            }                                                                                  \
+            if (k + 1 < k1)                                                                    \
+                key += s1;                                                                     \
+        }                                                                                      \
+    } while (0)
+
 void spa_msda_pack_keys(const spa_tensor *value, int64_t b, int64_t k0, int64_t k1, float *dst)
 {
     const int64_t nk = value->dims[1], nh = value->dims[2], cl = value->dims[3];
-    for (int64_t k = k0; k < k1; k++)
-        for (int64_t h = 0; h < nh; h++)
-            spa_msda_widen_row(value, b * value->strides[0] + k * value->strides[1] + h * value->strides[2],
-                               dst + (h * nk + k) * cl);
+    if (value->strides[3] != 1) {
+        /* strided rows, element by element (the dtype chosen per row) */
+        for (int64_t k = k0; k < k1; k++)
+            for (int64_t h = 0; h < nh; h++)
+                spa_msda_widen_row(value, b * value->strides[0] + k * value->strides[1] + h * value->strides[2],
+                                   dst + (h * nk + k) * cl);
+        return;
+    }
+    /* unit-stride rows: one run of the layer per row */
+    switch (value->dtype) {
+    case SPA_FLOAT16:
+        SPA_MSDA_PACK(uint16_t, spa_f16_widen_run(row, src, cl));
+        break;
+    case SPA_BFLOAT16:
+        SPA_MSDA_PACK(uint16_t, spa_bf16_widen_run(row, src, cl));
+        break;
+    default:
+        SPA_MSDA_PACK(float, spa_f32_copy_run(row, src, cl));
+        break;
+    }
 }
+#undef SPA_MSDA_PACK
 
 /* row (f32, C channels) into grad_value at element offset off, one RNE rounding. */
 static void spa_msda_narrow_row(const float *row, const spa_tensor *gv, int64_t off)

@@ -144,6 +144,33 @@ m4_define(`NSACG_PSTEP', `        {
             l1_`'m4_eval($1 % NSACG_NL) = $3;
         }
 ')
+NSACG_PSTEP2(j, first): vectors 2j and 2j+1 of a 16-channel group, each row
+read by one two-vector load (NSACG_XLOAD2, spa_vf_load2) and inputGrad
+written by one two-vector store (NSACG_OUT2): the same operations on each
+vector as NSACG_PSTEP, in the same order per lane vector and per element.
+m4_define(`NSACG_LOP', `m4_ifelse(m4_eval($2 && $1 < NSACG_NL), 1, `spa_vf_mul($4, $5)', `spa_vf_fma($3, $4, $5)')')
+m4_define(`NSACG_PLANE', `            l0_`'m4_eval($1 % NSACG_NL) = NSACG_LOP($1, $5, `l0_'m4_eval($1 % NSACG_NL), $2, $4);
+            l1_`'m4_eval($1 % NSACG_NL) = NSACG_LOP($1, $5, `l1_'m4_eval($1 % NSACG_NL), $3, $4);
+')
+m4_define(`NSACG_PSTEP2', `        {
+            spa_vf xa, xb, ga0, gb0, ga1, gb1;
+            NSACG_XLOAD2(xr + c + m4_eval(2 * $1 * SPA_VL), &xa, &xb);
+            spa_vf_load2(dy0 + c + m4_eval(2 * $1 * SPA_VL), &ga0, &gb0);
+            spa_vf_load2(dy1 + c + m4_eval(2 * $1 * SPA_VL), &ga1, &gb1);
+            NSACG_OUT2(dst + c + m4_eval(2 * $1 * SPA_VL), spa_vf_fmab(spa_vf_mulb(ga0, u0), ga1, u1),
+                       spa_vf_fmab(spa_vf_mulb(gb0, u0), gb1, u1));
+NSACG_PLANE(m4_eval(2 * $1), `ga0', `ga1', `xa', $2)m4_dnl
+NSACG_PLANE(m4_eval(2 * $1 + 1), `gb0', `gb1', `xb', $2)m4_dnl
+        }
+')
+m4_define(`NSACG_PSTEP2_FIRST', `NSACG_PSTEP2($1, 1)')
+m4_define(`NSACG_PSTEP2_NEXT', `NSACG_PSTEP2($1, 0)')
+NSACG_PSTEPS(first or next): the steps of one 16-channel group, by pairs
+where it has an even number of vectors and the registers hold a pair step
+(six loaded vectors, two results) beside the lanes and the weights (not on
+MVE: its eight registers would spill).
+m4_define(`NSACG_PAIRS', m4_eval(NSACG_NV16 % 2 == 0 && 2 * NSACG_NL + 8 + 2 * SPA_VB_VREGS <= SPA_VREGS))
+m4_define(`NSACG_PSTEPS', `m4_ifelse(NSACG_PAIRS, 1, `SPA_FOR(m4_eval(NSACG_NV16 / 2), `NSACG_PSTEP2_$1')', `SPA_FOR(NSACG_NV16, `NSACG_PSTEP_$1')')')
 m4_define(`NSACG_PSTEP_FMA', `NSACG_PSTEP($1, `spa_vf_fma(l0_'m4_eval($1 % NSACG_NL)`, g0, x)', `spa_vf_fma(l1_'m4_eval($1 % NSACG_NL)`, g1, x)')')
 m4_define(`NSACG_PSTEP_FIRST', `m4_ifelse(m4_eval($1 < NSACG_NL), 1, `NSACG_PSTEP($1, `spa_vf_mul(g0, x)', `spa_vf_mul(g1, x)')', `NSACG_PSTEP_FMA($1)')')
 m4_define(`NSACG_PSTEP_NEXT', `NSACG_PSTEP_FMA($1)')
@@ -152,47 +179,84 @@ m4_define(`NSACG_PFOLD', `m4_ifelse(NSACG_NL, 1, `spa_vf_hsum($1_0)',
   NSACG_NL, 4, `spa_vf_hsum(spa_vf_add(spa_vf_add($1_0, $1_2), spa_vf_add($1_1, $1_3)))',
   `m4_errprint(`nsa_compress_grad: no fold for 'NSACG_NL` vectors
 ')m4_m4exit(1)')')
+NSACG_UNROLL128: rows of 128 channels (the usual head size) unrolled where
+the ISA says its loops cost more than its code (SPA_ROW128_UNROLL, MVE: a
+pointer bump per stream and step, no post-increment from GCC, while every
+offset of a 128-channel row fits a load or store immediate).
+m4_define(`NSACG_UNROLL128', m4_ifdef(`SPA_ROW128_UNROLL', `SPA_ROW128_UNROLL', 0))
+NSACG_G128(k): group k + 1 of a 128-channel row.
+m4_define(`NSACG_G128', `        c = m4_eval(16 * ($1 + 1));
+NSACG_PSTEPS(`NEXT')')
 NSACG_PAIR(name, x type, out type)
 m4_define(`NSACG_PAIR', `
 /* one token and head covered by two windows (outputGrad rows dy0, dy1,
  * weights w0, w1), all d_len channels (a multiple of 16): the inputGrad row
  * into dst, the two windows dot products into dot[0], dot[1] */
-SPA_ISA_INLINE void $1(const $2 *xr, int64_t d_len, const float *dy0, const float *dy1, float w0, float w1,
+SPA_ISA_INLINE void $1(const $2 *xr, ptrdiff_t d_len, const float *dy0, const float *dy1, float w0, float w1,
                        float *dot, $3 *dst)
 {
     const spa_vb u0 = spa_vb_set(w0), u1 = spa_vb_set(w1);
 SPA_FOR(NSACG_NL, `NSACG_PL_DECL')m4_dnl
-    int64_t c = 0;
+    ptrdiff_t c = 0; /* native width: no 64-bit compares on 32-bit cores */
     {
-SPA_FOR(NSACG_NV16, `NSACG_PSTEP_FIRST')m4_dnl
+NSACG_PSTEPS(`FIRST')m4_dnl
     }
+m4_ifelse(m4_eval(NSACG_NV16 >= 4 && NSACG_UNROLL128), 1, `m4_dnl
+    if (d_len == 128) {
+        /* the usual head size: the seven other groups at constant offsets
+         * (immediates of the loads and stores), no loop control */
+SPA_FOR(7, `NSACG_G128')m4_dnl
+    } else {
+        /* 16 channels (NV16 vectors) per step: each lane vector takes
+         * one product per step, so no step-to-step chain keeps loaded rows
+         * live (with two steps per iteration GCC sinks the first products
+         * to the second and spills) */
+        for (c = 16; c < d_len; c += 16) {
+NSACG_PSTEPS(`NEXT')m4_dnl
+        }
+    }
+', m4_eval(NSACG_NV16 >= 4), 1, `m4_dnl
+    /* 16 channels (NV16 vectors) per step: each lane vector takes one
+     * product per step, so no step-to-step chain keeps loaded rows live
+     * (with two steps per iteration GCC sinks the first products to the
+     * second and spills) */
+    for (c = 16; c < d_len; c += 16) {
+NSACG_PSTEPS(`NEXT')m4_dnl
+    }
+', `m4_dnl
     /* 32 channels per step (the loop control spread over twice
      * the work), then a last 16 */
     for (c = 16; c + 32 <= d_len; c += 32) {
-SPA_FOR(NSACG_NV16, `NSACG_PSTEP_NEXT')m4_dnl
+NSACG_PSTEPS(`NEXT')m4_dnl
         c += 16;
-SPA_FOR(NSACG_NV16, `NSACG_PSTEP_NEXT')m4_dnl
+NSACG_PSTEPS(`NEXT')m4_dnl
         c -= 16;
     }
     if (c < d_len) {
-SPA_FOR(NSACG_NV16, `NSACG_PSTEP_NEXT')m4_dnl
+NSACG_PSTEPS(`NEXT')m4_dnl
     }
+')m4_dnl
     dot[0] = NSACG_PFOLD(`l0');
     dot[1] = NSACG_PFOLD(`l1');
 }
 ')
 m4_define(`NSACG_OUT_F', `spa_vf_store($1, $2)')
 m4_define(`NSACG_OUT_H', `SPA_VSTORE($1, $2)')
+m4_define(`NSACG_OUT2_F', `spa_vf_store2($1, $2, $3)')
+m4_define(`NSACG_OUT2_H', `spa_vf_store2_'SPA_DT`($1, $2, $3)')
+m4_define(`NSACG_XLOAD2_F', `spa_vf_load2($1, $2, $3)')
+m4_define(`NSACG_XLOAD2_H', `spa_vf_load2_'SPA_DT`($1, $2, $3)')
 m4_divert(0)m4_dnl
 m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
 m4_define(`NSACG_XLOAD', `spa_vf_load($1)')m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_dnl
+m4_define(`NSACG_XLOAD2', `NSACG_XLOAD2_F($1, $2, $3)')m4_define(`NSACG_OUT2', `NSACG_OUT2_F($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_f_f', `float', `float')m4_dnl
 m4_ifelse(SPA_DT, `f32', `', `m4_dnl
-m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_dnl
+m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2_H($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_f_h', `float', `SPA_T')m4_dnl
-m4_define(`NSACG_XLOAD', `NSACG_VLOAD($1)')m4_dnl
+m4_define(`NSACG_XLOAD', `NSACG_VLOAD($1)')m4_define(`NSACG_XLOAD2', `NSACG_XLOAD2_H($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_h', `SPA_T', `SPA_T')m4_dnl
-m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_dnl
+m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2_F($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_f', `SPA_T', `float')m4_dnl
 ')')m4_dnl
 m4_divert(-1)
@@ -259,8 +323,9 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
     for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += TT) {
         const int64_t p1 = t1 - bstart - p0 < TT ? t1 - bstart : p0 + TT;
         /* Windows touching tokens [p0, p1). */
-        const int64_t ilo = p0 < bs ? 0 : (p0 - bs) / st + 1;
-        const int64_t ihi = (p1 - 1) / st < nwin - 1 ? (p1 - 1) / st : nwin - 1;
+        /* native-width divisions, as for klo / khi below */
+        const int64_t ilo = p0 < bs ? 0 : (ptrdiff_t)(p0 - bs) / (ptrdiff_t)st + 1;
+        const int64_t ihi = (ptrdiff_t)(p1 - 1) / (ptrdiff_t)st < nwin - 1 ? (ptrdiff_t)(p1 - 1) / (ptrdiff_t)st : nwin - 1;
         for (int64_t h0 = 0; h0 < heads; h0 += group) {
             const int64_t hn = heads - h0 < group ? heads - h0 : group;
             const int64_t width = hn * d_len;
@@ -300,6 +365,7 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                                              : dyf + (klo - ilo) * width;
                     const int64_t dy_next = dy_in_place ? a->ys0 : width; /* window klo -> klo + 1 */
                     const int64_t dy_head = dy_in_place ? a->ys1 : d_len;
+                    const ptrdiff_t d_pair = (ptrdiff_t)d_len; /* <= 256 (validated) */
                     for (int64_t hh = 0; hh < hn; hh++) {
                         const SPA_T *xr = x_h0 + hh * a->xs1;
                         SPA_T *dxr = dx_h0 + hh * a->dxs1;
@@ -311,16 +377,16 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                         if (a->xs2 != 1)
                             SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
 m4_ifelse(SPA_DT, `f32', `m4_dnl
-                        pair_row_f_f(a->xs2 == 1 ? xr : xf, d_len, dy0, dy1, w0, w1, dot, dst);
+                        pair_row_f_f(a->xs2 == 1 ? xr : xf, d_pair, dy0, dy1, w0, w1, dot, dst);
 ', `m4_dnl
                         if (dx_direct && a->xs2 == 1)
-                            pair_row_d_h(xr, d_len, dy0, dy1, w0, w1, dot, dxr);
+                            pair_row_d_h(xr, d_pair, dy0, dy1, w0, w1, dot, dxr);
                         else if (dx_direct)
-                            pair_row_f_h(xf, d_len, dy0, dy1, w0, w1, dot, dxr);
+                            pair_row_f_h(xf, d_pair, dy0, dy1, w0, w1, dot, dxr);
                         else if (a->xs2 == 1)
-                            pair_row_d_f(xr, d_len, dy0, dy1, w0, w1, dot, dst);
+                            pair_row_d_f(xr, d_pair, dy0, dy1, w0, w1, dot, dst);
                         else
-                            pair_row_f_f(xf, d_len, dy0, dy1, w0, w1, dot, dst);
+                            pair_row_f_f(xf, d_pair, dy0, dy1, w0, w1, dot, dst);
 ')m4_dnl
                         wp0[hh] += dot[0];
                         wp1[hh] += dot[1];

@@ -18,4 +18,8 @@ NsaCompressGrad's two-window tile keeps one vector of dot-product lanes per
 window (4 lanes: lane j sums channels j, j+4, ...), as 2 x 16 lanes would
 take all eight Q registers.
 m4_define(`SPA_DOT_LANES', 4)
+NsaCompressGrad unrolls its 128-channel rows: each loop step would bump one
+pointer per stream (GCC makes no post-incremented MVE loads), and every
+offset of such a row fits an immediate of vldrw / vstrw (up to 508 bytes).
+m4_define(`SPA_ROW128_UNROLL', 1)
 m4_divert(0)m4_dnl

@@ -124,6 +124,28 @@ SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v)
 {
     _mm_storeu_si128((__m128i *)(void *)p, spa_avx2_pack16(spa_avx2_bf16_bits(v)));
 }
+/* 2 * SPA_VL contiguous f32 as two vectors, and back; the narrowing
+ * forms store 2 * SPA_VL 16-bit elements */
+SPA_ISA_INLINE void spa_vf_load2(const float *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load(p);
+    *hi = spa_vf_load(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_store2(float *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store(p, lo);
+    spa_vf_store(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_f16(p, lo);
+    spa_vf_store_f16(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_bf16(p, lo);
+    spa_vf_store_bf16(p + SPA_VL, hi);
+}
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return _mm256_cvtph_ps(spa_avx2_to_f16(v)); }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
 {
@@ -157,6 +179,11 @@ SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
     /* a0 a2 b0 b2 | a4 a6 b4 b6, then the middle 64-bit pairs swapped */
     *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
     *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+/* 2 * SPA_VL contiguous f32 deinterleaved: spa_vf_unzip of the two vectors */
+SPA_ISA_INLINE void spa_vf_load_unzip(const float *p, spa_vf *even, spa_vf *odd)
+{
+    spa_vf_unzip(spa_vf_load(p), spa_vf_load(p + SPA_VL), even, odd);
 }
 typedef __m256i spa_vm; /* all ones where the test holds */
 typedef __m256i spa_vi;

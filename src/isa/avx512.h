@@ -16,6 +16,8 @@
  *   spa_vf_keep_ge    x >= lo ? v : +0
  *   spa_vf_{load,store}_{f16,bf16}  widen exactly / narrow RNE (NaN stays NaN)
  *   spa_vf_load2_{f16,bf16}(p,&lo,&hi)  2*SPA_VL elements widened into two vectors
+ *   spa_vf_load2(p,&lo,&hi) / spa_vf_store2{,_f16,_bf16}(p,lo,hi)  2*SPA_VL
+ *                     contiguous elements as two vectors (NEON: one instruction)
  *   spa_vf_round_{f16,bf16}         narrow then widen, in f32 lanes
  *   spa_vf_stream / SPA_VF_STREAM_ALIGN  a store that bypasses the cache
  *   spa_isa_f16_to_f32 one element, the fastest exact way the ISA has
@@ -26,6 +28,7 @@
  *   spa_vf_floor      round toward -inf
  *   spa_vf_zip(a,b,&lo,&hi)     lo = a0 b0 a1 b1 ..., hi = the second half
  *   spa_vf_unzip(a,b,&ev,&od)   the inverse: ev = a0 a2 .. b0 b2 .., od = a1 a3 ..
+ *   spa_vf_load_unzip(p,&ev,&od) the same of the 2*SPA_VL floats at p
  *   spa_vm            a lane mask: spa_vf_gt / spa_vf_lt (ordered: NaN fails),
  *                     spa_vm_and, spa_vm_bits (lane i -> bit i of a uint32_t)
  *   spa_vi            SPA_VL 32-bit integer lanes, arithmetic modulo 2^32:
@@ -149,6 +152,28 @@ SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v)
 {
     _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(spa_avx512_bf16_bits(v)));
 }
+/* 2 * SPA_VL contiguous f32 as two vectors, and back; the narrowing
+ * forms store 2 * SPA_VL 16-bit elements */
+SPA_ISA_INLINE void spa_vf_load2(const float *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load(p);
+    *hi = spa_vf_load(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_store2(float *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store(p, lo);
+    spa_vf_store(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_f16(p, lo);
+    spa_vf_store_f16(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_bf16(p, lo);
+    spa_vf_store_bf16(p + SPA_VL, hi);
+}
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return _mm512_cvtph_ps(spa_avx512_to_f16(v)); }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
 {
@@ -185,6 +210,11 @@ SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
     const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     *even = _mm512_permutex2var_ps(a, ev, b);
     *odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ev, _mm512_set1_epi32(1)), b);
+}
+/* 2 * SPA_VL contiguous f32 deinterleaved: spa_vf_unzip of the two vectors */
+SPA_ISA_INLINE void spa_vf_load_unzip(const float *p, spa_vf *even, spa_vf *odd)
+{
+    spa_vf_unzip(spa_vf_load(p), spa_vf_load(p + SPA_VL), even, odd);
 }
 typedef __mmask16 spa_vm;
 typedef __m512i spa_vi;

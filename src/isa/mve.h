@@ -209,6 +209,28 @@ SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
 }
 SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v) { vstrhq_u32(p, spa_mve_f16_bits(v)); }
 SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v) { vstrhq_u32(p, vshrq_n_u32(spa_mve_bf16_hi(v), 16)); }
+/* 2 * SPA_VL contiguous f32 as two vectors, and back; the narrowing
+ * forms store 2 * SPA_VL 16-bit elements */
+SPA_ISA_INLINE void spa_vf_load2(const float *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load(p);
+    *hi = spa_vf_load(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_store2(float *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store(p, lo);
+    spa_vf_store(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_f16(p, lo);
+    spa_vf_store_f16(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_bf16(p, lo);
+    spa_vf_store_bf16(p + SPA_VL, hi);
+}
 /* In place: a NaN stays a NaN (the default one, as widening makes it). */
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v)
 {
@@ -253,6 +275,14 @@ SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
     vst1q_f32(t, a);
     vst1q_f32(t + 4, b);
     const float32x4x2_t v = vld2q_f32(t);
+    *even = v.val[0];
+    *odd = v.val[1];
+}
+/* 2 * SPA_VL contiguous f32 deinterleaved as they load (vld2q: no
+ * round trip of two vectors through memory, or permutes) */
+SPA_ISA_INLINE void spa_vf_load_unzip(const float *p, spa_vf *even, spa_vf *odd)
+{
+    const float32x4x2_t v = vld2q_f32(p);
     *even = v.val[0];
     *odd = v.val[1];
 }

@@ -124,6 +124,29 @@ SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v)
 {
     vst1_u16(p, vshrn_n_u32(spa_neon_bf16_hi(v), 16));
 }
+/* 2 * SPA_VL contiguous f32 as two vectors, and back: two adjacent
+ * accesses that GCC and clang pair into one ldp / stp (ld1 / st1 of two
+ * registers would tie the pair to consecutive registers: moves). The
+ * narrowing forms store 2 * SPA_VL 16-bit elements with one 128-bit store
+ * (fcvtn + fcvtn2, shrn + shrn2). */
+SPA_ISA_INLINE void spa_vf_load2(const float *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = vld1q_f32(p);
+    *hi = vld1q_f32(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_store2(float *p, spa_vf lo, spa_vf hi)
+{
+    vst1q_f32(p, lo);
+    vst1q_f32(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    vst1q_u16(p, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(lo), hi)));
+}
+SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    vst1q_u16(p, vshrn_high_n_u32(vshrn_n_u32(spa_neon_bf16_hi(lo), 16), spa_neon_bf16_hi(hi), 16));
+}
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
 {
@@ -152,6 +175,14 @@ SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
 {
     *even = vuzp1q_f32(a, b);
     *odd = vuzp2q_f32(a, b);
+}
+/* 2 * SPA_VL contiguous f32 deinterleaved as they load (vld2q: no
+ * round trip of two vectors through memory, or permutes) */
+SPA_ISA_INLINE void spa_vf_load_unzip(const float *p, spa_vf *even, spa_vf *odd)
+{
+    const float32x4x2_t v = vld2q_f32(p);
+    *even = v.val[0];
+    *odd = v.val[1];
 }
 typedef uint32x4_t spa_vm; /* all ones where the test holds */
 typedef uint32x4_t spa_vi;

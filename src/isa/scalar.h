@@ -88,6 +88,28 @@ SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
 }
 SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v) { *p = spa_f32_to_f16(v); }
 SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v) { *p = spa_f32_to_bf16(v); }
+/* 2 * SPA_VL contiguous f32 as two vectors, and back; the narrowing
+ * forms store 2 * SPA_VL 16-bit elements */
+SPA_ISA_INLINE void spa_vf_load2(const float *p, spa_vf *lo, spa_vf *hi)
+{
+    *lo = spa_vf_load(p);
+    *hi = spa_vf_load(p + SPA_VL);
+}
+SPA_ISA_INLINE void spa_vf_store2(float *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store(p, lo);
+    spa_vf_store(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_f16(p, lo);
+    spa_vf_store_f16(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_bf16(p, lo);
+    spa_vf_store_bf16(p + SPA_VL, hi);
+}
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return spa_f16_to_f32(spa_f32_to_f16(v)); }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v) { return spa_bf16_to_f32(spa_f32_to_bf16(v)); }
 
@@ -110,6 +132,11 @@ SPA_ISA_INLINE void spa_vf_unzip(spa_vf a, spa_vf b, spa_vf *even, spa_vf *odd)
 {
     *even = a;
     *odd = b;
+}
+/* 2 * SPA_VL contiguous f32 deinterleaved: spa_vf_unzip of the two vectors */
+SPA_ISA_INLINE void spa_vf_load_unzip(const float *p, spa_vf *even, spa_vf *odd)
+{
+    spa_vf_unzip(spa_vf_load(p), spa_vf_load(p + SPA_VL), even, odd);
 }
 typedef uint32_t spa_vm; /* 1: the lane's test holds */
 typedef uint32_t spa_vi;
