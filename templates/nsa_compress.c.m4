@@ -6,6 +6,7 @@ SPA_STAMP
  * unit-stride rows in register tiles of two windows (each row loaded and
  * widened once for both), otherwise row by row through the tile's
  * accumulators. */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "half.h"
@@ -33,6 +34,17 @@ m4_define(`NSAC_X2', `            spa_vf x`'m4_eval(2 * $1), x`'m4_eval(2 * $1 +
             spa_vf_load2_'SPA_DT`(xp + m4_eval(2 * $1) * SPA_VL, &x`'m4_eval(2 * $1), &x`'m4_eval(2 * $1 + 1));
 ')
 m4_define(`NSAC_XS', `m4_ifelse(m4_eval(SPA_IS_F32 == 0 && $1 % 2 == 0), 1, `SPA_FOR(m4_eval($1 / 2), `NSAC_X2')', `SPA_FOR($1, `NSAC_X')')')
+NSAC_ROW(nv, f[, g]): one row of a tile, its nv vectors each times the
+weight of one window (f) or of two (f, g). Where vector registers are few
+(fewer than 16), each vector of the row goes to its windows before the next
+is loaded, so the row takes one register (and a widened 16-bit vector is
+used where the widening leaves it); elsewhere the row is loaded first.
+m4_define(`NSAC_ROW', `m4_ifelse(m4_eval(SPA_VREGS < 16), 1,
+  `SPA_FOR($1, `NSAC_XF'm4_ifelse(`$2', `NSAC_F0', 0)m4_ifelse(`$3$2', `NSAC_F1', 1, `$3', `NSAC_F1', 1))',
+  `NSAC_XS($1)SPA_FOR($1, `$2')m4_ifelse(`$3', `', `', `SPA_FOR($1, `$3')')')')
+m4_define(`NSAC_XF0', `NSAC_X($1)NSAC_F0($1)')
+m4_define(`NSAC_XF1', `NSAC_X($1)NSAC_F1($1)')
+m4_define(`NSAC_XF01', `NSAC_X($1)NSAC_F0($1)NSAC_F1($1)')
 m4_define(`NSAC_F0', `            a0_$1 = spa_vf_fmab(a0_$1, x$1, u0);
 ')
 m4_define(`NSAC_F1', `            a1_$1 = spa_vf_fmab(a1_$1, x$1, u1);
@@ -48,9 +60,84 @@ m4_define(`NSAC_Z0', `        a0_$1 = spa_vf_zero();
 ')
 m4_define(`NSAC_Z1', `        a1_$1 = spa_vf_zero();
 ')
-m4_define(`NSAC_S0', `        spa_vf_store(o0 + $1 * SPA_VL, a0_$1);
+m4_define(`NSAC_S0', `        NSAC_RSTORE(o0 + $1 * SPA_VL, a0_$1);
 ')
-m4_define(`NSAC_S1', `        spa_vf_store(o1 + $1 * SPA_VL, a1_$1);
+m4_define(`NSAC_S1', `        NSAC_RSTORE(o1 + $1 * SPA_VL, a1_$1);
+')
+The ring tile (bs == 2 st) reads, per row of a segment, the weight of the
+window started a segment before (old: the second half of a window, w[st +
+r]) and that of the window starting (new: w[r]). Where the layer loads two
+adjacent broadcast operands at once (SPA_VB_PAIR), the kernel stages them
+as pairs (old, new) per r, and each row takes both with one spa_vb_load2;
+otherwise as they are, w2 pointing at the second half.
+NSAC_RING_U(old, new): the two weights of row r, named old and new.
+NSAC_RING_SEG(old, new): what a segment of two windows sets up before its rows.
+m4_define(`NSAC_VB_PAIR', m4_ifdef(`SPA_VB_PAIR', `SPA_VB_PAIR', 0))
+Where the ISA asks for it (SPA_NSAC_STORE_Y), the ring tile stores each
+window sum straight into the output rows (unit-stride ones), narrowed as
+the f32 sums of the other paths are (SPA_VSTORE, half.h bit for bit), with no
+pass over staged sums; it then runs beside head_tiles, whose two-window
+tiles take bs == 2 st where the output rows are strided.
+NSAC_RING_OUT: the type the ring tile stores; NSAC_RSTORE(p, v) the store.
+NSAC_STAGE_RING(): the head weights (column hw of w) widened into xf as the
+ring tile reads them: pairs (w[st + j], w[j]) with SPA_VB_PAIR, else as they are.
+m4_define(`NSAC_STAGE_RING', `m4_ifelse(NSAC_VB_PAIR, 1, `m4_dnl
+                    for (int64_t j = 0; j < st; j++) {
+                        xf[2 * j] = SPA_LOAD(w[(st + j) * a->ws0 + hw]);
+                        xf[2 * j + 1] = SPA_LOAD(w[j * a->ws0 + hw]);
+                    }
+', `m4_dnl
+                    for (int64_t j = 0; j < bs; j++)
+                        xf[j] = SPA_LOAD(w[j * a->ws0 + hw]);
+')')
+m4_define(`NSAC_STORE_Y', m4_ifdef(`SPA_NSAC_STORE_Y', `SPA_NSAC_STORE_Y', 0))
+m4_ifelse(NSAC_STORE_Y, 1, `
+m4_define(`NSAC_RING_OUT', `SPA_T')
+m4_define(`NSAC_RSTORE', `SPA_VSTORE($1, $2)')
+', `
+m4_define(`NSAC_RING_OUT', `float')
+m4_define(`NSAC_RSTORE', `spa_vf_store($1, $2)')
+')
+m4_ifelse(NSAC_VB_PAIR, 1, `
+m4_define(`NSAC_RING_DECL', `    const float *wq; /* the pairs of a segment */
+')
+m4_define(`NSAC_WNEW', `wp[2 * r + 1]')
+m4_define(`NSAC_WOLD', `wp[2 * r]')
+m4_define(`NSAC_RING_SEG', `        wq = wp;
+')
+m4_define(`NSAC_RING_U', `            spa_vb $1, $2;
+            spa_vb_load2(&wq, &$1, &$2);
+')
+', `
+m4_define(`NSAC_RING_DECL', `    const float *w2 = wp + st; /* the second half of each window */
+')
+m4_define(`NSAC_WNEW', `wp[r]')
+m4_define(`NSAC_WOLD', `w2[r]')
+m4_define(`NSAC_RING_SEG', `')
+m4_define(`NSAC_RING_U', `            const spa_vb m4_ifelse(`$1', `u0', `u0 = NSAC_W(w2[r]), u1 = NSAC_W(wp[r])', `u0 = NSAC_W(wp[r]), u1 = NSAC_W(w2[r])');
+')
+')
+Where the layer reads eight 16-bit elements as their even and odd ones
+(SPA_VF_EVEN_ODD) and the ring tile stores the output rows itself, its
+16-bit rows are read so, a load per two vectors: the accumulators of a pair
+hold the even and the odd channels, stored back in place by the layer.
+NSAC_RROW(nv, f[, g]): a row of the ring tile; NSAC_RSTORES(nv, j): the
+stores of window j (o0 or o1) of the ring tile.
+m4_define(`NSAC_EO', m4_ifelse(m4_ifdef(`SPA_VF_EVEN_ODD', `SPA_VF_EVEN_ODD', 0)`'NSAC_STORE_Y`'SPA_IS_F32, 110, 1, 0))
+m4_define(`NSAC_RROW', `m4_ifelse(m4_eval(NSAC_EO && $1 % 2 == 0), 1,
+  `SPA_FOR(m4_eval($1 / 2), `NSAC_XEO'm4_ifelse(`$2', `NSAC_F0', 0)m4_ifelse(`$3$2', `NSAC_F1', 1, `$3', `NSAC_F1', 1))',
+  `NSAC_ROW($@)')')
+m4_define(`NSAC_XEO_', `            spa_vf x`'m4_eval(2 * $1), x`'m4_eval(2 * $1 + 1);
+            spa_vf_load_eo_'SPA_DT`(xp + m4_eval(2 * $1) * SPA_VL, &x`'m4_eval(2 * $1), &x`'m4_eval(2 * $1 + 1));
+')
+m4_define(`NSAC_XEO0', `NSAC_XEO_($1)NSAC_F0(m4_eval(2 * $1))NSAC_F0(m4_eval(2 * $1 + 1))')
+m4_define(`NSAC_XEO1', `NSAC_XEO_($1)NSAC_F1(m4_eval(2 * $1))NSAC_F1(m4_eval(2 * $1 + 1))')
+m4_define(`NSAC_XEO01', `NSAC_XEO_($1)NSAC_F0(m4_eval(2 * $1))NSAC_F1(m4_eval(2 * $1))NSAC_F0(m4_eval(2 * $1 + 1))NSAC_F1(m4_eval(2 * $1 + 1))')
+m4_define(`NSAC_RSTORES', `m4_ifelse(m4_eval(NSAC_EO && $1 % 2 == 0), 1,
+  `SPA_FOR(m4_eval($1 / 2), `NSAC_SEO$2')', `SPA_FOR($1, `NSAC_S$2')')')
+m4_define(`NSAC_SEO0', `        spa_vf_store_eo_'SPA_DT`(o0 + m4_eval(2 * $1) * SPA_VL, a0_`'m4_eval(2 * $1), a0_`'m4_eval(2 * $1 + 1));
+')
+m4_define(`NSAC_SEO1', `        spa_vf_store_eo_'SPA_DT`(o1 + m4_eval(2 * $1) * SPA_VL, a1_`'m4_eval(2 * $1), a1_`'m4_eval(2 * $1 + 1));
 ')
 NSAC_TILES(nv): the pair and single-window tiles of nv vectors, then those of nv / 2, ... 1.
 m4_define(`NSAC_TILES', `
@@ -63,15 +150,15 @@ SPA_FOR($1, `NSAC_ZERO')m4_dnl
     int64_t r = 0;
     for (; r < st; r++, xp += xs0) {
         const spa_vb u0 = NSAC_W(wp[r]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F0')m4_dnl
+NSAC_ROW($1, `NSAC_F0')m4_dnl
     }
     for (; r < bs; r++, xp += xs0) {
         const spa_vb u0 = NSAC_W(wp[r]), u1 = NSAC_W(wp[r - st]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_ROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
     }
     for (; r < bs + st; r++, xp += xs0) {
         const spa_vb u1 = NSAC_W(wp[r - st]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_ROW($1, `NSAC_F1')m4_dnl
     }
 SPA_FOR($1, `NSAC_ST')m4_dnl
 }
@@ -79,55 +166,59 @@ SPA_FOR($1, `NSAC_ST')m4_dnl
 /* windows 0 .. kn-1 (kn >= 1) when bs == 2 * st, channels of $1 vector(s) of
  * one head, window k into o + k * width: the rows in segments of st, each
  * segment loaded once for the two windows holding it (the one started a
- * segment before, the one starting), their accumulators in registers */
-static inline void ring_$1(const SPA_T *xp, int64_t xs0, const float *wp, int64_t st, int64_t kn, float *o,
-                          int64_t width)
+ * segment before, the one starting), their accumulators in registers.
+ * NSAC_RING_W: the weights as staged (see the kernel below). */
+static inline void ring_$1(const SPA_T *xp, ptrdiff_t xs0, const float *wp, ptrdiff_t st, ptrdiff_t kn,
+                          NSAC_RING_OUT *o, ptrdiff_t width)
 {
-    const float *w2 = wp + st; /* the second half of each window */
-    float *o0, *o1;
+NSAC_RING_DECL()m4_dnl
+    NSAC_RING_OUT *o0, *o1;
 SPA_FOR($1, `NSAC_ZERO')m4_dnl
-    for (int64_t r = 0; r < st; r++, xp += xs0) {
-        const spa_vb u0 = NSAC_W(wp[r]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F0')m4_dnl
+    for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
+        const spa_vb u0 = NSAC_W(NSAC_WNEW);
+NSAC_RROW($1, `NSAC_F0')m4_dnl
     }
-    int64_t k = 1;
+    ptrdiff_t k = 1;
     for (; k + 1 < kn; k += 2) {
 SPA_FOR($1, `NSAC_Z1')m4_dnl
-        for (int64_t r = 0; r < st; r++, xp += xs0) {
-            const spa_vb u0 = NSAC_W(w2[r]), u1 = NSAC_W(wp[r]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_RING_SEG(`u0', `u1')m4_dnl
+        for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
+NSAC_RING_U(`u0', `u1')m4_dnl
+NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
         }
         o0 = o + (k - 1) * width;
-SPA_FOR($1, `NSAC_S0')m4_dnl
+NSAC_RSTORES($1, 0)m4_dnl
 SPA_FOR($1, `NSAC_Z0')m4_dnl
-        for (int64_t r = 0; r < st; r++, xp += xs0) {
-            const spa_vb u0 = NSAC_W(wp[r]), u1 = NSAC_W(w2[r]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_RING_SEG(`u1', `u0')m4_dnl
+        for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
+NSAC_RING_U(`u1', `u0')m4_dnl
+NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
         }
         o1 = o + k * width;
-SPA_FOR($1, `NSAC_S1')m4_dnl
+NSAC_RSTORES($1, 1)m4_dnl
     }
     if (k < kn) { /* window kn - 1 starts here */
 SPA_FOR($1, `NSAC_Z1')m4_dnl
-        for (int64_t r = 0; r < st; r++, xp += xs0) {
-            const spa_vb u0 = NSAC_W(w2[r]), u1 = NSAC_W(wp[r]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F0')SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_RING_SEG(`u0', `u1')m4_dnl
+        for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
+NSAC_RING_U(`u0', `u1')m4_dnl
+NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
         }
         o0 = o + (k - 1) * width;
-SPA_FOR($1, `NSAC_S0')m4_dnl
-        for (int64_t r = 0; r < st; r++, xp += xs0) {
-            const spa_vb u1 = NSAC_W(w2[r]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F1')m4_dnl
+NSAC_RSTORES($1, 0)m4_dnl
+        for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
+            const spa_vb u1 = NSAC_W(NSAC_WOLD);
+NSAC_RROW($1, `NSAC_F1')m4_dnl
         }
         o1 = o + k * width;
-SPA_FOR($1, `NSAC_S1')m4_dnl
+NSAC_RSTORES($1, 1)m4_dnl
     } else {
-        for (int64_t r = 0; r < st; r++, xp += xs0) {
-            const spa_vb u0 = NSAC_W(w2[r]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F0')m4_dnl
+        for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
+            const spa_vb u0 = NSAC_W(NSAC_WOLD);
+NSAC_RROW($1, `NSAC_F0')m4_dnl
         }
         o0 = o + (k - 1) * width;
-SPA_FOR($1, `NSAC_S0')m4_dnl
+NSAC_RSTORES($1, 0)m4_dnl
     }
 }
 
@@ -137,7 +228,7 @@ static inline void single_$1(const SPA_T *xp, int64_t xs0, const float *wp, int6
 SPA_FOR($1, `NSAC_ZERO0')m4_dnl
     for (int64_t r = 0; r < bs; r++, xp += xs0) {
         const spa_vb u0 = NSAC_W(wp[r]);
-NSAC_XS($1)SPA_FOR($1, `NSAC_F0')m4_dnl
+NSAC_ROW($1, `NSAC_F0')m4_dnl
     }
 SPA_FOR($1, `NSAC_ST0')m4_dnl
 }
@@ -154,16 +245,33 @@ NSAC_TILES(NSAC_NV)m4_dnl
 /* Windows [0, kn) of one head (input rows from xh, window k from xh + k*st
  * rows, unit stride; wt: the head's weights, widened), into acc rows
  * k*width + channel. */
+m4_ifelse(NSAC_STORE_Y, 1, `
+/* Windows [0, kn) of one head by the ring tile (bs == 2 st; input rows from
+ * xh, window k from xh + k*st rows, unit stride; wt: the weights as the ring
+ * reads them), window k into the unit-stride output row o + k*width. */
+static void head_ring(const SPA_T *xh, ptrdiff_t xs0, const float *wt, ptrdiff_t st, ptrdiff_t d_len,
+                      ptrdiff_t kn, SPA_T *o, ptrdiff_t width)
+{
+    ptrdiff_t c = 0;
+    { /* d_len is a multiple of 16 */
+        for (; c + m4_eval(NSAC_NV * SPA_VL) <= d_len; c += m4_eval(NSAC_NV * SPA_VL))
+            ring_`'NSAC_NV`'(xh + c, xs0, wt, st, kn, o + c, width);
+NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, xs0, wt, st, kn, o + c, width')m4_dnl
+    }
+}
+')m4_dnl
 static void head_tiles(const SPA_T *xh, int64_t xs0, const float *wt, int64_t bs, int64_t st, int64_t d_len,
                        int64_t kn, float *acc, int64_t width)
 {
+m4_ifelse(NSAC_STORE_Y, 1, `', `m4_dnl
     if (bs == 2 * st) {
         int64_t c = 0;
         for (; c + m4_eval(NSAC_NV * SPA_VL) <= d_len; c += m4_eval(NSAC_NV * SPA_VL))
-            ring_`'NSAC_NV`'(xh + c, xs0, wt, st, kn, acc + c, width);
-NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, xs0, wt, st, kn, acc + c, width')m4_dnl
+            ring_`'NSAC_NV`'(xh + c, (ptrdiff_t)xs0, wt, (ptrdiff_t)st, (ptrdiff_t)kn, acc + c, (ptrdiff_t)width);
+NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, (ptrdiff_t)xs0, wt, (ptrdiff_t)st, (ptrdiff_t)kn, acc + c, (ptrdiff_t)width')m4_dnl
         return;
     }
+')m4_dnl
     int64_t k = 0;
     for (; k + 1 < kn; k += 2) {
         const SPA_T *xk = xh + k * st * xs0;
@@ -235,6 +343,9 @@ void NSAC_KSYM()(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwi
     const int64_t group = spa_nsac_head_group(heads, d_len, TC);
     float *acc = scratch;                      /* [TW][group * d] window sums */
     float *xf = scratch + TW * group * d_len;  /* [group * d] one input row, widened */
+m4_ifelse(NSAC_STORE_Y, 1, `    /* unit-stride rows in and out, bs == 2 st: the ring tile */
+    const int ring = a->xs2 == 1 && a->ys2 == 1 && bs == 2 * st && bs <= group * d_len;
+')m4_dnl
 
     for (int64_t k0 = 0; k0 < nwin; k0 += TW) {
         const int64_t kn = nwin - k0 < TW ? nwin - k0 : TW;
@@ -242,9 +353,26 @@ void NSAC_KSYM()(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwi
         for (int64_t h0 = 0; h0 < heads; h0 += group) {
             const int64_t hn = heads - h0 < group ? heads - h0 : group;
             const int64_t width = hn * d_len;
+m4_ifelse(NSAC_STORE_Y, 1, `m4_dnl
+            if (ring) { /* the ring tile, head by head, into the output rows */
+                for (int64_t hh = 0; hh < hn; hh++) {
+                    const int64_t hw = (h0 + hh) * a->ws1;
+NSAC_STAGE_RING()m4_dnl
+                    head_ring(x + first * a->xs0 + (h0 + hh) * a->xs1, (ptrdiff_t)a->xs0, xf, (ptrdiff_t)st,
+                              (ptrdiff_t)d_len, (ptrdiff_t)kn, y + (row0 + k0) * a->ys0 + (h0 + hh) * a->ys1,
+                              (ptrdiff_t)a->ys0);
+                }
+                continue;
+            }
+')m4_dnl
             if (a->xs2 == 1 && bs <= group * d_len) /* register tiles, head by head */
                 for (int64_t hh = 0; hh < hn; hh++) {
                     /* the head's weights, widened, where the strided path widens rows */
+m4_ifelse(NSAC_VB_PAIR`'NSAC_STORE_Y, 10, `                    if (bs == 2 * st) { /* the ring tile weight pairs */
+                        const int64_t hw = (h0 + hh) * a->ws1;
+NSAC_STAGE_RING()m4_dnl
+                    } else
+    ')m4_dnl
                     for (int64_t j = 0; j < bs; j++)
                         xf[j] = SPA_LOAD(w[j * a->ws0 + (h0 + hh) * a->ws1]);
                     head_tiles(x + first * a->xs0 + (h0 + hh) * a->xs1, a->xs0, xf, bs, st, d_len, kn,

@@ -22,4 +22,19 @@ NsaCompressGrad unrolls its 128-channel rows: each loop step would bump one
 pointer per stream (GCC makes no post-incremented MVE loads), and every
 offset of such a row fits an immediate of vldrw / vstrw (up to 508 bytes).
 m4_define(`SPA_ROW128_UNROLL', 1)
+NsaCompress forward tiles of 256 channels (every head dim up to 256 still
+fits one): in the board budget 32 windows instead of 2, so the two-window
+register tile slides along 32 windows (bs = 2 st) and all but the first and
+last stride of rows feed two windows.
+m4_define(`SPA_NSAC_TC', 256)
+The layer loads two adjacent broadcast operands into core registers with one
+instruction (spa_vb_load2: ldrd, the pointer stepped past them).
+m4_define(`SPA_VB_PAIR', 1)
+The NsaCompress ring tile stores its window sums straight into unit-stride
+output rows, narrowed there, instead of a pass over staged f32 sums.
+m4_define(`SPA_NSAC_STORE_Y', 1)
+The layer reads eight 16-bit elements as two vectors, the even and the odd
+ones (spa_vf_load_eo_f16 / _bf16: one load, a conversion each), and stores
+such pairs back interleaved (spa_vf_store_eo*).
+m4_define(`SPA_VF_EVEN_ODD', 1)
 m4_divert(0)m4_dnl

@@ -80,6 +80,20 @@ SPA_ISA_INLINE spa_vb spa_vb_load(const float *p)
     return x;
 }
 SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
+/* Two adjacent broadcast operands, (*p)[0] and (*p)[1], into core
+ * registers with one ldrd, *p stepped past them (generation fact
+ * SPA_VB_PAIR: only the mve layer has it). */
+SPA_ISA_INLINE void spa_vb_load2(const float **p, spa_vb *a, spa_vb *b)
+{
+    const float *q = *p;
+    float x, y;
+    __asm__("ldrd %0, %1, [%2], #8"
+            : "=&r"(x), "=&r"(y), "+r"(q)
+            : "m"(*(const struct { spa_mve_word w[2]; } *)(const void *)q));
+    *a = x;
+    *b = y;
+    *p = q;
+}
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return vfmaq_n_f32(c, a, x); }
 /* Four consecutive broadcast operands: their address, each one read into a
  * core register where it is used (vfma by a core register; MVE has no FMA
@@ -206,6 +220,49 @@ SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
 {
     *lo = spa_vf_load_bf16(p);
     *hi = spa_vf_load_bf16(p + SPA_VL);
+}
+/* Eight contiguous elements widened into two vectors, the even elements
+ * (p[0], p[2], p[4], p[6]) in *even and the odd ones in *odd: one load and a
+ * conversion per vector (vcvtb / vcvtt; vshllb / vshllt for bf16). The
+ * inverse stores (RNE, NaN lanes as half.h makes them) write
+ * p[2i] = even[i], p[2i + 1] = odd[i] with one store, and for f32 through
+ * vst2. Generation fact SPA_VF_EVEN_ODD: the mve layer only. */
+#define SPA_ISA_EVEN_ODD 1 /* for the tests: the layer has the forms below */
+SPA_ISA_INLINE void spa_vf_load_eo_f16(const uint16_t *p, spa_vf *even, spa_vf *odd)
+{
+    spa_mve_widen2_f16(vldrhq_u16(p), even, odd);
+}
+SPA_ISA_INLINE void spa_vf_load_eo_bf16(const uint16_t *p, spa_vf *even, spa_vf *odd)
+{
+    const uint16x8_t h = vldrhq_u16(p);
+    *even = vreinterpretq_f32_u32(vshllbq_n_u16(h, 16));
+    *odd = vreinterpretq_f32_u32(vshlltq_n_u16(h, 16));
+}
+SPA_ISA_INLINE void spa_vf_store_eo(float *p, spa_vf even, spa_vf odd)
+{
+    const float32x4x2_t v = {{even, odd}};
+    vst2q_f32(p, v);
+}
+SPA_ISA_INLINE void spa_vf_store_eo_f16(uint16_t *p, spa_vf even, spa_vf odd)
+{
+    if ((mve_pred16_t)(vcmpeqq_f32(even, even) & vcmpeqq_f32(odd, odd)) == 0xFFFF) { /* no NaN */
+        vstrhq_u16(p, spa_mve_narrow2_f16(even, odd));
+        return;
+    }
+    const uint32x4_t e = spa_mve_f16_bits(even), o = spa_mve_f16_bits(odd);
+    vstrhq_u16(p, vreinterpretq_u16_u32(vsliq_n_u32(e, o, 16)));
+}
+SPA_ISA_INLINE void spa_vf_store_eo_bf16(uint16_t *p, spa_vf even, spa_vf odd)
+{
+    uint32x4_t e, o;
+    if ((mve_pred16_t)(vcmpeqq_f32(even, even) & vcmpeqq_f32(odd, odd)) == 0xFFFF) { /* no NaN */
+        e = spa_mve_bf16_rne(even);
+        o = spa_mve_bf16_rne(odd);
+    } else {
+        e = spa_mve_bf16_hi(even);
+        o = spa_mve_bf16_hi(odd);
+    }
+    vstrhq_u16(p, vreinterpretq_u16_u32(vsriq_n_u32(o, e, 16)));
 }
 SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v) { vstrhq_u32(p, spa_mve_f16_bits(v)); }
 SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v) { vstrhq_u32(p, vshrq_n_u32(spa_mve_bf16_hi(v), 16)); }

@@ -16,6 +16,9 @@ $(B)/obj/gen/nsa_%.o: CFLAGS_LIB += -fno-schedule-insns
 # addresses: its tile reads rows at a few offsets from one pointer, and the
 # pass copies the pointer per access.
 $(B)/obj/gen/nsa_compress_grad_%.o: CFLAGS_LIB += -fno-auto-inc-dec
+# The same for the NsaCompress forward: its ring tile reads a row at two
+# offsets from one pointer, stepped by the row pitch.
+$(foreach dt,f32 f16 bf16,$(B)/obj/gen/nsa_compress_$(dt).o): CFLAGS_LIB += -fno-auto-inc-dec
 # The same for deformable attention's combine (four accumulators, the
 # sample's chain in two registers).
 $(B)/obj/gen/msda_%.o: CFLAGS_LIB += -fno-schedule-insns
