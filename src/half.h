@@ -107,7 +107,7 @@ static inline uint16_t spa_f32_to_f16(float f)
 SPA_RUN(spa_f16_widen_run, float, uint16_t, spa_f16_to_f32, spa_vf_load_f16, spa_vf_store, 0)
 SPA_RUN(spa_f16_narrow_run, uint16_t, float, spa_f32_to_f16, spa_vf_load, spa_vf_store_f16, 0)
 SPA_RUN(spa_bf16_widen_run, float, uint16_t, spa_bf16_to_f32, spa_vf_load_bf16, spa_vf_store, 0)
-SPA_RUN(spa_bf16_narrow_run, uint16_t, float, spa_f32_to_bf16, spa_vf_load, spa_vf_store_bf16, 0)
+SPA_RUN(spa_bf16_narrow_exact_run, uint16_t, float, spa_f32_to_bf16, spa_vf_load, spa_vf_store_bf16, 0)
 SPA_RUN(spa_f32_copy_run, float, float, SPA_F32_SAME, spa_vf_load, spa_vf_store, 0)
 SPA_RUN(spa_f32_stream_run, float, float, SPA_F32_SAME, spa_vf_load, spa_vf_stream, SPA_VF_STREAM_ALIGN)
 SPA_RUN(spa_f16_narrow_stream_run, uint16_t, float, spa_f32_to_f16, spa_vf_load, spa_vf_stream_f16,
@@ -116,6 +116,32 @@ SPA_RUN(spa_bf16_narrow_stream_run, uint16_t, float, spa_f32_to_bf16, spa_vf_loa
         SPA_VF_STREAM_ALIGN / 2)
 #undef SPA_RUN
 #undef SPA_F32_SAME
+
+/* f32 -> bf16 run: the layer's narrowing for numbers with NaN lanes tracked;
+ * a run that met a NaN narrows its vectors again with the exact form, so
+ * every element equals spa_f32_to_bf16 of it (on layers whose exact form
+ * costs the same nothing is tracked and the second pass is dead code). */
+static inline void spa_bf16_narrow_run(uint16_t *restrict dst, const float *restrict src, int64_t n_)
+{
+    const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */
+    ptrdiff_t i = 0;
+    spa_vf seen = spa_vf_zero();
+    for (; i + 2 * SPA_VL <= n; i += 2 * SPA_VL) {
+        spa_vf lo, hi;
+        spa_vf_load2(src + i, &lo, &hi);
+        seen = spa_vf_nan_seen(seen, spa_vf_nan_seen(lo, hi));
+        spa_vf_store2_bf16_num(dst + i, lo, hi);
+    }
+    for (; i + SPA_VL <= n; i += SPA_VL) {
+        const spa_vf v = spa_vf_load(src + i);
+        seen = spa_vf_nan_seen(seen, v);
+        spa_vf_store_bf16_num(dst + i, v);
+    }
+    if (spa_vf_any_nan(seen))
+        spa_bf16_narrow_exact_run(dst, src, i);
+    for (; i < n; i++)
+        dst[i] = spa_f32_to_bf16(src[i]);
+}
 
 static inline void spa_stream_fence(void)
 {

@@ -187,15 +187,22 @@ m4_define(`NSACG_UNROLL128', m4_ifdef(`SPA_ROW128_UNROLL', `SPA_ROW128_UNROLL', 
 NSACG_G128(k): group k + 1 of a 128-channel row.
 m4_define(`NSACG_G128', `        c = m4_eval(16 * ($1 + 1));
 NSACG_PSTEPS(`NEXT')')
-NSACG_PAIR(name, x type, out type)
+NSACG_PAIR(name, x type, out type, tracked): tracked 1, the row narrowed by
+the layer form for numbers with NaN tracked (NSACG_OUT2 = NSACG_OUT2_T); it
+returns whether a NaN was met, and the caller runs the row again with the
+exact narrowing (same inputs, same sums: the same dot products).
 m4_define(`NSACG_PAIR', `
-/* one token and head covered by two windows (outputGrad rows dy0, dy1,
+m4_ifelse($4, 1, `/* the row as the exact form computes it, inputGrad narrowed by the layer
+ * form for numbers; returns nonzero where an inputGrad value was NaN (the
+ * caller then runs the exact form) */', `/* one token and head covered by two windows (outputGrad rows dy0, dy1,
  * weights w0, w1), all d_len channels (a multiple of 16): the inputGrad row
- * into dst, the two windows dot products into dot[0], dot[1] */
-SPA_ISA_INLINE void $1(const $2 *xr, ptrdiff_t d_len, const float *dy0, const float *dy1, float w0, float w1,
+ * into dst, the two windows dot products into dot[0], dot[1] */')
+SPA_ISA_INLINE m4_ifelse($4, 1, `int', `void') $1(const $2 *xr, ptrdiff_t d_len, const float *dy0, const float *dy1, float w0, float w1,
                        float *dot, $3 *dst)
 {
     const spa_vb u0 = spa_vb_set(w0), u1 = spa_vb_set(w1);
+m4_ifelse($4, 1, `    spa_vf seen = spa_vf_zero();
+')m4_dnl
 SPA_FOR(NSACG_NL, `NSACG_PL_DECL')m4_dnl
     ptrdiff_t c = 0; /* native width: no 64-bit compares on 32-bit cores */
     {
@@ -238,12 +245,21 @@ NSACG_PSTEPS(`NEXT')m4_dnl
 ')m4_dnl
     dot[0] = NSACG_PFOLD(`l0');
     dot[1] = NSACG_PFOLD(`l1');
+m4_ifelse($4, 1, `    return spa_vf_any_nan(seen);
+')m4_dnl
 }
 ')
 m4_define(`NSACG_OUT_F', `spa_vf_store($1, $2)')
 m4_define(`NSACG_OUT_H', `SPA_VSTORE($1, $2)')
 m4_define(`NSACG_OUT2_F', `spa_vf_store2($1, $2, $3)')
 m4_define(`NSACG_OUT2_H', `spa_vf_store2_'SPA_DT`($1, $2, $3)')
+m4_define(`NSACG_OUT2_T', `{
+                const spa_vf o_lo = $2, o_hi = $3;
+                seen = spa_vf_nan_seen(seen, spa_vf_nan_seen(o_lo, o_hi));
+                spa_vf_store2_bf16_num($1, o_lo, o_hi);
+            }')
+NSACG_TRACK: bf16 rows narrowed with NaN tracking (pair steps only).
+m4_define(`NSACG_TRACK', m4_eval(NSACG_PAIRS && m4_ifelse(SPA_DT, `bf16', 1, 0)))
 m4_define(`NSACG_XLOAD2_F', `spa_vf_load2($1, $2, $3)')
 m4_define(`NSACG_XLOAD2_H', `spa_vf_load2_'SPA_DT`($1, $2, $3)')
 m4_divert(0)m4_dnl
@@ -256,6 +272,10 @@ m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2
 NSACG_PAIR(`pair_row_f_h', `float', `SPA_T')m4_dnl
 m4_define(`NSACG_XLOAD', `NSACG_VLOAD($1)')m4_define(`NSACG_XLOAD2', `NSACG_XLOAD2_H($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_h', `SPA_T', `SPA_T')m4_dnl
+m4_ifelse(NSACG_TRACK, 1, `m4_define(`NSACG_OUT2', `NSACG_OUT2_T($1, $2, $3)')m4_dnl
+NSACG_PAIR(`pair_row_d_h_num', `SPA_T', `SPA_T', 1)m4_dnl
+m4_define(`NSACG_OUT2', `NSACG_OUT2_H($1, $2, $3)')m4_dnl
+')m4_dnl
 m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2_F($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_f', `SPA_T', `float')m4_dnl
 ')')m4_dnl
@@ -379,8 +399,14 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
 m4_ifelse(SPA_DT, `f32', `m4_dnl
                         pair_row_f_f(a->xs2 == 1 ? xr : xf, d_pair, dy0, dy1, w0, w1, dot, dst);
 ', `m4_dnl
+m4_ifelse(NSACG_TRACK, 1, `m4_dnl
+                        if (dx_direct && a->xs2 == 1) {
+                            /* a NaN met: the row again, narrowed exactly */
+                            if (pair_row_d_h_num(xr, d_pair, dy0, dy1, w0, w1, dot, dxr))
+                                pair_row_d_h(xr, d_pair, dy0, dy1, w0, w1, dot, dxr);
+                        }', `m4_dnl
                         if (dx_direct && a->xs2 == 1)
-                            pair_row_d_h(xr, d_pair, dy0, dy1, w0, w1, dot, dxr);
+                            pair_row_d_h(xr, d_pair, dy0, dy1, w0, w1, dot, dxr);')
                         else if (dx_direct)
                             pair_row_f_h(xf, d_pair, dy0, dy1, w0, w1, dot, dxr);
                         else if (a->xs2 == 1)

@@ -114,6 +114,30 @@ static void test_narrow_against_rne(void)
         bad += !same_value(ref_bf16_to_double(b), rne(src[i], 7, -126, 0x1.FEp127));
     }
     CU_ASSERT_EQUAL(bad, 0);
+    /* The same values without NaN: the bf16 run then keeps its narrowing for
+     * numbers (a run that meets a NaN narrows again with the exact form);
+     * then a NaN of each kind at a few places of a short run. */
+    for (int i = 0; i < N; i++)
+        if (isnan(src[i]))
+            src[i] = (float)i;
+    spa_bf16_narrow_run(b_run, src, n);
+    for (int i = 0; i < N; i++)
+        bad += b_run[i] != spa_f32_to_bf16(src[i]);
+    CU_ASSERT_EQUAL(bad, 0);
+    static const uint32_t nans[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FFFFFFFu, 0x7FFF8000u,
+                                    0xFFFF8001u, 0x7F808000u};
+    for (int k = 0; k < (int)(sizeof nans / sizeof nans[0]); k++)
+        for (int at = 0; at < 37; at += 6) {
+            float run[37];
+            uint16_t out[37];
+            for (int i = 0; i < 37; i++)
+                run[i] = src[1000 + i];
+            memcpy(&run[at], &nans[k], 4);
+            spa_bf16_narrow_run(out, run, 37);
+            for (int i = 0; i < 37; i++)
+                bad += out[i] != spa_f32_to_bf16(run[i]);
+        }
+    CU_ASSERT_EQUAL(bad, 0);
     free(src), free(h_run), free(h_stream), free(b_run), free(b_stream);
 }
 

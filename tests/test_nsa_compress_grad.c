@@ -1,5 +1,6 @@
 /* NsaCompressGrad: against the fp64 reference, on every rule, across runners. */
 #include <CUnit/Basic.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,66 @@ static void test_deterministic_across_runners(void)
         }
         free(dx0);
         free(dw0);
+        io_free(&io);
+    }
+}
+
+/* One element of a float tensor set to the given bits (the dtype's width). */
+static void set_bits(ttensor *tt, int64_t flat, uint32_t bits32)
+{
+    unsigned char *p = (unsigned char *)tt->t.data + tt_offset(tt, flat) * (tt->t.dtype == SPA_FLOAT32 ? 4 : 2);
+    if (tt->t.dtype == SPA_FLOAT32) {
+        memcpy(p, &bits32, 4);
+    } else {
+        const uint16_t h = (uint16_t)(tt->t.dtype == SPA_BFLOAT16 ? bits32 >> 16 : 0x7E00u | ((bits32 >> 31) << 15));
+        memcpy(p, &h, 2);
+    }
+}
+
+/* NaN in outputGrad and in weight (quiet and signaling, both signs): the
+ * gradients are NaN exactly where the fp64 reference is, and match it
+ * elsewhere; on rows of two windows the layers narrow bf16 with NaN tracked
+ * and narrow such a row again exactly. */
+static void test_nan_propagation(void)
+{
+    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+    static const uint32_t nans[4] = {0x7FC00000u, 0xFF810000u, 0x7F810000u, 0xFFC10000u};
+    const int64_t lens[2] = {37, 160};
+    for (int k = 0; k < 3; k++) {
+        nsac_case c;
+        nsac_case_fixed(&c, dts[k], 2, 128, 32, 16, 2, lens, 0);
+        rng r = rng_seed(204 + (uint64_t)k);
+        grad_io io;
+        io_make(&io, &c, &r);
+        /* outputGrad window 3, head 1, channel 77; weight row 5, head 0 */
+        set_bits(&io.dy, (3 * c.n + 1) * c.d + 77, nans[k]);
+        set_bits(&io.w, 5 * c.n + 0, nans[(k + 1) % 4]);
+        CU_ASSERT_EQUAL(run_grad(&c, &io, k % N_RUNNERS, 0), SPA_OK);
+        double *dy = tt_to_doubles(&io.dy), *x = tt_to_doubles(&io.x), *w = tt_to_doubles(&io.w);
+        double *dx = tt_to_doubles(&io.dx), *dw = tt_to_doubles(&io.dw);
+        const int64_t nx = c.tokens * c.n * c.d, nw = c.bs * c.n;
+        double *rdx = malloc(sizeof(double) * (size_t)(nx + 1)), *mdx = malloc(sizeof(double) * (size_t)(nx + 1));
+        double *rdw = malloc(sizeof(double) * (size_t)nw), *mdw = malloc(sizeof(double) * (size_t)nw);
+        ref_batches bt = nsac_case_batches(&c);
+        ref_nsa_compress_grad(dy, x, w, &bt, c.tokens, c.n, c.d, c.bs, c.st, rdx, mdx, rdw, mdw);
+        int64_t bad = 0, nan_dx = 0;
+        for (int64_t i = 0; i < nx; i++) {
+            bad += isnan(dx[i]) != isnan(rdx[i]);
+            nan_dx += isnan(rdx[i]);
+            if (isnan(rdx[i]))
+                dx[i] = rdx[i] = 0.0, mdx[i] = 1.0;
+        }
+        for (int64_t i = 0; i < nw; i++) {
+            bad += isnan(dw[i]) != isnan(rdw[i]);
+            if (isnan(rdw[i]))
+                dw[i] = rdw[i] = 0.0, mdw[i] = 1.0;
+        }
+        CU_ASSERT(nan_dx > c.d); /* the planted values reached inputGrad */
+        bad += check_close("inputGrad", dx, rdx, mdx, nx, tol_for(c.dt, 0x1p-20));
+        bad += check_close("weightGrad", dw, rdw, mdw, nw, tol_for(c.dt, 0x1p-16));
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT(io_guards_ok(&io));
+        free(dy), free(x), free(w), free(dx), free(dw), free(rdx), free(mdx), free(rdw), free(mdw);
         io_free(&io);
     }
 }
@@ -357,6 +418,7 @@ void suite_nsa_compress_grad(void)
     CU_add_test(s, "extreme shapes and zero gradients", test_extreme_shapes);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
     CU_add_test(s, "upstream example", test_upstream_example);
+    CU_add_test(s, "NaN propagation", test_nan_propagation);
     CU_add_test(s, "validation rules", test_validation_rules);
     CU_add_test(s, "phase 2 errors", test_phase2_errors);
 }

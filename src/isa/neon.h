@@ -147,6 +147,31 @@ SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
 {
     vst1q_u16(p, vshrn_high_n_u32(vshrn_n_u32(spa_neon_bf16_hi(lo), 16), spa_neon_bf16_hi(hi), 16));
 }
+/* The _num narrowings: exact for lanes that are not NaN (RNE as
+ * (u + 0x7fff + lsb) >> 16, lsb from one bit test), for runs that track NaN
+ * (spa_vf_nan_seen: FMAX, NaN when either operand is; spa_vf_any_nan: FMAXV)
+ * and narrow again with the exact form when one was met: about half the
+ * instructions of spa_neon_bf16_hi, which fixes NaN lanes per vector. */
+SPA_ISA_INLINE uint32x4_t spa_neon_bf16_num_hi(spa_vf v)
+{
+    const uint32x4_t u = vreinterpretq_u32_f32(v);
+    const uint32x4_t minus_lsb = vtstq_u32(u, vdupq_n_u32(0x10000));
+    return vaddq_u32(vsubq_u32(u, minus_lsb), vdupq_n_u32(0x7FFF));
+}
+SPA_ISA_INLINE void spa_vf_store_bf16_num(uint16_t *p, spa_vf v)
+{
+    vst1_u16(p, vshrn_n_u32(spa_neon_bf16_num_hi(v), 16));
+}
+SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    vst1q_u16(p, vshrn_high_n_u32(vshrn_n_u32(spa_neon_bf16_num_hi(lo), 16), spa_neon_bf16_num_hi(hi), 16));
+}
+SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v) { return vmaxq_f32(seen, v); }
+SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
+{
+    const float m = vmaxvq_f32(seen);
+    return m != m;
+}
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
 {

@@ -110,6 +110,22 @@ SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
     spa_vf_store_bf16(p, lo);
     spa_vf_store_bf16(p + SPA_VL, hi);
 }
+/* The _num narrowings: exact for lanes that are not NaN, for runs that
+ * track NaN (spa_vf_nan_seen, spa_vf_any_nan) and narrow again with the exact
+ * form when one was met. This layer narrows exactly at the same cost, so the
+ * _num forms are the exact ones and nothing is tracked. */
+SPA_ISA_INLINE void spa_vf_store_bf16_num(uint16_t *p, spa_vf v) { spa_vf_store_bf16(p, v); }
+SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_bf16(p, lo, hi); }
+SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v)
+{
+    (void)v;
+    return seen;
+}
+SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
+{
+    (void)seen;
+    return 0;
+}
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return spa_f16_to_f32(spa_f32_to_f16(v)); }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v) { return spa_bf16_to_f32(spa_f32_to_bf16(v)); }
 
