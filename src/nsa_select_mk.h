@@ -45,7 +45,7 @@ SPA_NSAS_INLINE spa_nsas_pf spa_nsas_pf_rows(const void *base, int64_t stride, i
 
 SPA_NSAS_INLINE void spa_nsas_pf_row(spa_nsas_pf *p)
 {
-    if (p->rows > 0) {
+    if (SPA_ISA_PREFETCH && p->rows > 0) {
         for (int64_t off = 0; off < p->bytes; off += 64)
             SPA_NSAS_PREFETCH(p->row + off);
         p->rows--;
@@ -57,7 +57,7 @@ SPA_NSAS_INLINE void spa_nsas_pf_row(spa_nsas_pf *p)
 /* Whatever the kernel did not reach. */
 SPA_NSAS_INLINE void spa_nsas_pf_rest(spa_nsas_pf *p)
 {
-    while (p->rows > 0)
+    while (SPA_ISA_PREFETCH && p->rows > 0)
         spa_nsas_pf_row(p);
 }
 

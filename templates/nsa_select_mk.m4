@@ -71,8 +71,56 @@ m4_define(`NSAS_LDQA', `                    const spa_vq q$1 = spa_vq_load(xp + 
 m4_define(`NSAS_FMAQA', `                    c$1_$2 = spa_vf_fmaq(c$1_$2, b$2, q`'m4_eval($1 / 4), m4_eval($1 % 4));
 ')
 
+Pairs (SPA_VB_PAIR 1: spa_vb_load2 reads two consecutive broadcast operands
+in one instruction): the scores read two head-dim steps of each row at once
+(x<r>_0, x<r>_1), the transposed accumulate two rows of one step.
+m4_ifdef(`SPA_VB_PAIR', `', `m4_define(`SPA_VB_PAIR', 0)')
+m4_define(`NSAS_LDX2', `                    spa_vb x$1_0, x$1_1;
+                    spa_vb_load2(xp + $1 * xs, &x$1_0, &x$1_1);
+')
+m4_define(`NSAS_FMAP', `                        c$1_$2 = spa_vf_fmab(c$1_$2, b$2, x$1_`'NSAS_DD);
+')
+m4_define(`NSAS_PSTEP', `m4_define(`NSAS_DD', $1)m4_dnl
+                    {
+                        const float *bp = bt + (d + $1) * gp + l0;
+SPA_FOR(NSAS_QNV, `NSAS_LDBQ')m4_dnl
+SPA_FOR2(NSAS_QR, NSAS_QNV, `NSAS_FMAP')m4_dnl
+                    }
+')
+m4_define(`NSAS_PAIR', `                {
+                    const ptrdiff_t d = d0 + m4_eval(2 * $1);
+                    const float *xp = a0 + d;
+SPA_FOR(NSAS_QR, `NSAS_LDX2')m4_dnl
+SPA_FOR(2, `NSAS_PSTEP')m4_dnl
+                }
+')
+m4_define(`NSAS_LDXP', `                    spa_vb x`'m4_eval(2 * $1), x`'m4_eval(2 * $1 + 1);
+                    spa_vb_load2(xp + m4_eval(2 * $1), &x`'m4_eval(2 * $1), &x`'m4_eval(2 * $1 + 1));
+')
+
 NSAS_SCORES_TILE(GP): out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l].
-m4_define(`NSAS_SCORES_TILE', `NSAS_SCORES_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_SCORES_TILE', `m4_ifelse(SPA_VB_PAIR, 1, `NSAS_SCORES_TILE_P', `NSAS_SCORES_TILE_')(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_SCORES_TILE_P', `
+/* scores, one register tile: gp, rows x head lanes as in the name; each
+ * row read two head-dim steps at a time */
+SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
+        const float *bt, int64_t n_, int64_t gp_, float *out, spa_nsas_pf *pf)
+{
+    SPA_NSAS_INDICES
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (ptrdiff_t j0 = 0; j0 < rows; j0 += $1) {
+            const float *a0 = a + j0 * lda;
+            float *cb = out + j0 * gp + l0;
+            const ptrdiff_t cs = gp, xs = lda;
+SPA_FOR2($1, $2, `NSAS_ZERO')m4_dnl
+            for (ptrdiff_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
+                spa_nsas_pf_row(pf);
+m4_define(`NSAS_QR', $1)m4_define(`NSAS_QNV', $2)SPA_FOR(4, `NSAS_PAIR')m4_dnl
+            }
+SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+        }
+}
+')
 m4_define(`NSAS_SCORES_TILE_', `
 /* scores, one register tile: gp, rows x head lanes as in the name */
 SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
@@ -100,7 +148,37 @@ SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
 ')
 
 NSAS_ACCUM_TILE(GP): acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l].
-m4_define(`NSAS_ACCUM_TILE', `NSAS_ACCUM_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_ACCUM_TILE', `m4_ifelse(m4_eval(SPA_VB_PAIR && NSAS_R$1 % 2 == 0), 1, `NSAS_ACCUM_TILE_P', `NSAS_ACCUM_TILE_')(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_ACCUM_TILE_P', `
+/* transposed accumulate, one register tile: gp, rows x head lanes as in the
+ * name; the operands of a step read in pairs, the last pair stepping to the
+ * next row */
+SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
+        const float *p, int64_t n_, int64_t gp_, float *acc, spa_nsas_pf *pf)
+{
+    SPA_NSAS_INDICES
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (ptrdiff_t e0 = 0; e0 < n; e0 += $1) {
+            float *cb = acc + e0 * gp + l0;
+            const ptrdiff_t cs = gp;
+            const float *xp = a + e0;
+SPA_FOR2($1, $2, `NSAS_LDC')m4_dnl
+            for (ptrdiff_t j0 = 0; j0 < rows; j0 += 8) { /* rows is a multiple of 16 */
+                spa_nsas_pf_row(pf);
+#pragma GCC unroll 8
+                for (ptrdiff_t j = j0; j < j0 + 8; j++) {
+                    const float *bp = p + j * gp + l0;
+SPA_FOR($2, `NSAS_LDB')m4_dnl
+SPA_FOR(m4_eval($1 / 2 - 1), `NSAS_LDXP')m4_dnl
+                    spa_vb x`'m4_eval($1 - 2), x`'m4_eval($1 - 1);
+                    spa_vb_load2_post(&xp, lda, &x`'m4_eval($1 - 2), &x`'m4_eval($1 - 1));
+SPA_FOR2($1, $2, `NSAS_FMA')m4_dnl
+                }
+            }
+SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+        }
+}
+')
 m4_define(`NSAS_ACCUM_TILE_', `
 /* transposed accumulate, one register tile: gp, rows x head lanes as in the name */
 SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,

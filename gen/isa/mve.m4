@@ -11,6 +11,10 @@ m4_define(`SPA_VB_VREGS', 0)
 Thumb-2 leaves about 12 core registers to a kernel (r0-r12 less the frame's
 needs), which also hold those broadcast operands.
 m4_define(`SPA_GPRS', 12)
+Two consecutive broadcast operands load in one instruction (ldrd into two
+core registers: spa_vb_load2), so the tiles of selected attention read
+their scalars in pairs.
+m4_define(`SPA_VB_PAIR', 1)
 No software prefetch of the compress kernels' rows: a Cortex-M reads from
 TCM or through a small cache with its own streaming (SPA_ISA_PREFETCH 0).
 m4_define(`SPA_PREFETCH_SW', 0)

@@ -79,6 +79,30 @@ SPA_ISA_INLINE spa_vb spa_vb_load(const float *p)
     __asm__("ldr %0, %1" : "=r"(x) : "m"(*(const spa_mve_word *)(const void *)p));
     return x;
 }
+/* Two consecutive broadcast operands p[0], p[1] in one ldrd (word
+ * alignment suffices; its reach is 1 KiB either side of the base). */
+typedef uint64_t spa_mve_dword __attribute__((may_alias, aligned(4)));
+SPA_ISA_INLINE void spa_vb_load2(const float *p, spa_vb *x0, spa_vb *x1)
+{
+    float a, b;
+    __asm__("ldrd %0, %1, %2" : "=r"(a), "=r"(b) : "m"(*(const spa_mve_dword *)(const void *)p));
+    *x0 = a;
+    *x1 = b;
+}
+/* spa_vb_load2 at *p, then *p += step: one ldrd with writeback where step is
+ * a constant within its reach (at most 255 words), else the load and an add. */
+SPA_ISA_INLINE void spa_vb_load2_post(const float **p, ptrdiff_t step, spa_vb *x0, spa_vb *x1)
+{
+    if (__builtin_constant_p(step) && step >= -255 && step <= 255) {
+        float a, b;
+        __asm__("ldrd %0, %1, [%2], %3" : "=r"(a), "=r"(b), "+r"(*p) : "n"(step * 4), "m"(*(const spa_mve_dword *)(const void *)*p));
+        *x0 = a;
+        *x1 = b;
+    } else {
+        spa_vb_load2(*p, x0, x1);
+        *p += step;
+    }
+}
 SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return vfmaq_n_f32(c, a, x); }
 /* Four consecutive broadcast operands: their address, each one read into a
