@@ -82,7 +82,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             }
         }
         /* P = exp(z' - m) / l, as exp(z' - m) times one reciprocal per head */
-        spa_nsas_exp_sum(st, KB, GP, mrow, lrow);
+        NSAS_EXP_SUM()(st, KB, GP, mrow, lrow);
         float inv[32];
         for (int64_t l = 0; l < GP; l++)
             inv[l] = 1.0f / lrow[l];

@@ -135,6 +135,23 @@ SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
     return vpselq_f32(v, vdupq_n_f32(0.0f), vcmpgeq_f32(x, lo));
 }
 
+/* Arithmetic with a broadcast operand in a core register (vadd / vcmp by
+ * r), and IEEE minNum / maxNum (vminnm / vmaxnm: a quiet NaN operand gives
+ * the other one): the exp of selected attention with its constants in core
+ * registers. */
+SPA_ISA_INLINE spa_vf spa_vf_addb(spa_vf a, spa_vb x) { return vaddq_n_f32(a, x); }
+SPA_ISA_INLINE spa_vf spa_vf_min_num(spa_vf a, spa_vf b) { return vminnmq_f32(a, b); }
+SPA_ISA_INLINE spa_vf spa_vf_max_num(spa_vf a, spa_vf b) { return vmaxnmq_f32(a, b); }
+/* spa_vf_keep_ge with the bound in a core register: the compare and the
+ * select written out (GCC 12 moves the predicate through a core register
+ * between them otherwise). */
+SPA_ISA_INLINE spa_vf spa_vf_keep_geb(spa_vf v, spa_vf x, spa_vb lo)
+{
+    spa_vf r = vdupq_n_f32(0.0f);
+    __asm__("vcmp.f32 ge, %q2, %3\n\tvpsel %q0, %q1, %q0" : "+w"(r) : "w"(v), "w"(x), "r"(lo) : "p0");
+    return r;
+}
+
 /* The f16 <-> f32 conversions (vcvtb / vcvtt between half and single) by
  * their encodings, on Q0 and Q1: GNU as 2.40 (gcc-arm-none-eabi 12 in
  * Debian 12) encodes these instructions with twice the Q register numbers
