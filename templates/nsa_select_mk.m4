@@ -147,6 +147,17 @@ SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
 }
 ')
 
+NSAS_ASTEP(k): row j0 + k of the paired transposed accumulate.
+m4_define(`NSAS_ASTEP', `                {
+                    const float *bp = p + (j0 + $1) * gp + l0;
+SPA_FOR(NSAS_ANV, `NSAS_LDB')m4_dnl
+SPA_FOR(m4_eval(NSAS_AR / 2 - 1), `NSAS_LDXP')m4_dnl
+                    spa_vb x`'m4_eval(NSAS_AR - 2), x`'m4_eval(NSAS_AR - 1);
+                    spa_vb_load2_post(&xp, lda, &x`'m4_eval(NSAS_AR - 2), &x`'m4_eval(NSAS_AR - 1));
+SPA_FOR2(NSAS_AR, NSAS_ANV, `NSAS_FMA')m4_dnl
+                }
+')
+
 NSAS_ACCUM_TILE(GP): acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l].
 m4_define(`NSAS_ACCUM_TILE', `m4_ifelse(m4_eval(SPA_VB_PAIR && NSAS_R$1 % 2 == 0), 1, `NSAS_ACCUM_TILE_P', `NSAS_ACCUM_TILE_')(NSAS_R$1, NSAS_NV$1, $1)')
 m4_define(`NSAS_ACCUM_TILE_P', `
@@ -165,15 +176,7 @@ SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const floa
 SPA_FOR2($1, $2, `NSAS_LDC')m4_dnl
             for (ptrdiff_t j0 = 0; j0 < rows; j0 += 8) { /* rows is a multiple of 16 */
                 spa_nsas_pf_row(pf);
-#pragma GCC unroll 8
-                for (ptrdiff_t j = j0; j < j0 + 8; j++) {
-                    const float *bp = p + j * gp + l0;
-SPA_FOR($2, `NSAS_LDB')m4_dnl
-SPA_FOR(m4_eval($1 / 2 - 1), `NSAS_LDXP')m4_dnl
-                    spa_vb x`'m4_eval($1 - 2), x`'m4_eval($1 - 1);
-                    spa_vb_load2_post(&xp, lda, &x`'m4_eval($1 - 2), &x`'m4_eval($1 - 1));
-SPA_FOR2($1, $2, `NSAS_FMA')m4_dnl
-                }
+m4_define(`NSAS_AR', $1)m4_define(`NSAS_ANV', $2)SPA_FOR(8, `NSAS_ASTEP')m4_dnl
             }
 SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
         }
