@@ -240,14 +240,15 @@ m4_ifelse(SPA_VB_ARITH, 1, `
 /* spa_nsas_exp_sum with the constants of the exp as broadcast operands in
  * core registers (where vector registers are few they would be spilled and
  * reloaded per vector). The same operations in the same order, so the same
- * bits, but for the clamps: IEEE minNum / maxNum, which agree with
- * spa_vf_min / spa_vf_max (the x86 rule) on every number; a NaN x differs
- * in the clamped value only, and its result is +0 either way (the last
- * select tests x itself). */
+ * bits, but for the clamps. The upper one is IEEE minNum (vminnm), which
+ * agrees with spa_vf_min (the x86 rule) on every number; the lower one
+ * (-87.5) is left out: it changes x only where x < -87 or x is NaN, whose
+ * result is +0 either way (the last select tests x itself), and the
+ * arithmetic on such lanes raises no trap. */
 SPA_NSAS_INLINE void spa_nsas_exp_sum_vb(float *x, int64_t rows_, int64_t gp_, const float *m, float *sum)
 {
     const ptrdiff_t rows = (ptrdiff_t)rows_, gp = (ptrdiff_t)gp_;
-    const spa_vf lo = spa_vf_set1(-87.5f), hi = spa_vf_set1(88.0f);
+    const spa_vf hi = spa_vf_set1(88.0f);
     const spa_vb log2e = spa_vb_set(1.44269504088896341f), ln2hi = spa_vb_set(0.693359375f),
                  ln2lo = spa_vb_set(-2.12194440e-4f), c7 = spa_vb_set(1.98412698e-4f),
                  c6 = spa_vb_set(1.38888889e-3f), c5 = spa_vb_set(8.33333333e-3f),
@@ -259,7 +260,7 @@ SPA_NSAS_INLINE void spa_nsas_exp_sum_vb(float *x, int64_t rows_, int64_t gp_, c
         float *xj = x + l0;
         for (ptrdiff_t j = 0; j < rows; j++, xj += gp) {
             const spa_vf xv = spa_vf_sub(spa_vf_load(xj), mv);
-            const spa_vf xc = spa_vf_min_num(spa_vf_max_num(xv, lo), hi);
+            const spa_vf xc = spa_vf_min_num(xv, hi);
             const spa_vf n = spa_vf_round(spa_vf_mulb(xc, log2e));
             spa_vf r = spa_vf_sub(xc, spa_vf_mulb(n, ln2hi));
             r = spa_vf_sub(r, spa_vf_mulb(n, ln2lo));

@@ -16,9 +16,9 @@ core registers: spa_vb_load2), so the tiles of selected attention read
 their scalars in pairs.
 m4_define(`SPA_VB_PAIR', 1)
 Add, multiply and compare take a broadcast operand from a core register
-(spa_vf_addb, spa_vf_mulb, spa_vf_keep_geb) and vminnm / vmaxnm exist
-(spa_vf_min_num, spa_vf_max_num): the softmax exp of selected attention keeps
-its constants in core registers instead of eight vector registers.
+(spa_vf_addb, spa_vf_mulb, spa_vf_keep_geb) and vminnm exists
+(spa_vf_min_num): the softmax exp of selected attention keeps its constants
+in core registers instead of a dozen vector registers.
 m4_define(`SPA_VB_ARITH', 1)
 No software prefetch of the compress kernels' rows: a Cortex-M reads from
 TCM or through a small cache with its own streaming (SPA_ISA_PREFETCH 0).

@@ -136,12 +136,10 @@ SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
 }
 
 /* Arithmetic with a broadcast operand in a core register (vadd / vcmp by
- * r), and IEEE minNum / maxNum (vminnm / vmaxnm: a quiet NaN operand gives
- * the other one): the exp of selected attention with its constants in core
- * registers. */
+ * r), and IEEE minNum (vminnm: a quiet NaN operand gives the other one): the
+ * exp of selected attention with its constants in core registers. */
 SPA_ISA_INLINE spa_vf spa_vf_addb(spa_vf a, spa_vb x) { return vaddq_n_f32(a, x); }
 SPA_ISA_INLINE spa_vf spa_vf_min_num(spa_vf a, spa_vf b) { return vminnmq_f32(a, b); }
-SPA_ISA_INLINE spa_vf spa_vf_max_num(spa_vf a, spa_vf b) { return vmaxnmq_f32(a, b); }
 /* spa_vf_keep_ge with the bound in a core register: the compare and the
  * select written out (GCC 12 moves the predicate through a core register
  * between them otherwise). */
