@@ -100,6 +100,24 @@ m4_define(`NSAS_LDXP', `                    spa_vb x`'m4_eval(2 * $1), x`'m4_eva
 
 NSAS_SCORES_TILE(GP): out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l].
 m4_define(`NSAS_SCORES_TILE', `m4_ifelse(SPA_VB_PAIR, 1, `NSAS_SCORES_TILE_P', `NSAS_SCORES_TILE_')(NSAS_R$1, NSAS_NV$1, $1)')
+NSAS_SP_ROWS(R, NV, from, to): the paired score tiles of R rows from row
+from to row to (relative to jb), one after another.
+m4_define(`NSAS_SP_ROWS', `            for (ptrdiff_t j0 = jb + $3; j0 < jb + $4; j0 += $1) {
+                const float *a0 = a + j0 * lda;
+                float *cb = out + j0 * gp + l0;
+                const ptrdiff_t cs = gp, xs = lda;
+SPA_FOR2($1, $2, `NSAS_ZERO')m4_dnl
+                for (ptrdiff_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
+                    spa_nsas_pf_row(pf);
+m4_define(`NSAS_QR', $1)m4_define(`NSAS_QNV', $2)SPA_FOR(4, `NSAS_PAIR')m4_dnl
+                }
+SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+            }
+')
+The forward (spa_nsas_scores_max) also gets tiles of three rows where 3 x NV
+accumulators and NV operand vectors fit (the broadcasts in core registers):
+16 rows as 4 x 3 + 2 x 2, spa_mk_nsas_scores3_*. (The grad keeps the
+two-row tiles: the larger code would gain it little.)
 m4_define(`NSAS_SCORES_TILE_P', `
 /* scores, one register tile: gp, rows x head lanes as in the name; each
  * row read two head-dim steps at a time */
@@ -118,6 +136,17 @@ SPA_FOR2($1, $2, `NSAS_ZERO')m4_dnl
 m4_define(`NSAS_QR', $1)m4_define(`NSAS_QNV', $2)SPA_FOR(4, `NSAS_PAIR')m4_dnl
             }
 SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+        }
+}
+
+/* the same with 16 rows as 4 x 3 + 2 x 2 where three rows fit */
+SPA_NSAS_INLINE void spa_mk_nsas_scores3_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
+        const float *bt, int64_t n_, int64_t gp_, float *out, spa_nsas_pf *pf)
+{
+    SPA_NSAS_INDICES
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (ptrdiff_t jb = 0; jb < rows; jb += 16) {
+m4_ifelse(m4_eval(4 * $2 <= SPA_VREGS), 1, `NSAS_SP_ROWS(3, $2, 0, 12)NSAS_SP_ROWS(2, $2, 12, 16)', `NSAS_SP_ROWS($1, $2, 0, 16)')m4_dnl
         }
 }
 ')
@@ -319,6 +348,36 @@ m4_ifelse(SPA_VL, 1, `', `m4_dnl
     spa_nsas_scores(a, lda, rows, bt, n, gp, out, pf);
 }
 
+m4_ifelse(SPA_VB_PAIR, 1, `
+/* The scores of the forward: spa_nsas_scores_pitch on the tiles of three
+ * rows (spa_mk_nsas_scores3_*). */
+SPA_NSAS_INLINE void spa_nsas_scores3(const float *a, int64_t lda, int64_t rows, const float *bt,
+                                      int64_t n, int64_t gp, float *out, spa_nsas_pf *pf)
+{
+NSAS_DISPATCH(`scores3', `a, lda, rows, bt, n', `out, pf')m4_dnl
+}
+
+SPA_NSAS_INLINE void spa_nsas_scores3_pitch(const float *a, int64_t lda, int64_t rows,
+                                            const float *bt, int64_t n, int64_t gp, float *out,
+                                            spa_nsas_pf *pf)
+{
+    switch (lda) {
+    case 64:
+        spa_nsas_scores3(a, 64, rows, bt, n, gp, out, pf);
+        return;
+    case 128:
+        spa_nsas_scores3(a, 128, rows, bt, n, gp, out, pf);
+        return;
+    case 192:
+        spa_nsas_scores3(a, 192, rows, bt, n, gp, out, pf);
+        return;
+    default:
+        break;
+    }
+    spa_nsas_scores3(a, lda, rows, bt, n, gp, out, pf);
+}
+')m4_dnl
+
 /* scaled scores and their max, forward:
  * out[j][l] = scale * sum_d a[j*lda + d] * bt[d*gp + l] for the valid rows
  * j < nvalid, MASKVAL (-FLT_MAX) for the causally masked rest (a suffix of
@@ -333,7 +392,7 @@ SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t ro
         float *o = out + j0 * gp;
         const int64_t valid = nvalid - j0 < 0 ? 0 : nvalid - j0 > 16 ? 16 : nvalid - j0;
         if (valid > 0)
-            spa_nsas_scores_pitch(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
+            m4_ifelse(SPA_VB_PAIR, 1, `spa_nsas_scores3_pitch', `spa_nsas_scores_pitch')(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
         for (int64_t l0 = 0; l0 < gp; l0 += SPA_VL) {
             spa_vf m = spa_vf_load(mx + l0);
             int64_t r = 0;
