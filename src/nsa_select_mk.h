@@ -45,7 +45,7 @@ SPA_NSAS_INLINE spa_nsas_pf spa_nsas_pf_rows(const void *base, int64_t stride, i
 
 SPA_NSAS_INLINE void spa_nsas_pf_row(spa_nsas_pf *p)
 {
-    if (p->rows > 0) {
+    if (SPA_ISA_PREFETCH && p->rows > 0) {
         for (int64_t off = 0; off < p->bytes; off += 64)
             SPA_NSAS_PREFETCH(p->row + off);
         p->rows--;
@@ -57,7 +57,7 @@ SPA_NSAS_INLINE void spa_nsas_pf_row(spa_nsas_pf *p)
 /* Whatever the kernel did not reach. */
 SPA_NSAS_INLINE void spa_nsas_pf_rest(spa_nsas_pf *p)
 {
-    while (p->rows > 0)
+    while (SPA_ISA_PREFETCH && p->rows > 0)
         spa_nsas_pf_row(p);
 }
 
@@ -77,12 +77,13 @@ SPA_NSAS_INLINE void spa_nsas_round(float *x, int64_t n, int bf16)
 /* x[j][l] = round(x[j][l] * s[l]) to bf16 (bf16 != 0) or f16, over rows of gp
  * (8, 16 or 32) lanes: the forward's P = exp(z' - m) * (1/l) in the dtype, in one
  * pass. */
-SPA_NSAS_INLINE void spa_nsas_scale_round(float *x, int64_t rows, int64_t gp, const float *s,
+SPA_NSAS_INLINE void spa_nsas_scale_round(float *x, int64_t rows_, int64_t gp_, const float *s,
                                           int bf16)
 {
-    for (int64_t l0 = 0; l0 < gp; l0 += SPA_VL) {
+    const ptrdiff_t rows = (ptrdiff_t)rows_, gp = (ptrdiff_t)gp_;
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += SPA_VL) {
         const spa_vf sv = spa_vf_load(s + l0);
-        for (int64_t j = 0; j < rows; j++) {
+        for (ptrdiff_t j = 0; j < rows; j++) {
             const spa_vf v = spa_vf_mul(spa_vf_load(x + j * gp + l0), sv);
             spa_vf_store(x + j * gp + l0, bf16 ? spa_vf_round_bf16(v) : spa_vf_round_f16(v));
         }

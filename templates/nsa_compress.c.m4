@@ -68,7 +68,7 @@ The ring tile (bs == 2 st) reads, per row of a segment, the weight of the
 window started a segment before (old: the second half of a window, w[st +
 r]) and that of the window starting (new: w[r]). Where the layer loads two
 adjacent broadcast operands at once (SPA_VB_PAIR), the kernel stages them
-as pairs (old, new) per r, and each row takes both with one spa_vb_load2;
+as pairs (old, new) per r, and each row takes both with one spa_vb_load2_post;
 otherwise as they are, w2 pointing at the second half.
 NSAC_RING_U(old, new): the two weights of row r, named old and new.
 NSAC_RING_SEG(old, new): what a segment of two windows sets up before its rows.
@@ -106,7 +106,7 @@ m4_define(`NSAC_WOLD', `wp[2 * r]')
 m4_define(`NSAC_RING_SEG', `        wq = wp;
 ')
 m4_define(`NSAC_RING_U', `            spa_vb $1, $2;
-            spa_vb_load2(&wq, &$1, &$2);
+            spa_vb_load2_post(&wq, 2, &$1, &$2);
 ')
 ', `
 m4_define(`NSAC_RING_DECL', `    const float *w2 = wp + st; /* the second half of each window */

@@ -14,6 +14,11 @@ SPA_STAMP
 m4_include(`templates/nsa_select_mk.m4')m4_dnl
 
 enum { TK = NSAS_TK };
+/* The rows of one call of the micro-kernels: TK, or a whole block where the
+ * layer takes no prefetch hints (SPA_ISA_PREFETCH 0: the chunks only pace
+ * the hints; fewer calls reload the accumulators of the transposed
+ * accumulate fewer times). The sums keep their order either way. */
+#define NSAS_CHUNK(bs) (SPA_ISA_PREFETCH ? (int64_t)TK : (bs))
 
 /* The TK-row chunk c of one unit's walk (the chunks of the selected key
  * blocks in index order, then those of the value blocks), for the prefetch
@@ -21,6 +26,8 @@ enum { TK = NSAS_TK };
 static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t kstart,
                             int64_t c)
 {
+    if (!SPA_ISA_PREFETCH) /* no hints: nothing to point at */
+        return spa_nsas_pf_rows(NULL, 0, 0, 0);
     const int64_t per_block = (a->bs + TK - 1) / TK, i = c / per_block, j0 = (c % per_block) * TK;
     const int64_t nr = a->bs - j0 < TK ? a->bs - j0 : TK;
     if (i < a->kc) {
@@ -43,24 +50,26 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
     float *sm = a->sm;
     const float *kh = a->kf, *vh = a->vf; /* the rows of kv head h2 */
     const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs, KC = a->kc,
-                  KB = a->kc * a->bs, CPB = (a->bs + TK - 1) / TK;
+                  KB = a->kc * a->bs, CH = NSAS_CHUNK(a->bs), CPB = (a->bs + CH - 1) / CH;
     /* scratch (the floats phase 1 reserved): lanes of padded heads stay 0 */
     float *qt = scratch;        /* [D][GP]  query heads, transposed */
     float *st = qt + D * GP;    /* [KB][GP] scores, then P */
     float *ot = st + KB * GP;   /* [DV][GP] output heads, transposed */
     float *mrow = ot + DV * GP; /* [GP] max */
     float *lrow = mrow + GP;    /* [GP] sum */
+    /* the per-token loops count in ptrdiff_t (one register on 32-bit cores) */
+    const ptrdiff_t g_ = (ptrdiff_t)G, gp_ = (ptrdiff_t)GP, d_ = (ptrdiff_t)D, dv_ = (ptrdiff_t)DV;
 
     for (int64_t i = 0; i < D * GP; i++)
         qt[i] = 0.0f;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t s = t - qstart;
         const int32_t *ir = a->idx + t * a->is0 + h2 * a->is1;
-        for (int64_t g = 0; g < G; g++) {
+        for (ptrdiff_t g = 0; g < g_; g++) {
             const SPA_T *qr = q + t * a->qs0 + (h2 * G + g) * a->qs1;
             if (a->qs2 == 1)
-                for (int64_t d = 0; d < D; d += SPA_VL)
-                    spa_vf_scatter(qt + d * GP + g, GP, SPA_VLOAD(qr + d));
+                for (ptrdiff_t d = 0; d < d_; d += SPA_VL)
+                    spa_vf_scatter(qt + d * gp_ + g, GP, SPA_VLOAD(qr + d));
             else
                 for (int64_t d = 0; d < D; d++)
                     qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
@@ -73,16 +82,16 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
             const float *kb = kh + (kstart + p0) * a->kfr;
             const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
-            for (int64_t j0 = 0; j0 < BS; j0 += TK) {
-                const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / TK + 1);
+            for (int64_t j0 = 0; j0 < BS; j0 += CH) {
+                const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
+                spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1);
                 spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, qt, D, GP, a->scale,
                                     st + (i * BS + j0) * GP, mrow, &pf);
                 spa_nsas_pf_rest(&pf);
             }
         }
         /* P = exp(z' - m) / l, as exp(z' - m) times one reciprocal per head */
-        spa_nsas_exp_sum(st, KB, GP, mrow, lrow);
+        NSAS_EXP_SUM()(st, KB, GP, mrow, lrow);
         float inv[32];
         for (int64_t l = 0; l < GP; l++)
             inv[l] = 1.0f / lrow[l];
@@ -93,28 +102,28 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
         spa_nsas_scale_round(st, KB, GP, inv, m4_ifelse(SPA_DT, `bf16', 1, 0));
 ')m4_dnl
         /* O = P Vsel */
-        for (int64_t i = 0; i < DV * GP; i++)
+        for (ptrdiff_t i = 0; i < dv_ * gp_; i++)
             ot[i] = 0.0f;
         for (int64_t i = 0; i < KC; i++) {
             const float *vb = vh + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
-            for (int64_t j0 = 0; j0 < BS; j0 += TK) {
-                const int64_t nr = BS - j0 < TK ? BS - j0 : TK;
-                spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / TK + 1);
+            for (int64_t j0 = 0; j0 < BS; j0 += CH) {
+                const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
+                spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / CH + 1);
                 spa_nsas_accum_t(vb + j0 * a->vfr, a->vfr, nr, st + (i * BS + j0) * GP, DV, GP, ot, &pf);
                 spa_nsas_pf_rest(&pf);
             }
         }
 m4_ifelse(SPA_DT, `f32', `m4_dnl
-        for (int64_t e = 0; e < DV; e++)
-            for (int64_t l = 0; l < GP; l += SPA_VL)
-                spa_vf_store(ot + e * GP + l, spa_vf_mul(spa_vf_load(ot + e * GP + l), spa_vf_load(inv + l)));
+        for (ptrdiff_t e = 0; e < dv_; e++)
+            for (ptrdiff_t l = 0; l < gp_; l += SPA_VL)
+                spa_vf_store(ot + e * gp_ + l, spa_vf_mul(spa_vf_load(ot + e * gp_ + l), spa_vf_load(inv + l)));
 ')m4_dnl
-        for (int64_t g = 0; g < G; g++) {
+        for (ptrdiff_t g = 0; g < g_; g++) {
             const int64_t h = h2 * G + g;
             SPA_T *orow = o + t * a->os0 + h * a->os1;
             if (a->os2 == 1)
-                for (int64_t e = 0; e < DV; e += SPA_VL)
-                    SPA_VSTORE(orow + e, spa_vf_gather(ot + e * GP + g, GP));
+                for (ptrdiff_t e = 0; e < dv_; e += SPA_VL)
+                    SPA_VSTORE(orow + e, spa_vf_gather(ot + e * gp_ + g, GP));
             else
                 for (int64_t e = 0; e < DV; e++)
                     orow[e * a->os2] = SPA_STORE(ot[e * GP + g]);

@@ -71,8 +71,85 @@ m4_define(`NSAS_LDQA', `                    const spa_vq q$1 = spa_vq_load(xp + 
 m4_define(`NSAS_FMAQA', `                    c$1_$2 = spa_vf_fmaq(c$1_$2, b$2, q`'m4_eval($1 / 4), m4_eval($1 % 4));
 ')
 
+Pairs (SPA_VB_PAIR 1: spa_vb_load2 reads two consecutive broadcast operands
+in one instruction): the scores read two head-dim steps of each row at once
+(x<r>_0, x<r>_1), the transposed accumulate two rows of one step.
+m4_ifdef(`SPA_VB_PAIR', `', `m4_define(`SPA_VB_PAIR', 0)')
+m4_define(`NSAS_LDX2', `                    spa_vb x$1_0, x$1_1;
+                    spa_vb_load2(xp + $1 * xs, &x$1_0, &x$1_1);
+')
+m4_define(`NSAS_FMAP', `                        c$1_$2 = spa_vf_fmab(c$1_$2, b$2, x$1_`'NSAS_DD);
+')
+m4_define(`NSAS_PSTEP', `m4_define(`NSAS_DD', $1)m4_dnl
+                    {
+                        const float *bp = bt + (d + $1) * gp + l0;
+SPA_FOR(NSAS_QNV, `NSAS_LDBQ')m4_dnl
+SPA_FOR2(NSAS_QR, NSAS_QNV, `NSAS_FMAP')m4_dnl
+                    }
+')
+m4_define(`NSAS_PAIR', `                {
+                    const ptrdiff_t d = d0 + m4_eval(2 * $1);
+                    const float *xp = a0 + d;
+SPA_FOR(NSAS_QR, `NSAS_LDX2')m4_dnl
+SPA_FOR(2, `NSAS_PSTEP')m4_dnl
+                }
+')
+m4_define(`NSAS_LDXP', `                    spa_vb x`'m4_eval(2 * $1), x`'m4_eval(2 * $1 + 1);
+                    spa_vb_load2(xp + m4_eval(2 * $1), &x`'m4_eval(2 * $1), &x`'m4_eval(2 * $1 + 1));
+')
+
 NSAS_SCORES_TILE(GP): out[j][l] = sum_d a[j*lda + d] * bt[d*gp + l].
-m4_define(`NSAS_SCORES_TILE', `NSAS_SCORES_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_SCORES_TILE', `m4_ifelse(SPA_VB_PAIR, 1, `NSAS_SCORES_TILE_P', `NSAS_SCORES_TILE_')(NSAS_R$1, NSAS_NV$1, $1)')
+NSAS_SP_ROWS(R, NV, from, to): the paired score tiles of R rows from row
+from to row to (relative to jb), one after another.
+m4_define(`NSAS_SP_ROWS', `            for (ptrdiff_t j0 = jb + $3; j0 < jb + $4; j0 += $1) {
+                const float *a0 = a + j0 * lda;
+                float *cb = out + j0 * gp + l0;
+                const ptrdiff_t cs = gp, xs = lda;
+SPA_FOR2($1, $2, `NSAS_ZERO')m4_dnl
+                for (ptrdiff_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
+                    spa_nsas_pf_row(pf);
+m4_define(`NSAS_QR', $1)m4_define(`NSAS_QNV', $2)SPA_FOR(4, `NSAS_PAIR')m4_dnl
+                }
+SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+            }
+')
+The forward (spa_nsas_scores_max) also gets tiles of three rows where 3 x NV
+accumulators and NV operand vectors fit (the broadcasts in core registers):
+16 rows as 4 x 3 + 2 x 2, spa_mk_nsas_scores3_*. (The grad keeps the
+two-row tiles: the larger code would gain it little.)
+m4_define(`NSAS_SCORES_TILE_P', `
+/* scores, one register tile: gp, rows x head lanes as in the name; each
+ * row read two head-dim steps at a time */
+SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
+        const float *bt, int64_t n_, int64_t gp_, float *out, spa_nsas_pf *pf)
+{
+    SPA_NSAS_INDICES
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (ptrdiff_t j0 = 0; j0 < rows; j0 += $1) {
+            const float *a0 = a + j0 * lda;
+            float *cb = out + j0 * gp + l0;
+            const ptrdiff_t cs = gp, xs = lda;
+SPA_FOR2($1, $2, `NSAS_ZERO')m4_dnl
+            for (ptrdiff_t d0 = 0; d0 < n; d0 += 8) { /* n is a multiple of 16 */
+                spa_nsas_pf_row(pf);
+m4_define(`NSAS_QR', $1)m4_define(`NSAS_QNV', $2)SPA_FOR(4, `NSAS_PAIR')m4_dnl
+            }
+SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+        }
+}
+
+/* the same with 16 rows as 4 x 3 + 2 x 2 where three rows fit */
+SPA_NSAS_INLINE void spa_mk_nsas_scores3_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
+        const float *bt, int64_t n_, int64_t gp_, float *out, spa_nsas_pf *pf)
+{
+    SPA_NSAS_INDICES
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (ptrdiff_t jb = 0; jb < rows; jb += 16) {
+m4_ifelse(m4_eval(4 * $2 <= SPA_VREGS), 1, `NSAS_SP_ROWS(3, $2, 0, 12)NSAS_SP_ROWS(2, $2, 12, 16)', `NSAS_SP_ROWS($1, $2, 0, 16)')m4_dnl
+        }
+}
+')
 m4_define(`NSAS_SCORES_TILE_', `
 /* scores, one register tile: gp, rows x head lanes as in the name */
 SPA_NSAS_INLINE void spa_mk_nsas_scores_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
@@ -99,8 +176,41 @@ SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
 }
 ')
 
+NSAS_ASTEP(k): row j0 + k of the paired transposed accumulate.
+m4_define(`NSAS_ASTEP', `                {
+                    const float *bp = p + (j0 + $1) * gp + l0;
+SPA_FOR(NSAS_ANV, `NSAS_LDB')m4_dnl
+SPA_FOR(m4_eval(NSAS_AR / 2 - 1), `NSAS_LDXP')m4_dnl
+                    spa_vb x`'m4_eval(NSAS_AR - 2), x`'m4_eval(NSAS_AR - 1);
+                    spa_vb_load2_post(&xp, lda, &x`'m4_eval(NSAS_AR - 2), &x`'m4_eval(NSAS_AR - 1));
+SPA_FOR2(NSAS_AR, NSAS_ANV, `NSAS_FMA')m4_dnl
+                }
+')
+
 NSAS_ACCUM_TILE(GP): acc[e][l] += sum_j a[j*lda + e] * p[j*gp + l].
-m4_define(`NSAS_ACCUM_TILE', `NSAS_ACCUM_TILE_(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_ACCUM_TILE', `m4_ifelse(m4_eval(SPA_VB_PAIR && NSAS_R$1 % 2 == 0), 1, `NSAS_ACCUM_TILE_P', `NSAS_ACCUM_TILE_')(NSAS_R$1, NSAS_NV$1, $1)')
+m4_define(`NSAS_ACCUM_TILE_P', `
+/* transposed accumulate, one register tile: gp, rows x head lanes as in the
+ * name; the operands of a step read in pairs, the last pair stepping to the
+ * next row */
+SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
+        const float *p, int64_t n_, int64_t gp_, float *acc, spa_nsas_pf *pf)
+{
+    SPA_NSAS_INDICES
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += m4_eval($2 * SPA_VL))
+        for (ptrdiff_t e0 = 0; e0 < n; e0 += $1) {
+            float *cb = acc + e0 * gp + l0;
+            const ptrdiff_t cs = gp;
+            const float *xp = a + e0;
+SPA_FOR2($1, $2, `NSAS_LDC')m4_dnl
+            for (ptrdiff_t j0 = 0; j0 < rows; j0 += 8) { /* rows is a multiple of 16 */
+                spa_nsas_pf_row(pf);
+m4_define(`NSAS_AR', $1)m4_define(`NSAS_ANV', $2)SPA_FOR(8, `NSAS_ASTEP')m4_dnl
+            }
+SPA_FOR2($1, $2, `NSAS_STC')m4_dnl
+        }
+}
+')
 m4_define(`NSAS_ACCUM_TILE_', `
 /* transposed accumulate, one register tile: gp, rows x head lanes as in the name */
 SPA_NSAS_INLINE void spa_mk_nsas_accum_t_`'NSAS_TILE_NAME($1, $2, $3)(const float *a, int64_t lda_, int64_t rows_,
@@ -149,7 +259,55 @@ SPA_FOR2(4, $1, `NSAS_FMA')m4_dnl
 SPA_FOR2(4, $1, `NSAS_STC')m4_dnl
         }
 ')
+NSAS_EXP_SUM: the softmax numerators and sums of the forward, spa_nsas_exp_sum
+(src/nsa_select_mk.h), or where add, multiply and compare take a broadcast
+operand from a core register (SPA_VB_ARITH 1) spa_nsas_exp_sum_vb below.
+m4_ifdef(`SPA_VB_ARITH', `', `m4_define(`SPA_VB_ARITH', 0)')
+m4_define(`NSAS_EXP_SUM', m4_ifelse(SPA_VB_ARITH, 1, `spa_nsas_exp_sum_vb', `spa_nsas_exp_sum'))
 m4_divert(0)m4_dnl
+m4_ifelse(SPA_VB_ARITH, 1, `
+/* spa_nsas_exp_sum with the constants of the exp as broadcast operands in
+ * core registers (where vector registers are few they would be spilled and
+ * reloaded per vector). The same operations in the same order, so the same
+ * bits, but for the clamps. The upper one is IEEE minNum (vminnm), which
+ * agrees with spa_vf_min (the x86 rule) on every number; the lower one
+ * (-87.5) is left out: it changes x only where x < -87 or x is NaN, whose
+ * result is +0 either way (the last select tests x itself), and the
+ * arithmetic on such lanes raises no trap. */
+SPA_NSAS_INLINE void spa_nsas_exp_sum_vb(float *x, int64_t rows_, int64_t gp_, const float *m, float *sum)
+{
+    const ptrdiff_t rows = (ptrdiff_t)rows_, gp = (ptrdiff_t)gp_;
+    const spa_vf hi = spa_vf_set1(88.0f);
+    const spa_vb log2e = spa_vb_set(1.44269504088896341f), ln2hi = spa_vb_set(0.693359375f),
+                 ln2lo = spa_vb_set(-2.12194440e-4f), c7 = spa_vb_set(1.98412698e-4f),
+                 c6 = spa_vb_set(1.38888889e-3f), c5 = spa_vb_set(8.33333333e-3f),
+                 c4 = spa_vb_set(4.16666667e-2f), c3 = spa_vb_set(1.66666667e-1f),
+                 c2 = spa_vb_set(0.5f), one = spa_vb_set(1.0f), low = spa_vb_set(SPA_NSAS_EXP_LOW);
+    for (ptrdiff_t l0 = 0; l0 < gp; l0 += SPA_VL) {
+        const spa_vf mv = spa_vf_load(m + l0);
+        spa_vf acc = spa_vf_zero();
+        float *xj = x + l0;
+        for (ptrdiff_t j = 0; j < rows; j++, xj += gp) {
+            const spa_vf xv = spa_vf_sub(spa_vf_load(xj), mv);
+            const spa_vf xc = spa_vf_min_num(xv, hi);
+            const spa_vf n = spa_vf_round(spa_vf_mulb(xc, log2e));
+            spa_vf r = spa_vf_sub(xc, spa_vf_mulb(n, ln2hi));
+            r = spa_vf_sub(r, spa_vf_mulb(n, ln2lo));
+            spa_vf p = spa_vf_addb(spa_vf_mulb(r, c7), c6);
+            p = spa_vf_addb(spa_vf_mul(p, r), c5);
+            p = spa_vf_addb(spa_vf_mul(p, r), c4);
+            p = spa_vf_addb(spa_vf_mul(p, r), c3);
+            p = spa_vf_addb(spa_vf_mul(p, r), c2);
+            p = spa_vf_addb(spa_vf_mul(p, r), one);
+            p = spa_vf_addb(spa_vf_mul(p, r), one);
+            const spa_vf e = spa_vf_keep_geb(spa_vf_scale2(p, n), xv, low);
+            spa_vf_store(xj, e);
+            acc = spa_vf_add(acc, e);
+        }
+        spa_vf_store(sum + l0, acc);
+    }
+}
+')m4_dnl
 /* ---- register-tile micro-kernels of the target's ISA, generated from
  * templates/nsa_select_mk.m4 (tiles named <isa>_<rows>x<lanes>) ---- */
 m4_ifelse(NSAS_GP8, 1, `NSAS_SCORES_TILE(8)')m4_dnl
@@ -190,6 +348,36 @@ m4_ifelse(SPA_VL, 1, `', `m4_dnl
     spa_nsas_scores(a, lda, rows, bt, n, gp, out, pf);
 }
 
+m4_ifelse(SPA_VB_PAIR, 1, `
+/* The scores of the forward: spa_nsas_scores_pitch on the tiles of three
+ * rows (spa_mk_nsas_scores3_*). */
+SPA_NSAS_INLINE void spa_nsas_scores3(const float *a, int64_t lda, int64_t rows, const float *bt,
+                                      int64_t n, int64_t gp, float *out, spa_nsas_pf *pf)
+{
+NSAS_DISPATCH(`scores3', `a, lda, rows, bt, n', `out, pf')m4_dnl
+}
+
+SPA_NSAS_INLINE void spa_nsas_scores3_pitch(const float *a, int64_t lda, int64_t rows,
+                                            const float *bt, int64_t n, int64_t gp, float *out,
+                                            spa_nsas_pf *pf)
+{
+    switch (lda) {
+    case 64:
+        spa_nsas_scores3(a, 64, rows, bt, n, gp, out, pf);
+        return;
+    case 128:
+        spa_nsas_scores3(a, 128, rows, bt, n, gp, out, pf);
+        return;
+    case 192:
+        spa_nsas_scores3(a, 192, rows, bt, n, gp, out, pf);
+        return;
+    default:
+        break;
+    }
+    spa_nsas_scores3(a, lda, rows, bt, n, gp, out, pf);
+}
+')m4_dnl
+
 /* scaled scores and their max, forward:
  * out[j][l] = scale * sum_d a[j*lda + d] * bt[d*gp + l] for the valid rows
  * j < nvalid, MASKVAL (-FLT_MAX) for the causally masked rest (a suffix of
@@ -204,7 +392,7 @@ SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t ro
         float *o = out + j0 * gp;
         const int64_t valid = nvalid - j0 < 0 ? 0 : nvalid - j0 > 16 ? 16 : nvalid - j0;
         if (valid > 0)
-            spa_nsas_scores_pitch(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
+            m4_ifelse(SPA_VB_PAIR, 1, `spa_nsas_scores3_pitch', `spa_nsas_scores_pitch')(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
         for (int64_t l0 = 0; l0 < gp; l0 += SPA_VL) {
             spa_vf m = spa_vf_load(mx + l0);
             int64_t r = 0;

@@ -11,6 +11,16 @@ m4_define(`SPA_VB_VREGS', 0)
 Thumb-2 leaves about 12 core registers to a kernel (r0-r12 less the frame's
 needs), which also hold those broadcast operands.
 m4_define(`SPA_GPRS', 12)
+Two consecutive broadcast operands load in one instruction (ldrd into two
+core registers: spa_vb_load2, spa_vb_load2_post with the pointer step in
+the load), so the tiles of selected attention read their scalars in pairs
+and the NsaCompress ring tile its weights.
+m4_define(`SPA_VB_PAIR', 1)
+Add, multiply and compare take a broadcast operand from a core register
+(spa_vf_addb, spa_vf_mulb, spa_vf_keep_geb) and vminnm exists
+(spa_vf_min_num): the softmax exp of selected attention keeps its constants
+in core registers instead of a dozen vector registers.
+m4_define(`SPA_VB_ARITH', 1)
 No software prefetch of the compress kernels' rows: a Cortex-M reads from
 TCM or through a small cache with its own streaming (SPA_ISA_PREFETCH 0).
 m4_define(`SPA_PREFETCH_SW', 0)
@@ -27,9 +37,6 @@ fits one): in the board budget 32 windows instead of 2, so the two-window
 register tile slides along 32 windows (bs = 2 st) and all but the first and
 last stride of rows feed two windows.
 m4_define(`SPA_NSAC_TC', 256)
-The layer loads two adjacent broadcast operands into core registers with one
-instruction (spa_vb_load2: ldrd, the pointer stepped past them).
-m4_define(`SPA_VB_PAIR', 1)
 The NsaCompress ring tile stores its window sums straight into unit-stride
 output rows, narrowed there, instead of a pass over staged f32 sums.
 m4_define(`SPA_NSAC_STORE_Y', 1)

@@ -79,21 +79,31 @@ SPA_ISA_INLINE spa_vb spa_vb_load(const float *p)
     __asm__("ldr %0, %1" : "=r"(x) : "m"(*(const spa_mve_word *)(const void *)p));
     return x;
 }
-SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
-/* Two adjacent broadcast operands, (*p)[0] and (*p)[1], into core
- * registers with one ldrd, *p stepped past them (generation fact
- * SPA_VB_PAIR: only the mve layer has it). */
-SPA_ISA_INLINE void spa_vb_load2(const float **p, spa_vb *a, spa_vb *b)
+/* Two consecutive broadcast operands p[0], p[1] in one ldrd (word
+ * alignment suffices; its reach is 1 KiB either side of the base). */
+typedef uint64_t spa_mve_dword __attribute__((may_alias, aligned(4)));
+SPA_ISA_INLINE void spa_vb_load2(const float *p, spa_vb *x0, spa_vb *x1)
 {
-    const float *q = *p;
-    float x, y;
-    __asm__("ldrd %0, %1, [%2], #8"
-            : "=&r"(x), "=&r"(y), "+r"(q)
-            : "m"(*(const struct { spa_mve_word w[2]; } *)(const void *)q));
-    *a = x;
-    *b = y;
-    *p = q;
+    float a, b;
+    __asm__("ldrd %0, %1, %2" : "=r"(a), "=r"(b) : "m"(*(const spa_mve_dword *)(const void *)p));
+    *x0 = a;
+    *x1 = b;
 }
+/* spa_vb_load2 at *p, then *p += step: one ldrd with writeback where step is
+ * a constant within its reach (at most 255 words), else the load and an add. */
+SPA_ISA_INLINE void spa_vb_load2_post(const float **p, ptrdiff_t step, spa_vb *x0, spa_vb *x1)
+{
+    if (__builtin_constant_p(step) && step >= -255 && step <= 255) {
+        float a, b;
+        __asm__("ldrd %0, %1, [%2], %3" : "=r"(a), "=r"(b), "+r"(*p) : "n"(step * 4), "m"(*(const spa_mve_dword *)(const void *)*p));
+        *x0 = a;
+        *x1 = b;
+    } else {
+        spa_vb_load2(*p, x0, x1);
+        *p += step;
+    }
+}
+SPA_ISA_INLINE spa_vb spa_vb_set(float x) { return x; }
 SPA_ISA_INLINE spa_vf spa_vf_fmab(spa_vf c, spa_vf a, spa_vb x) { return vfmaq_n_f32(c, a, x); }
 /* Four consecutive broadcast operands: their address, each one read into a
  * core register where it is used (vfma by a core register; MVE has no FMA
@@ -123,6 +133,21 @@ SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n)
 SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
 {
     return vpselq_f32(v, vdupq_n_f32(0.0f), vcmpgeq_f32(x, lo));
+}
+
+/* Arithmetic with a broadcast operand in a core register (vadd / vcmp by
+ * r), and IEEE minNum (vminnm: a quiet NaN operand gives the other one): the
+ * exp of selected attention with its constants in core registers. */
+SPA_ISA_INLINE spa_vf spa_vf_addb(spa_vf a, spa_vb x) { return vaddq_n_f32(a, x); }
+SPA_ISA_INLINE spa_vf spa_vf_min_num(spa_vf a, spa_vf b) { return vminnmq_f32(a, b); }
+/* spa_vf_keep_ge with the bound in a core register: the compare and the
+ * select written out (GCC 12 moves the predicate through a core register
+ * between them otherwise). */
+SPA_ISA_INLINE spa_vf spa_vf_keep_geb(spa_vf v, spa_vf x, spa_vb lo)
+{
+    spa_vf r = vdupq_n_f32(0.0f);
+    __asm__("vcmp.f32 ge, %q2, %3\n\tvpsel %q0, %q1, %q0" : "+w"(r) : "w"(v), "w"(x), "r"(lo) : "p0");
+    return r;
 }
 
 /* The f16 <-> f32 conversions (vcvtb / vcvtt between half and single) by
