@@ -13,7 +13,9 @@
 #endif
 #include <arm_neon.h>
 
+#ifndef SPA_ISA_NAME
 #define SPA_ISA_NAME "neon"
+#endif
 #define SPA_VL 4
 #define SPA_VF_STREAM_ALIGN 0
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))
@@ -107,22 +109,9 @@ SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
     *lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));
     *hi = vreinterpretq_f32_u32(vshll_high_n_u16(h, 16));
 }
-/* bf16 bits in the high half of each 32-bit lane (low half garbage): RNE,
- * NaN kept NaN with the quiet bit set. */
-SPA_ISA_INLINE uint32x4_t spa_neon_bf16_hi(spa_vf v)
-{
-    const uint32x4_t u = vreinterpretq_u32_f32(v);
-    const uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
-    const uint32x4_t rounded = vaddq_u32(vaddq_u32(u, vdupq_n_u32(0x7FFF)), odd);
-    return vbslq_u32(vceqq_f32(v, v), rounded, vorrq_u32(u, vdupq_n_u32(0x400000)));
-}
 SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v)
 {
     vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v)));
-}
-SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v)
-{
-    vst1_u16(p, vshrn_n_u32(spa_neon_bf16_hi(v), 16));
 }
 /* 2 * SPA_VL contiguous f32 as two vectors, and back: two adjacent
  * accesses that GCC and clang pair into one ldp / stp (ld1 / st1 of two
@@ -142,6 +131,26 @@ SPA_ISA_INLINE void spa_vf_store2(float *p, spa_vf lo, spa_vf hi)
 SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
 {
     vst1q_u16(p, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(lo), hi)));
+}
+SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
+
+/* bf16 narrowing. ARMv8.0-A has no instruction for it: RNE by integer adds.
+ * The neon_bf16 layer (src/isa/neon_bf16.h, FEAT_BF16) has bfcvtn instead. */
+#if defined(SPA_NEON_BFCVT)
+#include "neon_bfcvt.h"
+#else
+/* bf16 bits in the high half of each 32-bit lane (low half garbage): RNE,
+ * NaN kept NaN with the quiet bit set. */
+SPA_ISA_INLINE uint32x4_t spa_neon_bf16_hi(spa_vf v)
+{
+    const uint32x4_t u = vreinterpretq_u32_f32(v);
+    const uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+    const uint32x4_t rounded = vaddq_u32(vaddq_u32(u, vdupq_n_u32(0x7FFF)), odd);
+    return vbslq_u32(vceqq_f32(v, v), rounded, vorrq_u32(u, vdupq_n_u32(0x400000)));
+}
+SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v)
+{
+    vst1_u16(p, vshrn_n_u32(spa_neon_bf16_hi(v), 16));
 }
 SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
 {
@@ -172,11 +181,11 @@ SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
     const float m = vmaxvq_f32(seen);
     return m != m;
 }
-SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
 {
     return vreinterpretq_f32_u32(vandq_u32(spa_neon_bf16_hi(v), vdupq_n_u32(0xFFFF0000u)));
 }
+#endif
 
 SPA_ISA_INLINE void spa_vf_stream(float *p, spa_vf v) { vst1q_f32(p, v); }
 SPA_ISA_INLINE void spa_vf_stream_f16(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }

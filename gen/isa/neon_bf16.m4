@@ -1,0 +1,7 @@
+m4_divert(-1)
+The neon_bf16 instruction set (src/isa/neon_bf16.h): the neon facts, under
+its own name (kernel symbols carry it); only the layer's bf16 narrowing
+differs, which no tile depends on.
+m4_include(`gen/isa/neon.m4')m4_dnl
+m4_define(`SPA_ISA', `neon_bf16')
+m4_divert(0)m4_dnl
