@@ -188,7 +188,7 @@ NSACG_G128(k): group k + 1 of a 128-channel row.
 m4_define(`NSACG_G128', `        c = m4_eval(16 * ($1 + 1));
 NSACG_PSTEPS(`NEXT')')
 NSACG_PAIR(name, x type, out type, tracked): tracked 1, the row narrowed by
-the layer form for numbers with NaN tracked (NSACG_OUT2 = NSACG_OUT2_T); it
+the layer form for numbers with NaN tracked (NSACG_OUT2_T, NSACG_OUT_T); it
 returns whether a NaN was met, and the caller runs the row again with the
 exact narrowing (same inputs, same sums: the same dot products).
 m4_define(`NSACG_PAIR', `
@@ -253,13 +253,20 @@ m4_define(`NSACG_OUT_F', `spa_vf_store($1, $2)')
 m4_define(`NSACG_OUT_H', `SPA_VSTORE($1, $2)')
 m4_define(`NSACG_OUT2_F', `spa_vf_store2($1, $2, $3)')
 m4_define(`NSACG_OUT2_H', `spa_vf_store2_'SPA_DT`($1, $2, $3)')
+m4_define(`NSACG_OUT_T', `{
+                const spa_vf o_v = $2;
+                seen = spa_vf_nan_seen(seen, o_v);
+                spa_vf_store_'SPA_DT`_num($1, o_v);
+            }')
 m4_define(`NSACG_OUT2_T', `{
                 const spa_vf o_lo = $2, o_hi = $3;
                 seen = spa_vf_nan_seen(seen, spa_vf_nan_seen(o_lo, o_hi));
-                spa_vf_store2_bf16_num($1, o_lo, o_hi);
+                spa_vf_store2_'SPA_DT`_num($1, o_lo, o_hi);
             }')
-NSACG_TRACK: bf16 rows narrowed with NaN tracking (pair steps only).
-m4_define(`NSACG_TRACK', m4_eval(NSACG_PAIRS && m4_ifelse(SPA_DT, `bf16', 1, 0)))
+NSACG_TRACK: 16-bit rows narrowed with NaN tracking: bf16 (no narrowing
+instruction on ARMv8.0, none on MVE), f16 where the layer says its
+conversion needs a NaN test per vector otherwise (SPA_TRACK_F16: MVE).
+m4_define(`NSACG_TRACK', m4_eval(NSACG_PAIR_FITS && (m4_ifelse(SPA_DT, `bf16', 1, 0) || (m4_ifelse(SPA_DT, `f16', 1, 0) && m4_ifdef(`SPA_TRACK_F16', `SPA_TRACK_F16', 0)))))
 m4_define(`NSACG_XLOAD2_F', `spa_vf_load2($1, $2, $3)')
 m4_define(`NSACG_XLOAD2_H', `spa_vf_load2_'SPA_DT`($1, $2, $3)')
 m4_divert(0)m4_dnl
@@ -272,9 +279,9 @@ m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2
 NSACG_PAIR(`pair_row_f_h', `float', `SPA_T')m4_dnl
 m4_define(`NSACG_XLOAD', `NSACG_VLOAD($1)')m4_define(`NSACG_XLOAD2', `NSACG_XLOAD2_H($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_h', `SPA_T', `SPA_T')m4_dnl
-m4_ifelse(NSACG_TRACK, 1, `m4_define(`NSACG_OUT2', `NSACG_OUT2_T($1, $2, $3)')m4_dnl
+m4_ifelse(NSACG_TRACK, 1, `m4_define(`NSACG_OUT2', `NSACG_OUT2_T($1, $2, $3)')m4_define(`NSACG_OUT', `NSACG_OUT_T($1, $2)')m4_dnl
 NSACG_PAIR(`pair_row_d_h_num', `SPA_T', `SPA_T', 1)m4_dnl
-m4_define(`NSACG_OUT2', `NSACG_OUT2_H($1, $2, $3)')m4_dnl
+m4_define(`NSACG_OUT2', `NSACG_OUT2_H($1, $2, $3)')m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_dnl
 ')m4_dnl
 m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2_F($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_f', `SPA_T', `float')m4_dnl

@@ -32,6 +32,10 @@ NsaCompressGrad unrolls its 128-channel rows: each loop step would bump one
 pointer per stream (GCC makes no post-incremented MVE loads), and every
 offset of such a row fits an immediate of vldrw / vstrw (up to 508 bytes).
 m4_define(`SPA_ROW128_UNROLL', 1)
+Its f16 conversion (vcvtb) makes NaN the default NaN, so an exact narrowing
+tests each vector for NaN; NsaCompressGrad narrows f16 rows with NaN
+tracked instead (as bf16 everywhere), the row again exactly if one was met.
+m4_define(`SPA_TRACK_F16', 1)
 NsaCompress forward tiles of 256 channels (every head dim up to 256 still
 fits one): in the board budget 32 windows instead of 2, so the two-window
 register tile slides along 32 windows (bs = 2 st) and all but the first and

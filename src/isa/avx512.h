@@ -19,7 +19,7 @@
  *   spa_vf_load2(p,&lo,&hi) / spa_vf_store2{,_f16,_bf16}(p,lo,hi)  2*SPA_VL
  *                     contiguous elements as two vectors (NEON: one instruction)
  *   spa_vf_round_{f16,bf16}         narrow then widen, in f32 lanes
- *   spa_vf_store{,2}_bf16_num  narrowing exact for lanes that are not NaN;
+ *   spa_vf_store{,2}_{f16,bf16}_num  narrowing exact for lanes that are not NaN;
  *                     spa_vf_nan_seen(seen,v) / spa_vf_any_nan(seen) track NaN over a run
  *   spa_vf_stream / SPA_VF_STREAM_ALIGN  a store that bypasses the cache
  *   spa_isa_f16_to_f32 one element, the fastest exact way the ISA has
@@ -180,6 +180,8 @@ SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
  * track NaN (spa_vf_nan_seen, spa_vf_any_nan) and narrow again with the exact
  * form when one was met. This layer narrows exactly at the same cost, so the
  * _num forms are the exact ones and nothing is tracked. */
+SPA_ISA_INLINE void spa_vf_store_f16_num(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
+SPA_ISA_INLINE void spa_vf_store2_f16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_f16(p, lo, hi); }
 SPA_ISA_INLINE void spa_vf_store_bf16_num(uint16_t *p, spa_vf v) { spa_vf_store_bf16(p, v); }
 SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_bf16(p, lo, hi); }
 SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v)

@@ -313,22 +313,27 @@ SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
     spa_vf_store_bf16(p, lo);
     spa_vf_store_bf16(p + SPA_VL, hi);
 }
-/* The _num narrowings: exact for lanes that are not NaN, for runs that
- * track NaN (spa_vf_nan_seen, spa_vf_any_nan) and narrow again with the exact
- * form when one was met. This layer narrows exactly at the same cost, so the
- * _num forms are the exact ones and nothing is tracked. */
-SPA_ISA_INLINE void spa_vf_store_bf16_num(uint16_t *p, spa_vf v) { spa_vf_store_bf16(p, v); }
-SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_bf16(p, lo, hi); }
-SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v)
+/* The _num narrowings: the conversion or rounding alone, no NaN test per
+ * vector, for runs that track NaN: spa_vf_nan_seen adds v * 0 (one vfma by a
+ * core register; NaN where v is NaN or infinite, an infinity only sending
+ * the run through the exact form again), spa_vf_any_nan tests the sum once. */
+SPA_ISA_INLINE void spa_vf_store_f16_num(uint16_t *p, spa_vf v) { vstrhq_u32(p, spa_mve_narrow_f16(v)); }
+SPA_ISA_INLINE void spa_vf_store2_f16_num(uint16_t *p, spa_vf lo, spa_vf hi)
 {
-    (void)v;
-    return seen;
+    spa_vf_store_f16_num(p, lo);
+    spa_vf_store_f16_num(p + SPA_VL, hi);
 }
-SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
+SPA_ISA_INLINE void spa_vf_store_bf16_num(uint16_t *p, spa_vf v)
 {
-    (void)seen;
-    return 0;
+    vstrhq_u32(p, vshrq_n_u32(spa_mve_bf16_rne(v), 16));
 }
+SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi)
+{
+    spa_vf_store_bf16_num(p, lo);
+    spa_vf_store_bf16_num(p + SPA_VL, hi);
+}
+SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v) { return vfmaq_n_f32(seen, v, 0.0f); }
+SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen) { return vcmpeqq_f32(seen, seen) != 0xFFFF; }
 /* In place: a NaN stays a NaN (the default one, as widening makes it). */
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v)
 {

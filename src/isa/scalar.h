@@ -114,6 +114,8 @@ SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
  * track NaN (spa_vf_nan_seen, spa_vf_any_nan) and narrow again with the exact
  * form when one was met. This layer narrows exactly at the same cost, so the
  * _num forms are the exact ones and nothing is tracked. */
+SPA_ISA_INLINE void spa_vf_store_f16_num(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
+SPA_ISA_INLINE void spa_vf_store2_f16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_f16(p, lo, hi); }
 SPA_ISA_INLINE void spa_vf_store_bf16_num(uint16_t *p, spa_vf v) { spa_vf_store_bf16(p, v); }
 SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_bf16(p, lo, hi); }
 SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v)
