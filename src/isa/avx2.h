@@ -124,46 +124,8 @@ SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v)
 {
     _mm_storeu_si128((__m128i *)(void *)p, spa_avx2_pack16(spa_avx2_bf16_bits(v)));
 }
-/* 2 * SPA_VL contiguous f32 as two vectors, and back; the narrowing
- * forms store 2 * SPA_VL 16-bit elements */
-SPA_ISA_INLINE void spa_vf_load2(const float *p, spa_vf *lo, spa_vf *hi)
-{
-    *lo = spa_vf_load(p);
-    *hi = spa_vf_load(p + SPA_VL);
-}
-SPA_ISA_INLINE void spa_vf_store2(float *p, spa_vf lo, spa_vf hi)
-{
-    spa_vf_store(p, lo);
-    spa_vf_store(p + SPA_VL, hi);
-}
-SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
-{
-    spa_vf_store_f16(p, lo);
-    spa_vf_store_f16(p + SPA_VL, hi);
-}
-SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
-{
-    spa_vf_store_bf16(p, lo);
-    spa_vf_store_bf16(p + SPA_VL, hi);
-}
-/* The _num narrowings: exact for lanes that are not NaN, for runs that
- * track NaN (spa_vf_nan_seen, spa_vf_any_nan) and narrow again with the exact
- * form when one was met. This layer narrows exactly at the same cost, so the
- * _num forms are the exact ones and nothing is tracked. */
-SPA_ISA_INLINE void spa_vf_store_f16_num(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
-SPA_ISA_INLINE void spa_vf_store2_f16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_f16(p, lo, hi); }
-SPA_ISA_INLINE void spa_vf_store_bf16_num(uint16_t *p, spa_vf v) { spa_vf_store_bf16(p, v); }
-SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_bf16(p, lo, hi); }
-SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v)
-{
-    (void)v;
-    return seen;
-}
-SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
-{
-    (void)seen;
-    return 0;
-}
+#include "compose_pairs.h"
+#include "compose_untracked.h"
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return _mm256_cvtph_ps(spa_avx2_to_f16(v)); }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
 {

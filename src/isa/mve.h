@@ -291,28 +291,7 @@ SPA_ISA_INLINE void spa_vf_store_eo_bf16(uint16_t *p, spa_vf even, spa_vf odd)
 }
 SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v) { vstrhq_u32(p, spa_mve_f16_bits(v)); }
 SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v) { vstrhq_u32(p, vshrq_n_u32(spa_mve_bf16_hi(v), 16)); }
-/* 2 * SPA_VL contiguous f32 as two vectors, and back; the narrowing
- * forms store 2 * SPA_VL 16-bit elements */
-SPA_ISA_INLINE void spa_vf_load2(const float *p, spa_vf *lo, spa_vf *hi)
-{
-    *lo = spa_vf_load(p);
-    *hi = spa_vf_load(p + SPA_VL);
-}
-SPA_ISA_INLINE void spa_vf_store2(float *p, spa_vf lo, spa_vf hi)
-{
-    spa_vf_store(p, lo);
-    spa_vf_store(p + SPA_VL, hi);
-}
-SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
-{
-    spa_vf_store_f16(p, lo);
-    spa_vf_store_f16(p + SPA_VL, hi);
-}
-SPA_ISA_INLINE void spa_vf_store2_bf16(uint16_t *p, spa_vf lo, spa_vf hi)
-{
-    spa_vf_store_bf16(p, lo);
-    spa_vf_store_bf16(p + SPA_VL, hi);
-}
+#include "compose_pairs.h"
 /* The _num narrowings: the conversion or rounding alone, no NaN test per
  * vector, for runs that track NaN: spa_vf_nan_seen adds v * 0 (one vfma by a
  * core register; NaN where v is NaN or infinite, an infinity only sending

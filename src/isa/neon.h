@@ -133,9 +133,6 @@ SPA_ISA_INLINE void spa_vf_store2_f16(uint16_t *p, spa_vf lo, spa_vf hi)
     vst1q_u16(p, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(lo), hi)));
 }
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
-/* fcvtn is exact at the same cost: the f16 _num forms are the exact ones */
-SPA_ISA_INLINE void spa_vf_store_f16_num(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
-SPA_ISA_INLINE void spa_vf_store2_f16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_f16(p, lo, hi); }
 
 /* bf16 narrowing. ARMv8.0-A has no instruction for it: RNE by integer adds.
  * The neon_bf16 layer (src/isa/neon_bf16.h, FEAT_BF16) has bfcvtn instead. */
@@ -178,6 +175,9 @@ SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi)
 {
     vst1q_u16(p, vshrn_high_n_u32(vshrn_n_u32(spa_neon_bf16_num_hi(lo), 16), spa_neon_bf16_num_hi(hi), 16));
 }
+/* fcvtn is exact at the same cost: the f16 _num forms are the exact ones */
+SPA_ISA_INLINE void spa_vf_store_f16_num(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
+SPA_ISA_INLINE void spa_vf_store2_f16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_f16(p, lo, hi); }
 SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v) { return vmaxq_f32(seen, v); }
 SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
 {
