@@ -4,10 +4,10 @@
  * corners one sample reads lie close together whatever the caller's layout;
  * then work units (pair, tile of queries) run in contiguous ranges per block,
  * each output row written exactly once. */
-#include <stddef.h>
 #include <string.h>
 
 #include "msda_plan.h"
+#include "native_div.h"
 #include "spa_kernels.h"
 #include "spattn/msda.h"
 
@@ -189,9 +189,7 @@ static void run_pack(void *arg, uint32_t blk)
     const int64_t first = (int64_t)blk * p->pack_per_block;
     const int64_t end = first + p->pack_per_block < p->pack_units ? first + p->pack_per_block : p->pack_units;
     for (int64_t u = first; u < end; u++) {
-        /* native-width division: unit counts of tensors in memory fit
-         * ptrdiff_t (no 64-bit division call on 32-bit cores) */
-        const int64_t b = (ptrdiff_t)u / (ptrdiff_t)runs, k0 = (ptrdiff_t)u % (ptrdiff_t)runs * SPA_MSDA_PACK_KEYS;
+        const int64_t b = spa_div_nat(u, runs), k0 = spa_mod_nat(u, runs) * SPA_MSDA_PACK_KEYS;
         const int64_t k1 = k0 + SPA_MSDA_PACK_KEYS < p->d.nk ? k0 + SPA_MSDA_PACK_KEYS : p->d.nk;
         spa_msda_pack_keys(r->value, b, k0, k1, r->s.vpack + b * p->d.nh * p->d.nk * p->d.c);
     }
@@ -208,9 +206,8 @@ static void run_block(void *arg, uint32_t blk)
     int64_t u = (int64_t)blk * p->per_block;
     const int64_t end = u + p->per_block < p->units ? u + p->per_block : p->units;
     for (; u < end; u++) {
-        /* native-width divisions, as in run_pack */
-        const ptrdiff_t nh = (ptrdiff_t)p->d.nh, tiles = (ptrdiff_t)p->tiles, bt = (ptrdiff_t)u / nh;
-        const int64_t h = (ptrdiff_t)u % nh, b = bt / tiles, tile = bt % tiles;
+        const int64_t h = spa_mod_nat(u, p->d.nh), bt = spa_div_nat(u, p->d.nh);
+        const int64_t b = spa_div_nat(bt, p->tiles), tile = spa_mod_nat(bt, p->tiles);
         const int64_t pair = b * p->d.nh + h;
         const int64_t q0 = tile * p->tile_queries, q1 = q0 + p->tile_queries;
         r->kernel(r->args, b, h, r->s.vpack + pair * p->d.nk * p->d.c, q0, q1 < p->d.nq ? q1 : p->d.nq,

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 
 #include "msda_kernel.h"
+#include "native_div.h"
 
 #if SPA_VL > 16 || 16 % SPA_VL != 0
 #error "the msda chunks hold 16 samples: SPA_VL must divide 16"
@@ -63,7 +64,7 @@ static inline void spa_msda_lanes_init(const spa_msda_levels *lv, int64_t nl, in
     const int64_t nlp = nl * np;
     for (int64_t j0 = 0; j0 < nlp; j0 += 16, out++)
         for (int i = 0; i < 16; i++) {
-            const int64_t pos = j0 + i, l = pos < nlp ? (ptrdiff_t)pos / (ptrdiff_t)np : 0; /* native width */
+            const int64_t pos = j0 + i, l = pos < nlp ? spa_div_nat(pos, np) : 0;
             out->fw[i] = lv->fw[l];
             out->fh[i] = lv->fh[l];
             out->w[i] = (int32_t)(lv->w[l] < INT32_MAX ? lv->w[l] : INT32_MAX); /* the wide path reads lv */
@@ -83,6 +84,17 @@ SPA_ISA_INLINE spa_vf spa_msda_vload(const void *p, int32_t dt, int64_t off)
     default:
         return spa_vf_load((const float *)p + off);
     }
+}
+
+/* 2 * SPA_VL interleaved pairs at element offset off, widened and split:
+ * even elements into *even, odd ones into *odd (f32: one deinterleaving
+ * load). */
+SPA_ISA_INLINE void spa_msda_vload_unzip(const void *p, int32_t dt, int64_t off, spa_vf *even, spa_vf *odd)
+{
+    if (dt == SPA_FLOAT16 || dt == SPA_BFLOAT16)
+        spa_vf_unzip(spa_msda_vload(p, dt, off), spa_msda_vload(p, dt, off + SPA_VL), even, odd);
+    else
+        spa_vf_load_unzip((const float *)p + off, even, odd);
 }
 
 /* SPA_VL lanes stored at element offset off, narrowed (RNE, as spa_msda_store). */
@@ -171,7 +183,7 @@ static inline void spa_msda_gather(const spa_msda_args *a, int64_t j0, int64_t l
             g[32 + i] = 0.0f;
             continue;
         }
-        const int64_t l = (ptrdiff_t)j / (ptrdiff_t)a->np, p = j - l * a->np; /* native width */
+        const int64_t l = spa_div_nat(j, a->np), p = j - l * a->np;
         const int64_t lo = lq + l * a->ls[3] + p * a->ls[4];
         g[i] = spa_msda_load(a->loc, a->loc_dt, lo);
         g[16 + i] = spa_msda_load(a->loc, a->loc_dt, lo + a->ls[5]);
@@ -188,7 +200,7 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
     const int64_t cl = o->row_bytes / (int64_t)sizeof(float);
     uint32_t live = 0;
     for (int i = 0; i < 16; i++) {
-        const int64_t j = j0 + i, l = j < nlp ? (ptrdiff_t)j / (ptrdiff_t)a->np : 0; /* native width */
+        const int64_t j = j0 + i, l = j < nlp ? spa_div_nat(j, a->np) : 0;
         const int64_t ww = a->lv.w[l], hh = a->lv.h[l];
         const float fw = a->lv.fw[l], fh = a->lv.fh[l];
         const float xs = g[i] * fw, ys = g[16 + i] * fh;
@@ -240,11 +252,7 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
         for (int s = 0; s < 16; s += SPA_VL) {
             const int64_t off = lq + 2 * (j0 + s);
             spa_vf xn, yn;
-            if (ldt == SPA_FLOAT32) /* a constant of each kernel */
-                spa_vf_load_unzip((const float *)a->loc + off, &xn, &yn);
-            else
-                spa_vf_unzip(spa_msda_vload(a->loc, ldt, off), spa_msda_vload(a->loc, ldt, off + SPA_VL), &xn,
-                             &yn);
+            spa_msda_vload_unzip(a->loc, ldt, off, &xn, &yn);
             const spa_vf an = spa_msda_vload(a->attn, adt, aq + j0 + s);
             live |= spa_msda_stage_vec(ln, s, xn, yn, an, o, ch, gch) << s;
         }

@@ -19,6 +19,7 @@ SPA_STAMP
 
 #include "msda_kernel.h"
 #include "msda_stage.h"
+#include "native_div.h"
 
 enum { TS = MSDA_TS, CMAX = SPA_MSDA_MAX_C, PFQ = 8, FQ = 8 };
 /* the dtype of location and attnWeight, the kernel's */
@@ -107,15 +108,13 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
                  int64_t q1, void *scratch)
 {
     const int64_t nlp = a->nl * a->np, nch = (nlp + 15) / 16, cl = a->c;
-    /* native-width divisions (small values: no 64-bit division call on
-     * 32-bit cores) */
-    const int64_t tq = (ptrdiff_t)TS / (ptrdiff_t)nlp > 0 ? (ptrdiff_t)TS / (ptrdiff_t)nlp : 1;
+    const int64_t tq = spa_div_nat(TS, nlp) > 0 ? spa_div_nat(TS, nlp) : 1;
     const int64_t desc_bytes = tq * nlp * (int64_t)sizeof(spa_msda_fwd_sample);
     float *acc = (float *)(void *)((unsigned char *)scratch + desc_bytes);
     /* in the descriptor area: the chunks of up to FQ queries, the lane
      * constants, the gathered coordinates */
     const int64_t fixed = nch * (int64_t)sizeof(spa_msda_lanes) + SPA_MSDA_GATHER_FLOATS * (int64_t)sizeof(float);
-    const int64_t room = (ptrdiff_t)(desc_bytes - fixed) / (ptrdiff_t)(nch * (int64_t)sizeof(spa_msda_chunk));
+    const int64_t room = spa_div_nat(desc_bytes - fixed, nch * (int64_t)sizeof(spa_msda_chunk));
     const int64_t ftq = room < FQ ? room : FQ;
     spa_msda_chunk *ch = scratch;
     spa_msda_lanes *ln = (spa_msda_lanes *)(void *)(ch + ftq * nch);

@@ -11,6 +11,7 @@ SPA_STAMP
 
 #include "half.h"
 #include "nsa_compress_kernel.h"
+#include "native_div.h"
 
 enum { TT = NSACG_TT, TC = NSACG_TC, LANES = 16 };
 
@@ -208,21 +209,14 @@ SPA_FOR(NSACG_NL, `NSACG_PL_DECL')m4_dnl
     {
 NSACG_PSTEPS(`FIRST')m4_dnl
     }
-m4_ifelse(m4_eval(NSACG_NV16 >= 4 && NSACG_UNROLL128), 1, `m4_dnl
+m4_ifelse(m4_eval(NSACG_NV16 >= 4), 1, `m4_dnl
+m4_ifelse(NSACG_UNROLL128, 1, `m4_dnl
     if (d_len == 128) {
         /* the usual head size: the seven other groups at constant offsets
          * (immediates of the loads and stores), no loop control */
 SPA_FOR(7, `NSACG_G128')m4_dnl
     } else {
-        /* 16 channels (NV16 vectors) per step: each lane vector takes
-         * one product per step, so no step-to-step chain keeps loaded rows
-         * live (with two steps per iteration GCC sinks the first products
-         * to the second and spills) */
-        for (c = 16; c < d_len; c += 16) {
-NSACG_PSTEPS(`NEXT')m4_dnl
-        }
-    }
-', m4_eval(NSACG_NV16 >= 4), 1, `m4_dnl
+')m4_dnl
     /* 16 channels (NV16 vectors) per step: each lane vector takes one
      * product per step, so no step-to-step chain keeps loaded rows live
      * (with two steps per iteration GCC sinks the first products to the
@@ -230,6 +224,8 @@ NSACG_PSTEPS(`NEXT')m4_dnl
     for (c = 16; c < d_len; c += 16) {
 NSACG_PSTEPS(`NEXT')m4_dnl
     }
+m4_ifelse(NSACG_UNROLL128, 1, `    }
+')m4_dnl
 ', `m4_dnl
     /* 32 channels per step (the loop control spread over twice
      * the work), then a last 16 */
@@ -350,9 +346,8 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
     for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += TT) {
         const int64_t p1 = t1 - bstart - p0 < TT ? t1 - bstart : p0 + TT;
         /* Windows touching tokens [p0, p1). */
-        /* native-width divisions, as for klo / khi below */
-        const int64_t ilo = p0 < bs ? 0 : (ptrdiff_t)(p0 - bs) / (ptrdiff_t)st + 1;
-        const int64_t ihi = (ptrdiff_t)(p1 - 1) / (ptrdiff_t)st < nwin - 1 ? (ptrdiff_t)(p1 - 1) / (ptrdiff_t)st : nwin - 1;
+        const int64_t ilo = p0 < bs ? 0 : spa_div_nat(p0 - bs, st) + 1;
+        const int64_t ihi = spa_div_nat(p1 - 1, st) < nwin - 1 ? spa_div_nat(p1 - 1, st) : nwin - 1;
         for (int64_t h0 = 0; h0 < heads; h0 += group) {
             const int64_t hn = heads - h0 < group ? heads - h0 : group;
             const int64_t width = hn * d_len;
@@ -368,10 +363,8 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                     for (int64_t hh = 0; hh < hn; hh++)
                         SPA_PREFETCH_RUN(x + (bstart + p + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
                                          d_len * a->xs2 * SPA_SZ);
-                /* token and stride within one block: native-width division
-                 * (one instruction on 32-bit cores, no runtime call) */
-                const int64_t klo = p < bs ? 0 : (ptrdiff_t)(p - bs) / (ptrdiff_t)st + 1;
-                const int64_t khi = (ptrdiff_t)p / (ptrdiff_t)st < nwin - 1 ? (ptrdiff_t)p / (ptrdiff_t)st : nwin - 1;
+                const int64_t klo = p < bs ? 0 : spa_div_nat(p - bs, st) + 1;
+                const int64_t khi = spa_div_nat(p, st) < nwin - 1 ? spa_div_nat(p, st) : nwin - 1;
                 const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= bs / st <= 8 */
 m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                 if (nw == 2) {
