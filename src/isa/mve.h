@@ -151,53 +151,78 @@ SPA_ISA_INLINE spa_vf spa_vf_keep_geb(spa_vf v, spa_vf x, spa_vb lo)
 }
 
 /* The f16 <-> f32 conversions (vcvtb / vcvtt between half and single) by
- * their encodings, on Q0 and Q1: GNU as 2.40 (gcc-arm-none-eabi 12 in
- * Debian 12) encodes these instructions with twice the Q register numbers
- * (any register but Q0 comes out wrong), so their operands are pinned to Q0
- * and Q1 and the words written out. */
-#define SPA_MVE_VCVTB_F32_F16_Q0_Q0 ".inst.w 0xfe3f0e01" /* vcvtb.f32.f16 q0, q0 */
-#define SPA_MVE_VCVTB_F32_F16_Q1_Q0 ".inst.w 0xfe3f2e01" /* vcvtb.f32.f16 q1, q0 */
-#define SPA_MVE_VCVTT_F32_F16_Q0_Q0 ".inst.w 0xfe3f1e01" /* vcvtt.f32.f16 q0, q0 */
-#define SPA_MVE_VCVTB_F16_F32_Q0_Q0 ".inst.w 0xee3f0e01" /* vcvtb.f16.f32 q0, q0 */
-#define SPA_MVE_VCVTB_F16_F32_Q2_Q3 ".inst.w 0xee3f4e07" /* vcvtb.f16.f32 q2, q3 */
-#define SPA_MVE_VCVTT_F16_F32_Q2_Q3 ".inst.w 0xee3f5e07" /* vcvtt.f16.f32 q2, q3 */
+ * their encodings: GNU as 2.40 (gcc-arm-none-eabi 12 in Debian 12) encodes
+ * these instructions with twice the Q register numbers (any register but Q0
+ * comes out wrong). The assembler macro spa_mve_cvt below writes the word
+ * itself, the register numbers (as the compiler chose them: %q operands)
+ * placed in the Qd (bits 15:13) and Qm (bits 3:1) fields, so the operands
+ * stay free registers (no moves to and from fixed ones). Every asm statement
+ * carries the definitions, guarded, as the compiler may emit its statements
+ * in any order. */
+#define SPA_MVE_CVT_MACROS                                                          \
+    ".ifndef .Lspa_mve_cvt_macros\n"                                                \
+    ".set .Lspa_mve_cvt_macros, 1\n"                                                \
+    ".macro spa_mve_qnum sym, q\n"                                                  \
+    ".irp i, 0, 1, 2, 3, 4, 5, 6, 7\n"                                              \
+    ".ifc \\q, q\\i\n"                                                              \
+    ".set \\sym, \\i\n"                                                             \
+    ".endif\n"                                                                      \
+    ".endr\n"                                                                       \
+    ".endm\n"                                                                       \
+    ".macro spa_mve_cvt word, qd, qm\n"                                             \
+    ".set .Lspa_mve_qd, -1\n"                                                       \
+    ".set .Lspa_mve_qm, -1\n"                                                       \
+    "spa_mve_qnum .Lspa_mve_qd, \\qd\n"                                             \
+    "spa_mve_qnum .Lspa_mve_qm, \\qm\n"                                             \
+    ".if .Lspa_mve_qd < 0 || .Lspa_mve_qm < 0\n"                                    \
+    ".error \"spa_mve_cvt: operands must be q0..q7\"\n"                             \
+    ".endif\n"                                                                      \
+    ".inst.w \\word | (.Lspa_mve_qd << 13) | (.Lspa_mve_qm << 1)\n"                 \
+    ".endm\n"                                                                       \
+    ".endif\n"
+#define SPA_MVE_VCVTB_F32_F16 "0xfe3f0e01" /* vcvtb.f32.f16 qd, qm: bottom halves widened */
+#define SPA_MVE_VCVTT_F32_F16 "0xfe3f1e01" /* vcvtt.f32.f16 qd, qm: top halves widened */
+#define SPA_MVE_VCVTB_F16_F32 "0xee3f0e01" /* vcvtb.f16.f32 qd, qm: into the bottom halves */
+#define SPA_MVE_VCVTT_F16_F32 "0xee3f1e01" /* vcvtt.f16.f32 qd, qm: into the top halves */
+/* out = conversion(in); for the narrowings the other halves of out are
+ * left as they were (SPA_MVE_CVT_INTO: out read and written) */
+#define SPA_MVE_CVT(word, out, in) __asm__(SPA_MVE_CVT_MACROS "spa_mve_cvt " word ", %q0, %q1" : "=w"(out) : "w"(in))
+#define SPA_MVE_CVT_INTO(word, out, in)                                             \
+    __asm__(SPA_MVE_CVT_MACROS "spa_mve_cvt " word ", %q0, %q1" : "+w"(out) : "w"(in))
 
 /* f16 in the low half of each 32-bit lane -> f32, exactly (a NaN gives the
  * default NaN: MVE converts with the standard FPSCR value). */
 SPA_ISA_INLINE spa_vf spa_mve_widen_f16(uint32x4_t h)
 {
-    register uint32x4_t q0 __asm__("q0") = h;
-    __asm__(SPA_MVE_VCVTB_F32_F16_Q0_Q0 : "+w"(q0));
-    return vreinterpretq_f32_u32(q0);
+    spa_vf r;
+    SPA_MVE_CVT(SPA_MVE_VCVTB_F32_F16, r, h);
+    return r;
 }
 /* f32 -> f16, RNE, in the low half of each 32-bit lane (high half garbage);
  * NaN lanes the default NaN. */
 SPA_ISA_INLINE uint32x4_t spa_mve_narrow_f16(spa_vf v)
 {
-    register spa_vf q0 __asm__("q0") = v;
-    __asm__(SPA_MVE_VCVTB_F16_F32_Q0_Q0 : "+w"(q0));
-    return vreinterpretq_u32_f32(q0);
+    uint32x4_t r;
+    SPA_MVE_CVT(SPA_MVE_VCVTB_F16_F32, r, v);
+    return r;
 }
 /* 2 x 4 f16 -> f32: a the even elements of p[0..8), b the odd ones. */
 SPA_ISA_INLINE void spa_mve_widen2_f16(uint16x8_t h, spa_vf *a, spa_vf *b)
 {
-    register uint16x8_t q0 __asm__("q0") = h;
-    register spa_vf q1 __asm__("q1");
-    __asm__(SPA_MVE_VCVTB_F32_F16_Q1_Q0 "\n\t" SPA_MVE_VCVTT_F32_F16_Q0_Q0 : "+w"(q0), "=&w"(q1));
-    *a = q1;
-    *b = vreinterpretq_f32_u16(q0);
+    spa_vf even, odd;
+    SPA_MVE_CVT(SPA_MVE_VCVTB_F32_F16, even, h);
+    SPA_MVE_CVT(SPA_MVE_VCVTT_F32_F16, odd, h);
+    *a = even;
+    *b = odd;
 }
 /* The inverse: a to the even elements, b to the odd ones; NaN lanes the
- * default NaN. (On Q2 and Q3, so that a row widened on Q0 and Q1 and
- * narrowed in the same step needs no moves.) */
+ * default NaN. */
 SPA_ISA_INLINE uint16x8_t spa_mve_narrow2_f16(spa_vf a, spa_vf b)
 {
-    register spa_vf q2 __asm__("q2");
-    register spa_vf q3 __asm__("q3") = a;
-    __asm__(SPA_MVE_VCVTB_F16_F32_Q2_Q3 : "=w"(q2) : "w"(q3));
-    q3 = b;
-    __asm__(SPA_MVE_VCVTT_F16_F32_Q2_Q3 : "+w"(q2) : "w"(q3));
-    return vreinterpretq_u16_f32(q2);
+    uint16x8_t r;
+    SPA_MVE_CVT(SPA_MVE_VCVTB_F16_F32, r, a);
+    SPA_MVE_CVT_INTO(SPA_MVE_VCVTT_F16_F32, r, b);
+    return r;
 }
 /* half.h's f16 NaN from the f32 bits u, in the low half of each lane:
  * sign | 0x7E00 | mantissa >> 13. */
@@ -316,9 +341,7 @@ SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen) { return vcmpeqq_f32(seen, seen) 
 /* In place: a NaN stays a NaN (the default one, as widening makes it). */
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v)
 {
-    register spa_vf q0 __asm__("q0") = v;
-    __asm__(SPA_MVE_VCVTB_F16_F32_Q0_Q0 "\n\t" SPA_MVE_VCVTB_F32_F16_Q0_Q0 : "+w"(q0));
-    return q0;
+    return spa_mve_widen_f16(spa_mve_narrow_f16(v));
 }
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
 {
