@@ -47,7 +47,7 @@ $(shell mkdir -p $(B) && { [ -f $(CONFIG) ] && [ "$$(cat $(CONFIG))" = '$(CONFIG
 
 DTYPES := f32 f16 bf16
 OPS := $(patsubst templates/%.c.m4,%,$(wildcard templates/*.c.m4))
-M4 := m4 -P
+M4 := m4 -P -E # -E: an m4 warning (a bad eval, say) fails the build
 M4_IN := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/*.m4))
 # micro-kernel templates the op templates include (m4_include)
 M4_INC := $(filter-out templates/common.m4 %.c.m4,$(wildcard templates/*.m4))

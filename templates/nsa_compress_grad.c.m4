@@ -148,7 +148,7 @@ m4_define(`NSACG_PSTEP', `        {
 NSACG_PSTEP2(j, first): vectors 2j and 2j+1 of a 16-channel group, each row
 read by one two-vector load (NSACG_XLOAD2, spa_vf_load2) and inputGrad
 written by one two-vector store (NSACG_OUT2): the same operations on each
-vector as NSACG_PSTEP, in the same order per lane vector and per element.
+vector as `NSACG_PSTEP', in the same order per lane vector and per element.
 m4_define(`NSACG_LOP', `m4_ifelse(m4_eval($2 && $1 < NSACG_NL), 1, `spa_vf_mul($4, $5)', `spa_vf_fma($3, $4, $5)')')
 m4_define(`NSACG_PLANE', `            l0_`'m4_eval($1 % NSACG_NL) = NSACG_LOP($1, $5, `l0_'m4_eval($1 % NSACG_NL), $2, $4);
             l1_`'m4_eval($1 % NSACG_NL) = NSACG_LOP($1, $5, `l1_'m4_eval($1 % NSACG_NL), $3, $4);
@@ -188,22 +188,19 @@ m4_define(`NSACG_UNROLL128', m4_ifdef(`SPA_ROW128_UNROLL', `SPA_ROW128_UNROLL', 
 NSACG_G128(k): group k + 1 of a 128-channel row.
 m4_define(`NSACG_G128', `        c = m4_eval(16 * ($1 + 1));
 NSACG_PSTEPS(`NEXT')')
-NSACG_PAIR(name, x type, out type, tracked): tracked 1, the row narrowed by
-the layer form for numbers with NaN tracked (NSACG_OUT2_T, NSACG_OUT_T); it
-returns whether a NaN was met, and the caller runs the row again with the
-exact narrowing (same inputs, same sums: the same dot products).
+NSACG_PAIR(name, x type, out type, numbers): numbers 1, the row narrowed by
+the layer form for numbers (NSACG_OUT2_N, NSACG_OUT_N), for rows whose
+inputs are all finite (the caller knows: NSACG_FINITE).
 m4_define(`NSACG_PAIR', `
 m4_ifelse($4, 1, `/* the row as the exact form computes it, inputGrad narrowed by the layer
- * form for numbers; returns nonzero where an inputGrad value was NaN (the
- * caller then runs the exact form) */', `/* one token and head covered by two windows (outputGrad rows dy0, dy1,
+ * form for numbers: for finite outputGrad rows and weights, whose inputGrad
+ * values are never NaN */', `/* one token and head covered by two windows (outputGrad rows dy0, dy1,
  * weights w0, w1), all d_len channels (a multiple of 16): the inputGrad row
  * into dst, the two windows dot products into dot[0], dot[1] */')
-SPA_ISA_INLINE m4_ifelse($4, 1, `int', `void') $1(const $2 *xr, ptrdiff_t d_len, const float *dy0, const float *dy1, float w0, float w1,
+SPA_ISA_INLINE void $1(const $2 *xr, ptrdiff_t d_len, const float *dy0, const float *dy1, float w0, float w1,
                        float *dot, $3 *dst)
 {
     const spa_vb u0 = spa_vb_set(w0), u1 = spa_vb_set(w1);
-m4_ifelse($4, 1, `    spa_vf seen = spa_vf_zero();
-')m4_dnl
 SPA_FOR(NSACG_NL, `NSACG_PL_DECL')m4_dnl
     ptrdiff_t c = 0; /* native width: no 64-bit compares on 32-bit cores */
     {
@@ -241,28 +238,67 @@ NSACG_PSTEPS(`NEXT')m4_dnl
 ')m4_dnl
     dot[0] = NSACG_PFOLD(`l0');
     dot[1] = NSACG_PFOLD(`l1');
-m4_ifelse($4, 1, `    return spa_vf_any_nan(seen);
-')m4_dnl
 }
 ')
 m4_define(`NSACG_OUT_F', `spa_vf_store($1, $2)')
 m4_define(`NSACG_OUT_H', `SPA_VSTORE($1, $2)')
 m4_define(`NSACG_OUT2_F', `spa_vf_store2($1, $2, $3)')
 m4_define(`NSACG_OUT2_H', `spa_vf_store2_'SPA_DT`($1, $2, $3)')
-m4_define(`NSACG_OUT_T', `{
-                const spa_vf o_v = $2;
-                seen = spa_vf_nan_seen(seen, o_v);
-                spa_vf_store_'SPA_DT`_num($1, o_v);
-            }')
-m4_define(`NSACG_OUT2_T', `{
-                const spa_vf o_lo = $2, o_hi = $3;
-                seen = spa_vf_nan_seen(seen, spa_vf_nan_seen(o_lo, o_hi));
-                spa_vf_store2_'SPA_DT`_num($1, o_lo, o_hi);
-            }')
-NSACG_TRACK: 16-bit rows narrowed with NaN tracking: bf16 (no narrowing
-instruction on ARMv8.0, none on MVE), f16 where the layer says its
-conversion needs a NaN test per vector otherwise (SPA_TRACK_F16: MVE).
-m4_define(`NSACG_TRACK', m4_eval(NSACG_PAIR_FITS && (m4_ifelse(SPA_DT, `bf16', 1, 0) || (m4_ifelse(SPA_DT, `f16', 1, 0) && m4_ifdef(`SPA_TRACK_F16', `SPA_TRACK_F16', 0)))))
+m4_define(`NSACG_OUT_N', `spa_vf_store_'SPA_DT`_num($1, $2)')
+m4_define(`NSACG_OUT2_N', `spa_vf_store2_'SPA_DT`_num($1, $2, $3)')
+NSACG_FINITE: 16-bit rows narrowed by the form for numbers where the
+inputs that make inputGrad are finite: outputGrad rows (checked as the tile
+stages them) and the two weights of the row. Every value is then
+g0 * w0 + g1 * w1 of finite values by one FMA, never NaN (an overflow is an
+infinity, which the form for numbers narrows exactly). For bf16 (no
+narrowing instruction on ARMv8.0, none on MVE), and f16 where the layer says
+its conversion needs a NaN test per vector otherwise (SPA_TRACK_F16: MVE).
+m4_define(`NSACG_FINITE', m4_eval(NSACG_PAIR_FITS && (m4_ifelse(SPA_DT, `bf16', 1, 0) || (m4_ifelse(SPA_DT, `f16', 1, 0) && m4_ifdef(`SPA_TRACK_F16', `SPA_TRACK_F16', 0)))))
+NSACG_PAIR_TOKEN: the rows narrowed by the form for numbers of one token,
+head by head, in a function of its own where the ISA asks (SPA_ROW_CALL,
+MVE: inlined in the kernel, GCC 12 forms the addresses of the rows widening
+loads and narrowing stores in registers, four instructions per vector).
+m4_define(`NSACG_PAIR_TOKEN', `
+/* one token covered by two windows: its rows and weights for the first head
+ * of a group, each stepping by its head stride (pointers to floats never
+ * alias the rest) */
+typedef struct {
+    const SPA_T *x;
+    SPA_T *dx;
+    const float *dy0;
+    const SPA_T *w0, *w1;
+    float *wp0, *wp1;
+    ptrdiff_t xs, dxs, dys, dy_next, ws, d;
+} pair_token;
+
+/* heads [0, hn) of the token, while the two weights of a head are finite
+ * (inputGrad narrowed by the form for numbers: the outputGrad rows are
+ * finite too); returns the heads done */
+m4_ifelse(m4_ifdef(`SPA_ROW_CALL', `SPA_ROW_CALL', 0), 1, `__attribute__((noinline)) static', `SPA_ISA_INLINE') ptrdiff_t pair_token_num(const pair_token *t, ptrdiff_t hn)
+{
+    const SPA_T *xr = t->x, *w0p = t->w0, *w1p = t->w1;
+    SPA_T *dxr = t->dx;
+    const float *dy0 = t->dy0;
+    for (ptrdiff_t hh = 0;;) {
+        const float w0 = SPA_LOAD(*w0p), w1 = SPA_LOAD(*w1p);
+        const float w_seen = w0 * 0.0f + w1 * 0.0f;
+        if (w_seen != w_seen)
+            return hh;
+        float dot[2];
+        pair_row_d_h_num(xr, t->d, dy0, dy0 + t->dy_next, w0, w1, dot, dxr);
+        t->wp0[hh] += dot[0];
+        t->wp1[hh] += dot[1];
+        if (++hh == hn)
+            return hh;
+        /* the next head (never a step past the last one) */
+        xr += t->xs;
+        dxr += t->dxs;
+        dy0 += t->dys;
+        w0p += t->ws;
+        w1p += t->ws;
+    }
+}
+')
 m4_define(`NSACG_XLOAD2_F', `spa_vf_load2($1, $2, $3)')
 m4_define(`NSACG_XLOAD2_H', `spa_vf_load2_'SPA_DT`($1, $2, $3)')
 m4_divert(0)m4_dnl
@@ -275,9 +311,10 @@ m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2
 NSACG_PAIR(`pair_row_f_h', `float', `SPA_T')m4_dnl
 m4_define(`NSACG_XLOAD', `NSACG_VLOAD($1)')m4_define(`NSACG_XLOAD2', `NSACG_XLOAD2_H($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_h', `SPA_T', `SPA_T')m4_dnl
-m4_ifelse(NSACG_TRACK, 1, `m4_define(`NSACG_OUT2', `NSACG_OUT2_T($1, $2, $3)')m4_define(`NSACG_OUT', `NSACG_OUT_T($1, $2)')m4_dnl
+m4_ifelse(NSACG_FINITE, 1, `m4_define(`NSACG_OUT2', `NSACG_OUT2_N($1, $2, $3)')m4_define(`NSACG_OUT', `NSACG_OUT_N($1, $2)')m4_dnl
 NSACG_PAIR(`pair_row_d_h_num', `SPA_T', `SPA_T', 1)m4_dnl
 m4_define(`NSACG_OUT2', `NSACG_OUT2_H($1, $2, $3)')m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_dnl
+NSACG_PAIR_TOKEN`'m4_dnl
 ')m4_dnl
 m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2_F($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_f', `SPA_T', `float')m4_dnl
@@ -298,6 +335,20 @@ NSACG_TOKEN(NSACG_NV, `_d', `SPA_T', `NSACG_XD')m4_dnl
 NSACG_ROW(`_d', `SPA_T')m4_dnl
 ')m4_dnl
 
+m4_ifelse(NSACG_FINITE, 1, `
+/* dst[0..n) = widen(src[k * stride]); whether every value was finite */
+static inline bool widen_row_finite(float *dst, const SPA_T *src, int64_t stride, int64_t n)
+{
+    if (stride == 1)
+        return SPA_WIDEN_FINITE_RUN(dst, src, n);
+    float seen = 0.0f;
+    for (int64_t k = 0; k < n; k++) {
+        dst[k] = SPA_LOAD(src[k * stride]);
+        seen += dst[k] * 0.0f;
+    }
+    return seen == seen;
+}
+')m4_dnl
 /* The 16 dot-product lanes of one window, folded by halves (8, 4, 2, 1):
  * as vectors, then the lanes of one vector by spa_vf_hsum, the same order
  * on every ISA. */
@@ -351,11 +402,19 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
         for (int64_t h0 = 0; h0 < heads; h0 += group) {
             const int64_t hn = heads - h0 < group ? heads - h0 : group;
             const int64_t width = hn * d_len;
+m4_ifelse(NSACG_FINITE, 1, `m4_dnl
+            bool dy_finite = true; /* the staged rows: no NaN, no infinity */
+')m4_dnl
             for (int64_t i = ilo; i <= ihi && !dy_in_place; i++)
                 for (int64_t hh = 0; hh < hn; hh++) {
                     const SPA_T *dyr = dy + (row0 + i) * a->ys0 + (h0 + hh) * a->ys1;
                     float *dst = dyf + (i - ilo) * width + hh * d_len;
+m4_ifelse(NSACG_FINITE, 1, `m4_dnl
+                    if (!widen_row_finite(dst, dyr, a->ys2, d_len))
+                        dy_finite = false;
+', `m4_dnl
                     SPA_WIDEN_ROW(dst, dyr, a->ys2, d_len);
+')m4_dnl
                 }
             for (int64_t p = p0; p < p1; p++) {
                 /* Ask for the rows a few tokens ahead (short runs per head). */
@@ -386,7 +445,17 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                     const int64_t dy_next = dy_in_place ? a->ys0 : width; /* window klo -> klo + 1 */
                     const int64_t dy_head = dy_in_place ? a->ys1 : d_len;
                     const ptrdiff_t d_pair = (ptrdiff_t)d_len; /* <= 256 (validated) */
-                    for (int64_t hh = 0; hh < hn; hh++) {
+                    int64_t hh = 0;
+m4_ifelse(NSACG_FINITE, 1, `m4_dnl
+                    if (dx_direct && a->xs2 == 1 && dy_finite) {
+                        /* element strides of tensors in memory: native width */
+                        const pair_token tk = {x_h0, dx_h0, dy_h0, w0_h0, w1_h0, wp0, wp1,
+                                               (ptrdiff_t)a->xs1, (ptrdiff_t)a->dxs1, (ptrdiff_t)dy_head,
+                                               (ptrdiff_t)dy_next, (ptrdiff_t)a->ws1, d_pair};
+                        hh = pair_token_num(&tk, (ptrdiff_t)hn); /* the rest: weights not finite */
+                    }
+')m4_dnl
+                    for (; hh < hn; hh++) {
                         const SPA_T *xr = x_h0 + hh * a->xs1;
                         SPA_T *dxr = dx_h0 + hh * a->dxs1;
                         const float *dy0 = dy_h0 + hh * dy_head;
@@ -399,14 +468,8 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
 m4_ifelse(SPA_DT, `f32', `m4_dnl
                         pair_row_f_f(a->xs2 == 1 ? xr : xf, d_pair, dy0, dy1, w0, w1, dot, dst);
 ', `m4_dnl
-m4_ifelse(NSACG_TRACK, 1, `m4_dnl
-                        if (dx_direct && a->xs2 == 1) {
-                            /* a NaN met: the row again, narrowed exactly */
-                            if (pair_row_d_h_num(xr, d_pair, dy0, dy1, w0, w1, dot, dxr))
-                                pair_row_d_h(xr, d_pair, dy0, dy1, w0, w1, dot, dxr);
-                        }', `m4_dnl
                         if (dx_direct && a->xs2 == 1)
-                            pair_row_d_h(xr, d_pair, dy0, dy1, w0, w1, dot, dxr);')
+                            pair_row_d_h(xr, d_pair, dy0, dy1, w0, w1, dot, dxr);
                         else if (dx_direct)
                             pair_row_f_h(xf, d_pair, dy0, dy1, w0, w1, dot, dxr);
                         else if (a->xs2 == 1)

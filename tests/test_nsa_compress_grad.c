@@ -156,24 +156,88 @@ static void set_bits(ttensor *tt, int64_t flat, uint32_t bits32)
     }
 }
 
-/* NaN in outputGrad and in weight (quiet and signaling, both signs): the
- * gradients are NaN exactly where the fp64 reference is, and match it
- * elsewhere; on rows of two windows the layers narrow bf16 with NaN tracked
- * and narrow such a row again exactly. */
+/* An infinity of the dtype at flat index flat. */
+static void set_inf(ttensor *tt, int64_t flat, int negative)
+{
+    unsigned char *p = (unsigned char *)tt->t.data + tt_offset(tt, flat) * (tt->t.dtype == SPA_FLOAT32 ? 4 : 2);
+    const uint32_t bits32 = (negative ? 0x80000000u : 0u) | 0x7F800000u;
+    if (tt->t.dtype == SPA_FLOAT32) {
+        memcpy(p, &bits32, 4);
+    } else {
+        const uint16_t h = (uint16_t)(tt->t.dtype == SPA_BFLOAT16 ? bits32 >> 16 : ((bits32 >> 16) & 0x8000u) | 0x7C00u);
+        memcpy(p, &h, 2);
+    }
+}
+
+/* The value at flat index flat made positive (its sign bit cleared). */
+static void clear_sign(ttensor *tt, int64_t flat)
+{
+    unsigned char *p = (unsigned char *)tt->t.data + tt_offset(tt, flat) * (tt->t.dtype == SPA_FLOAT32 ? 4 : 2);
+    if (tt->t.dtype == SPA_FLOAT32) {
+        uint32_t u;
+        memcpy(&u, p, 4);
+        u &= 0x7FFFFFFFu;
+        memcpy(p, &u, 4);
+    } else {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        h &= 0x7FFFu;
+        memcpy(p, &h, 2);
+    }
+}
+
+/* n values against the reference: NaN where it is NaN, the same infinity
+ * where it is infinite; those positions then leave the comparison. */
+static int64_t mask_special(double *got, double *want, double *mag, int64_t n, int64_t *nan_count, int64_t *inf_count)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(want[i]) || isnan(got[i])) {
+            bad += !isnan(got[i]) || !isnan(want[i]);
+            *nan_count += isnan(want[i]) ? 1 : 0;
+        } else if (isinf(want[i]) || isinf(got[i])) {
+            bad += got[i] != want[i];
+            *inf_count += isinf(want[i]) ? 1 : 0;
+        } else {
+            continue;
+        }
+        got[i] = want[i] = 0.0, mag[i] = 1.0;
+    }
+    return bad;
+}
+
+/* NaN in outputGrad and in weight (quiet and signaling, both signs), then
+ * infinities of both signs in outputGrad (inf - inf makes NaN from values
+ * that are not NaN): the gradients are NaN exactly where
+ * the fp64 reference is, infinite where it is, and match it elsewhere. On
+ * rows of two windows the layers narrow 16-bit inputGrad by the form for
+ * numbers only where the outputGrad rows and weights are all finite. */
 static void test_nan_propagation(void)
 {
     static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
     static const uint32_t nans[4] = {0x7FC00000u, 0xFF810000u, 0x7F810000u, 0xFFC10000u};
     const int64_t lens[2] = {37, 160};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 6; k++) {
         nsac_case c;
-        nsac_case_fixed(&c, dts[k], 2, 128, 32, 16, 2, lens, 0);
+        nsac_case_fixed(&c, dts[k % 3], 3, 128, 32, 16, 2, lens, 0);
         rng r = rng_seed(204 + (uint64_t)k);
         grad_io io;
         io_make(&io, &c, &r);
-        /* outputGrad window 3, head 1, channel 77; weight row 5, head 0 */
-        set_bits(&io.dy, (3 * c.n + 1) * c.d + 77, nans[k]);
-        set_bits(&io.w, 5 * c.n + 0, nans[(k + 1) % 4]);
+        if (k < 3) {
+            /* outputGrad window 3, head 1, channel 77; weight row 5, head 1
+             * (a token under it: head 0 by the form for numbers, then the
+             * exact form) */
+            set_bits(&io.dy, (3 * c.n + 1) * c.d + 77, nans[k]);
+            set_bits(&io.w, 5 * c.n + 1, nans[(k + 1) % 4]);
+        } else {
+            /* +inf in window 4 and -inf in window 5, head 2, channel 10, the
+             * weights of head 2 made positive: tokens under both windows
+             * get inf * w0 - inf * w1, NaN */
+            set_inf(&io.dy, (4 * c.n + 2) * c.d + 10, 0);
+            set_inf(&io.dy, (5 * c.n + 2) * c.d + 10, 1);
+            for (int64_t j = 0; j < c.bs; j++)
+                clear_sign(&io.w, j * c.n + 2);
+        }
         CU_ASSERT_EQUAL(run_grad(&c, &io, k % N_RUNNERS, 0), SPA_OK);
         double *dy = tt_to_doubles(&io.dy), *x = tt_to_doubles(&io.x), *w = tt_to_doubles(&io.w);
         double *dx = tt_to_doubles(&io.dx), *dw = tt_to_doubles(&io.dw);
@@ -182,19 +246,12 @@ static void test_nan_propagation(void)
         double *rdw = malloc(sizeof(double) * (size_t)nw), *mdw = malloc(sizeof(double) * (size_t)nw);
         ref_batches bt = nsac_case_batches(&c);
         ref_nsa_compress_grad(dy, x, w, &bt, c.tokens, c.n, c.d, c.bs, c.st, rdx, mdx, rdw, mdw);
-        int64_t bad = 0, nan_dx = 0;
-        for (int64_t i = 0; i < nx; i++) {
-            bad += isnan(dx[i]) != isnan(rdx[i]);
-            nan_dx += isnan(rdx[i]);
-            if (isnan(rdx[i]))
-                dx[i] = rdx[i] = 0.0, mdx[i] = 1.0;
-        }
-        for (int64_t i = 0; i < nw; i++) {
-            bad += isnan(dw[i]) != isnan(rdw[i]);
-            if (isnan(rdw[i]))
-                dw[i] = rdw[i] = 0.0, mdw[i] = 1.0;
-        }
-        CU_ASSERT(nan_dx > c.d); /* the planted values reached inputGrad */
+        int64_t nan_dx = 0, inf_dx = 0, nan_dw = 0, inf_dw = 0;
+        int64_t bad = mask_special(dx, rdx, mdx, nx, &nan_dx, &inf_dx);
+        bad += mask_special(dw, rdw, mdw, nw, &nan_dw, &inf_dw);
+        /* the planted values reached inputGrad: NaN rows (k < 3), or NaN
+         * from inf - inf beside infinities */
+        CU_ASSERT(k < 3 ? nan_dx > c.d : nan_dx >= 1 && inf_dx > 8);
         bad += check_close("inputGrad", dx, rdx, mdx, nx, tol_for(c.dt, 0x1p-20));
         bad += check_close("weightGrad", dw, rdw, mdw, nw, tol_for(c.dt, 0x1p-16));
         CU_ASSERT_EQUAL(bad, 0);

@@ -32,6 +32,9 @@ NsaCompressGrad unrolls its 128-channel rows: each loop step would bump one
 pointer per stream (GCC makes no post-incremented MVE loads), and every
 offset of such a row fits an immediate of vldrw / vstrw (up to 508 bytes).
 m4_define(`SPA_ROW128_UNROLL', 1)
+Its two-window 16-bit rows are functions of their own (inlined in the kernel,
+GCC bumps a pointer for each widening load and narrowing store).
+m4_define(`SPA_ROW_CALL', 1)
 Its f16 conversion (vcvtb) makes NaN the default NaN, so an exact narrowing
 tests each vector for NaN; NsaCompressGrad narrows f16 rows with NaN
 tracked instead (as bf16 everywhere), the row again exactly if one was met.
