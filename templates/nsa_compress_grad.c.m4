@@ -250,42 +250,34 @@ NSACG_FINITE: 16-bit rows narrowed by the form for numbers where the
 inputs that make inputGrad are finite: outputGrad rows (checked as the tile
 stages them) and the two weights of the row. Every value is then
 g0 * w0 + g1 * w1 of finite values by one FMA, never NaN (an overflow is an
-infinity, which the form for numbers narrows exactly). For bf16 (no
-narrowing instruction on ARMv8.0, none on MVE), and f16 where the layer says
-its conversion needs a NaN test per vector otherwise (SPA_TRACK_F16: MVE).
-m4_define(`NSACG_FINITE', m4_eval(NSACG_PAIR_FITS && (m4_ifelse(SPA_DT, `bf16', 1, 0) || (m4_ifelse(SPA_DT, `f16', 1, 0) && m4_ifdef(`SPA_TRACK_F16', `SPA_TRACK_F16', 0)))))
-NSACG_PAIR_TOKEN: the rows narrowed by the form for numbers of one token,
+infinity, which the form for numbers narrows exactly). Where the layer says
+that form costs less than its exact one (SPA_NUM_BF16: neon, mve;
+SPA_NUM_F16: mve).
+m4_define(`NSACG_NUM_FORM', `m4_ifelse(SPA_DT, `bf16', `m4_ifdef(`SPA_NUM_BF16', 1, 0)', SPA_DT, `f16', `m4_ifdef(`SPA_NUM_F16', 1, 0)', 0)')
+m4_define(`NSACG_FINITE', m4_eval(NSACG_PAIR_FITS && NSACG_NUM_FORM))
+NSACG_PAIR_TOKEN(name, row, numbers): the two-window rows of one token,
 head by head, in a function of its own where the ISA asks (SPA_ROW_CALL,
-MVE: inlined in the kernel, GCC 12 forms the addresses of the rows widening
-loads and narrowing stores in registers, four instructions per vector).
+MVE: inlined in the kernel, GCC 12 keeps few of its pointers in registers
+and formed the addresses of the widening loads and narrowing stores of
+16-bit rows there, four instructions per vector). numbers 1: the row
+narrows by the form for numbers, while the weights of a head are finite.
+m4_define(`NSACG_TOKEN_LINKAGE', `m4_ifelse(m4_ifdef(`SPA_ROW_CALL', `SPA_ROW_CALL', 0), 1, `__attribute__((noinline)) static', `SPA_ISA_INLINE')')
 m4_define(`NSACG_PAIR_TOKEN', `
-/* one token covered by two windows: its rows and weights for the first head
- * of a group, each stepping by its head stride (pointers to floats never
- * alias the rest) */
-typedef struct {
-    const SPA_T *x;
-    SPA_T *dx;
-    const float *dy0;
-    const SPA_T *w0, *w1;
-    float *wp0, *wp1;
-    ptrdiff_t xs, dxs, dys, dy_next, ws, d;
-} pair_token;
-
-/* heads [0, hn) of the token, while the two weights of a head are finite
- * (inputGrad narrowed by the form for numbers: the outputGrad rows are
- * finite too); returns the heads done */
-m4_ifelse(m4_ifdef(`SPA_ROW_CALL', `SPA_ROW_CALL', 0), 1, `__attribute__((noinline)) static', `SPA_ISA_INLINE') ptrdiff_t pair_token_num(const pair_token *t, ptrdiff_t hn)
+m4_ifelse($3, 1, `/* heads [0, hn) of the token, while the two weights of a head are finite
+ * (the outputGrad rows are finite too); returns the heads done */', `/* heads [0, hn) of the token; returns hn */')
+NSACG_TOKEN_LINKAGE ptrdiff_t $1(const pair_token *t, ptrdiff_t hn)
 {
     const SPA_T *xr = t->x, *w0p = t->w0, *w1p = t->w1;
     SPA_T *dxr = t->dx;
     const float *dy0 = t->dy0;
     for (ptrdiff_t hh = 0;;) {
         const float w0 = SPA_LOAD(*w0p), w1 = SPA_LOAD(*w1p);
-        const float w_seen = w0 * 0.0f + w1 * 0.0f;
+m4_ifelse($3, 1, `        const float w_seen = w0 * 0.0f + w1 * 0.0f;
         if (w_seen != w_seen)
             return hh;
+')m4_dnl
         float dot[2];
-        pair_row_d_h_num(xr, t->d, dy0, dy0 + t->dy_next, w0, w1, dot, dxr);
+        $2(xr, t->d, dy0, dy0 + t->dy_next, w0, w1, dot, dxr);
         t->wp0[hh] += dot[0];
         t->wp1[hh] += dot[1];
         if (++hh == hn)
@@ -299,6 +291,10 @@ m4_ifelse(m4_ifdef(`SPA_ROW_CALL', `SPA_ROW_CALL', 0), 1, `__attribute__((noinli
     }
 }
 ')
+m4_define(`NSACG_TOKEN_ARGS', `/* element strides of tensors in memory: native width */
+                        const pair_token tk = {x_h0, dx_h0, dy_h0, w0_h0, w1_h0, wp0, wp1,
+                                               (ptrdiff_t)a->xs1, (ptrdiff_t)a->dxs1, (ptrdiff_t)dy_head,
+                                               (ptrdiff_t)dy_next, (ptrdiff_t)a->ws1, d_pair};')
 m4_define(`NSACG_XLOAD2_F', `spa_vf_load2($1, $2, $3)')
 m4_define(`NSACG_XLOAD2_H', `spa_vf_load2_'SPA_DT`($1, $2, $3)')
 m4_divert(0)m4_dnl
@@ -306,15 +302,29 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
 m4_define(`NSACG_XLOAD', `spa_vf_load($1)')m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_dnl
 m4_define(`NSACG_XLOAD2', `NSACG_XLOAD2_F($1, $2, $3)')m4_define(`NSACG_OUT2', `NSACG_OUT2_F($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_f_f', `float', `float')m4_dnl
+
+/* one token covered by two windows: its rows and weights for the first head
+ * of a group, each stepping by its head stride (pointers to floats never
+ * alias the rest) */
+typedef struct {
+    const SPA_T *x;
+    SPA_T *dx;
+    const float *dy0;
+    const SPA_T *w0, *w1;
+    float *wp0, *wp1;
+    ptrdiff_t xs, dxs, dys, dy_next, ws, d;
+} pair_token;
+m4_ifelse(SPA_DT, `f32', `NSACG_PAIR_TOKEN(`pair_token_f', `pair_row_f_f', 0)')m4_dnl
 m4_ifelse(SPA_DT, `f32', `', `m4_dnl
 m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2_H($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_f_h', `float', `SPA_T')m4_dnl
 m4_define(`NSACG_XLOAD', `NSACG_VLOAD($1)')m4_define(`NSACG_XLOAD2', `NSACG_XLOAD2_H($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_h', `SPA_T', `SPA_T')m4_dnl
+m4_ifelse(NSACG_FINITE, 1, `', `NSACG_PAIR_TOKEN(`pair_token_d_h', `pair_row_d_h', 0)')m4_dnl
 m4_ifelse(NSACG_FINITE, 1, `m4_define(`NSACG_OUT2', `NSACG_OUT2_N($1, $2, $3)')m4_define(`NSACG_OUT', `NSACG_OUT_N($1, $2)')m4_dnl
 NSACG_PAIR(`pair_row_d_h_num', `SPA_T', `SPA_T', 1)m4_dnl
 m4_define(`NSACG_OUT2', `NSACG_OUT2_H($1, $2, $3)')m4_define(`NSACG_OUT', `NSACG_OUT_H($1, $2)')m4_dnl
-NSACG_PAIR_TOKEN`'m4_dnl
+NSACG_PAIR_TOKEN(`pair_token_num', `pair_row_d_h_num', 1)m4_dnl
 ')m4_dnl
 m4_define(`NSACG_OUT', `NSACG_OUT_F($1, $2)')m4_define(`NSACG_OUT2', `NSACG_OUT2_F($1, $2, $3)')m4_dnl
 NSACG_PAIR(`pair_row_d_f', `SPA_T', `float')m4_dnl
@@ -448,11 +458,18 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
                     int64_t hh = 0;
 m4_ifelse(NSACG_FINITE, 1, `m4_dnl
                     if (dx_direct && a->xs2 == 1 && dy_finite) {
-                        /* element strides of tensors in memory: native width */
-                        const pair_token tk = {x_h0, dx_h0, dy_h0, w0_h0, w1_h0, wp0, wp1,
-                                               (ptrdiff_t)a->xs1, (ptrdiff_t)a->dxs1, (ptrdiff_t)dy_head,
-                                               (ptrdiff_t)dy_next, (ptrdiff_t)a->ws1, d_pair};
+                        NSACG_TOKEN_ARGS
                         hh = pair_token_num(&tk, (ptrdiff_t)hn); /* the rest: weights not finite */
+                    }
+', SPA_DT, `f32', `m4_dnl
+                    if (dx_in_place && a->xs2 == 1) {
+                        NSACG_TOKEN_ARGS
+                        hh = pair_token_f(&tk, (ptrdiff_t)hn);
+                    }
+', `m4_dnl
+                    if (dx_direct && a->xs2 == 1) {
+                        NSACG_TOKEN_ARGS
+                        hh = pair_token_d_h(&tk, (ptrdiff_t)hn);
                     }
 ')m4_dnl
                     for (; hh < hn; hh++) {

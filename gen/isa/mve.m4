@@ -35,10 +35,12 @@ m4_define(`SPA_ROW128_UNROLL', 1)
 Its two-window 16-bit rows are functions of their own (inlined in the kernel,
 GCC bumps a pointer for each widening load and narrowing store).
 m4_define(`SPA_ROW_CALL', 1)
-Its f16 conversion (vcvtb) makes NaN the default NaN, so an exact narrowing
-tests each vector for NaN; NsaCompressGrad narrows f16 rows with NaN
-tracked instead (as bf16 everywhere), the row again exactly if one was met.
-m4_define(`SPA_TRACK_F16', 1)
+Its narrowings for numbers (spa_vf_store*_num) cost less than the exact ones,
+which test each vector for NaN (vcvtb makes NaN the default NaN; the bf16
+rounding carries a NaN payload into the exponent): NsaCompressGrad narrows
+its two-window rows by them where the inputs are finite.
+m4_define(`SPA_NUM_F16', 1)
+m4_define(`SPA_NUM_BF16', 1)
 NsaCompress forward tiles of 256 channels (every head dim up to 256 still
 fits one): in the board budget 32 windows instead of 2, so the two-window
 register tile slides along 32 windows (bs = 2 st) and all but the first and
