@@ -304,8 +304,8 @@ m4_define(`NSACG_XLOAD2', `NSACG_XLOAD2_F($1, $2, $3)')m4_define(`NSACG_OUT2', `
 NSACG_PAIR(`pair_row_f_f', `float', `float')m4_dnl
 
 /* one token covered by two windows: its rows and weights for the first head
- * of a group, each stepping by its head stride (pointers to floats never
- * alias the rest) */
+ * of a group, each stepping by its head stride (the float stores of a row
+ * cannot change these fields, of other types: no reloads) */
 typedef struct {
     const SPA_T *x;
     SPA_T *dx;
