@@ -116,38 +116,37 @@ SPA_RUN(spa_f16_narrow_stream_run, uint16_t, float, spa_f32_to_f16, spa_vf_load,
 SPA_RUN(spa_bf16_narrow_stream_run, uint16_t, float, spa_f32_to_bf16, spa_vf_load, spa_vf_stream_bf16,
         SPA_VF_STREAM_ALIGN / 2)
 
-/* Widening runs that also say whether every element was finite (no NaN, no
- * infinity): each vector enters v * 0 + seen (NaN from a NaN or an infinity),
- * tested once at the end, an FMA per vector beside the conversion. */
-#define SPA_FINITE_RUN(name, src_t, scalar, vload)                                       \
-    static inline bool name(float *restrict dst, const src_t *restrict src, int64_t n_)  \
-    {                                                                                    \
-        const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */            \
-        const spa_vb zero = spa_vb_set(0.0f);                                            \
-        spa_vf seen = spa_vf_zero();                                                     \
-        float tail = 0.0f;                                                               \
-        ptrdiff_t i = 0;                                                                 \
-        for (; i + 2 * SPA_VL <= n; i += 2 * SPA_VL) {                                   \
-            const spa_vf lo = vload(src + i), hi = vload(src + i + SPA_VL);              \
-            spa_vf_store(dst + i, lo);                                                   \
-            spa_vf_store(dst + i + SPA_VL, hi);                                          \
-            seen = spa_vf_fmab(spa_vf_fmab(seen, lo, zero), hi, zero);                   \
-        }                                                                                \
-        for (; i + SPA_VL <= n; i += SPA_VL) {                                           \
-            const spa_vf v = vload(src + i);                                             \
-            spa_vf_store(dst + i, v);                                                    \
-            seen = spa_vf_fmab(seen, v, zero);                                           \
-        }                                                                                \
-        for (; i < n; i++) {                                                             \
-            dst[i] = scalar(src[i]);                                                     \
-            tail += dst[i] * 0.0f;                                                       \
-        }                                                                                \
-        const float all = spa_vf_hsum(seen) + tail;                                      \
-        return all == all;                                                               \
+/* 16-bit widening runs that also say whether every element was finite (no
+ * NaN, no infinity): each vector enters v * 0 + seen (NaN from a NaN or an
+ * infinity), tested once at the end, an FMA per vector beside the conversion. */
+#define SPA_FINITE_RUN(name, scalar, vload)                                                \
+    static inline bool name(float *restrict dst, const uint16_t *restrict src, int64_t n_) \
+    {                                                                                      \
+        const ptrdiff_t n = (ptrdiff_t)n_; /* one register on 32-bit cores */              \
+        const spa_vb zero = spa_vb_set(0.0f);                                              \
+        spa_vf seen = spa_vf_zero();                                                       \
+        float tail = 0.0f;                                                                 \
+        ptrdiff_t i = 0;                                                                   \
+        for (; i + 2 * SPA_VL <= n; i += 2 * SPA_VL) {                                     \
+            const spa_vf lo = vload(src + i), hi = vload(src + i + SPA_VL);                \
+            spa_vf_store(dst + i, lo);                                                     \
+            spa_vf_store(dst + i + SPA_VL, hi);                                            \
+            seen = spa_vf_fmab(spa_vf_fmab(seen, lo, zero), hi, zero);                     \
+        }                                                                                  \
+        for (; i + SPA_VL <= n; i += SPA_VL) {                                             \
+            const spa_vf v = vload(src + i);                                               \
+            spa_vf_store(dst + i, v);                                                      \
+            seen = spa_vf_fmab(seen, v, zero);                                             \
+        }                                                                                  \
+        for (; i < n; i++) {                                                               \
+            dst[i] = scalar(src[i]);                                                       \
+            tail += dst[i] * 0.0f;                                                         \
+        }                                                                                  \
+        const float all = spa_vf_hsum(seen) + tail;                                        \
+        return all == all;                                                                 \
     }
-SPA_FINITE_RUN(spa_f16_widen_finite_run, uint16_t, spa_f16_to_f32, spa_vf_load_f16)
-SPA_FINITE_RUN(spa_bf16_widen_finite_run, uint16_t, spa_bf16_to_f32, spa_vf_load_bf16)
-SPA_FINITE_RUN(spa_f32_copy_finite_run, float, SPA_F32_SAME, spa_vf_load)
+SPA_FINITE_RUN(spa_f16_widen_finite_run, spa_f16_to_f32, spa_vf_load_f16)
+SPA_FINITE_RUN(spa_bf16_widen_finite_run, spa_bf16_to_f32, spa_vf_load_bf16)
 #undef SPA_FINITE_RUN
 #undef SPA_RUN
 #undef SPA_F32_SAME

@@ -10,7 +10,7 @@ m4_ifdef(`SPA_OP', `', `m4_errprint(`spattn gen: SPA_OP is not defined
 ')m4_m4exit(1)')
 
 Per dtype: storage type, its size, and the widen / narrow expressions (half.h;
-SPA_WIDEN_FINITE_RUN also says whether every element was finite);
+SPA_WIDEN_FINITE_RUN, 16-bit only, also says whether every element was finite);
 SPA_VLOAD(p) / SPA_VSTORE(p, v): SPA_VL elements through the ISA layer.
 m4_ifelse(SPA_DT, `f32', `
   m4_define(`SPA_T', `float')
@@ -20,7 +20,6 @@ m4_ifelse(SPA_DT, `f32', `
   m4_define(`SPA_VLOAD', `spa_vf_load($1)')
   m4_define(`SPA_VSTORE', `spa_vf_store($1, $2)')
   m4_define(`SPA_WIDEN_RUN', `spa_f32_copy_run($@)')
-  m4_define(`SPA_WIDEN_FINITE_RUN', `spa_f32_copy_finite_run($@)')
   m4_define(`SPA_NARROW_RUN', `spa_f32_copy_run($@)')
   m4_define(`SPA_NARROW_STREAM_RUN', `spa_f32_stream_run($@)')
 ', SPA_DT, `f16', `

@@ -144,46 +144,46 @@ static void test_deterministic_across_runners(void)
     }
 }
 
+/* Element flat of a float tensor: its bytes, and their width. */
+static unsigned char *elem_bytes(ttensor *tt, int64_t flat)
+{
+    return (unsigned char *)tt->t.data + tt_offset(tt, flat) * (tt->t.dtype == SPA_FLOAT32 ? 4 : 2);
+}
+
+/* Element flat set to bits32 (f32) or h (f16, bf16). */
+static void put_raw(ttensor *tt, int64_t flat, uint32_t bits32, uint16_t h)
+{
+    if (tt->t.dtype == SPA_FLOAT32)
+        memcpy(elem_bytes(tt, flat), &bits32, 4);
+    else
+        memcpy(elem_bytes(tt, flat), &h, 2);
+}
+
 /* One element of a float tensor set to the given bits (the dtype's width). */
 static void set_bits(ttensor *tt, int64_t flat, uint32_t bits32)
 {
-    unsigned char *p = (unsigned char *)tt->t.data + tt_offset(tt, flat) * (tt->t.dtype == SPA_FLOAT32 ? 4 : 2);
-    if (tt->t.dtype == SPA_FLOAT32) {
-        memcpy(p, &bits32, 4);
-    } else {
-        const uint16_t h = (uint16_t)(tt->t.dtype == SPA_BFLOAT16 ? bits32 >> 16 : 0x7E00u | ((bits32 >> 31) << 15));
-        memcpy(p, &h, 2);
-    }
+    put_raw(tt, flat, bits32,
+            (uint16_t)(tt->t.dtype == SPA_BFLOAT16 ? bits32 >> 16 : 0x7E00u | ((bits32 >> 31) << 15)));
 }
 
 /* An infinity of the dtype at flat index flat. */
 static void set_inf(ttensor *tt, int64_t flat, int negative)
 {
-    unsigned char *p = (unsigned char *)tt->t.data + tt_offset(tt, flat) * (tt->t.dtype == SPA_FLOAT32 ? 4 : 2);
     const uint32_t bits32 = (negative ? 0x80000000u : 0u) | 0x7F800000u;
-    if (tt->t.dtype == SPA_FLOAT32) {
-        memcpy(p, &bits32, 4);
-    } else {
-        const uint16_t h = (uint16_t)(tt->t.dtype == SPA_BFLOAT16 ? bits32 >> 16 : ((bits32 >> 16) & 0x8000u) | 0x7C00u);
-        memcpy(p, &h, 2);
-    }
+    put_raw(tt, flat, bits32,
+            (uint16_t)(tt->t.dtype == SPA_BFLOAT16 ? bits32 >> 16 : ((bits32 >> 16) & 0x8000u) | 0x7C00u));
 }
 
 /* The value at flat index flat made positive (its sign bit cleared). */
 static void clear_sign(ttensor *tt, int64_t flat)
 {
-    unsigned char *p = (unsigned char *)tt->t.data + tt_offset(tt, flat) * (tt->t.dtype == SPA_FLOAT32 ? 4 : 2);
-    if (tt->t.dtype == SPA_FLOAT32) {
-        uint32_t u;
-        memcpy(&u, p, 4);
-        u &= 0x7FFFFFFFu;
-        memcpy(p, &u, 4);
-    } else {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        h &= 0x7FFFu;
-        memcpy(p, &h, 2);
-    }
+    uint32_t u = 0;
+    uint16_t h = 0;
+    if (tt->t.dtype == SPA_FLOAT32)
+        memcpy(&u, elem_bytes(tt, flat), 4);
+    else
+        memcpy(&h, elem_bytes(tt, flat), 2);
+    put_raw(tt, flat, u & 0x7FFFFFFFu, (uint16_t)(h & 0x7FFFu));
 }
 
 /* n values against the reference: NaN where it is NaN, the same infinity
