@@ -82,6 +82,12 @@ void nsac_case_any(nsac_case *c, int i, rng *r)
     finish(c);
 }
 
+bool nsac_case_on_npu_grid(const nsac_case *c)
+{
+    return c->d % 16 == 0 && c->d >= 16 && c->d <= 256 && c->n <= 128 && c->bs % 16 == 0 &&
+           c->st % 16 == 0 && c->bs <= 128;
+}
+
 void nsac_case_fixed(nsac_case *c, spa_dtype dt, int64_t n, int64_t d, int64_t bs, int64_t st,
                      int64_t batches, const int64_t *lens, int64_t seq_type)
 {

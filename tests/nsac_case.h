@@ -28,6 +28,9 @@ void nsac_case_draw(nsac_case *c, int i, rng *r);
  * pairs, each dtype, lengths drawn from r (not multiples of anything). */
 #define NSAC_ANY_CASES 24
 void nsac_case_any(nsac_case *c, int i, rng *r);
+/* Whether the shape keeps the NPU's limits (the aclnn layer's contract:
+ * D 16..256 step 16, N <= 128, bs and st multiples of 16, bs <= 128). */
+bool nsac_case_on_npu_grid(const nsac_case *c);
 /* A fixed shape (for validation and determinism tests). */
 void nsac_case_fixed(nsac_case *c, spa_dtype dt, int64_t n, int64_t d, int64_t bs, int64_t st,
                      int64_t batches, const int64_t *lens, int64_t seq_type);
