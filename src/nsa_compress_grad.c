@@ -82,6 +82,10 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
         }
         e->nw_max = spa_nsacg_nw_max(bs, st);
     }
+    /* The scratch is about 1043 floats a window of a token at most (rows of
+     * <= 1024 channels + lanes, weight, pointer): keep its arithmetic and the
+     * workspace product (blocks x scratch x 4) within 64 bits. */
+    SPA_REQUIRE(e->nw_max <= ((int64_t)1 << 40));
     e->per_block = spa_nsac_split(e->shape.tokens, e->tt, &e->blocks);
     e->scratch_floats =
         (uint64_t)spa_nsac_grad_scratch(e->shape.heads, e->slice, e->dy_rows, e->nw_max, k.tc);

@@ -17,6 +17,24 @@ static void finish(nsac_case *c)
     c->windows = ref_nsa_compress_windows(&bt, c->bs, c->st);
 }
 
+/* Small targets also cap T*N*D (the fp64 copies of the grad suite are
+ * 8 bytes an element, six of them): the longest batch is halved until it
+ * fits. */
+static void cap_small(nsac_case *c)
+{
+    for (;;) {
+        int64_t tokens = 0, longest_b = 0;
+        for (int64_t b = 0; b < c->batches; b++) {
+            tokens += c->len[b];
+            if (c->len[b] > c->len[longest_b])
+                longest_b = b;
+        }
+        if (!SPA_TEST_SMALL || tokens * c->n * c->d <= 96 * 1024)
+            break;
+        c->len[longest_b] /= 2;
+    }
+}
+
 void nsac_case_draw(nsac_case *c, int i, rng *r)
 {
     static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
@@ -40,20 +58,7 @@ void nsac_case_draw(nsac_case *c, int i, rng *r)
         int64_t kind = rng_int(r, 0, 5);
         c->len[b] = kind == 0 || c->bs == 1 ? 0 : kind == 1 ? rng_int(r, 1, c->bs - 1) : rng_int(r, c->bs, longest);
     }
-    /* Small targets also cap T*N*D (the fp64 copies of the grad suite are
-     * 8 bytes an element, six of them): the longest batch is halved until
-     * it fits. */
-    for (;;) {
-        int64_t tokens = 0, longest_b = 0;
-        for (int64_t b = 0; b < c->batches; b++) {
-            tokens += c->len[b];
-            if (c->len[b] > c->len[longest_b])
-                longest_b = b;
-        }
-        if (!SPA_TEST_SMALL || tokens * c->n * c->d <= 96 * 1024)
-            break;
-        c->len[longest_b] /= 2;
-    }
+    cap_small(c);
     c->strided = rng_int(r, 0, 2) == 0;
     finish(c);
 }
@@ -78,6 +83,7 @@ void nsac_case_any(nsac_case *c, int i, rng *r)
     const int64_t longest = c->d > 300 ? 2 * c->bs + 3 : 4 * c->bs + 13;
     for (int64_t b = 0; b < c->batches; b++)
         c->len[b] = rng_int(r, 0, 3) == 0 ? rng_int(r, 0, c->bs) : rng_int(r, c->bs, longest);
+    cap_small(c);
     c->strided = i % 4 == 1;
     finish(c);
 }
