@@ -426,6 +426,33 @@ static void test_validation_rules(void)
     io_free(&io);
 }
 
+/* A block of more than 2^40 strides (descriptors only: phase 1 refuses
+ * before any memory is touched) is the one size the scratch arithmetic
+ * bounds; 2^30 strides plan. */
+static void test_windows_per_token_bound(void)
+{
+    static float cell[1];
+    const int64_t bs_ok = (int64_t)1 << 30, bs_big = ((int64_t)1 << 40) + 1;
+    for (int k = 0; k < 2; k++) {
+        const int64_t bs = k ? bs_big : bs_ok, t = bs + 2;
+        /* x and dy read with stride 0; inputGrad and weightGrad unit strides */
+        spa_tensor x = {SPA_FLOAT32, 3, {t, 1, 1}, {0, 0, 0}, cell};
+        spa_tensor dy = {SPA_FLOAT32, 3, {3, 1, 1}, {0, 0, 0}, cell};
+        spa_tensor w = {SPA_FLOAT32, 2, {bs, 1}, {0, 0}, cell};
+        spa_tensor dx = {SPA_FLOAT32, 3, {t, 1, 1}, {1, 1, 1}, cell};
+        spa_tensor dw = {SPA_FLOAT32, 2, {bs, 1}, {1, 1}, cell};
+        const int64_t end = t;
+        spa_int_array seq = {&end, 1};
+        uint64_t size = 0;
+        spa_executor ex;
+        spa_status st = spa_nsa_compress_grad_get_workspace_size(&dy, &x, &w, &seq, bs, 1, 0, "TND", &dx, &dw,
+                                                                 &size, &ex);
+        CU_ASSERT_EQUAL(st, k ? SPA_ERR_INVALID : SPA_OK);
+        if (k)
+            CU_ASSERT(strstr(spa_executor_reason(&ex, NULL), "nw_max") != NULL);
+    }
+}
+
 static void test_phase2_errors(void)
 {
     const int64_t lens[2] = {64, 64};
@@ -497,4 +524,5 @@ void suite_nsa_compress_grad(void)
     CU_add_test(s, "NaN propagation", test_nan_propagation);
     CU_add_test(s, "validation rules", test_validation_rules);
     CU_add_test(s, "phase 2 errors", test_phase2_errors);
+    CU_add_test(s, "windows per token bounded", test_windows_per_token_bound);
 }
