@@ -12,6 +12,7 @@ typedef struct nsac_exec {
     int64_t bs, st, seq_type;
     spa_nsac_shape shape;
     int64_t per_block; /* windows per block */
+    int64_t slice;     /* channels per kernel call: heads wider than the tile run in slices */
     uint32_t blocks;
     uint32_t scratch_floats;
 } nsac_exec;
@@ -53,7 +54,9 @@ static spa_status plan(const spa_tensor *input, const spa_tensor *weight, const 
     e->st = st;
     e->seq_type = seq_type;
     e->per_block = spa_nsac_split(e->shape.windows, k.tw, &e->blocks);
-    e->scratch_floats = (uint32_t)spa_nsac_fwd_scratch(e->shape.heads, e->shape.dim, k.tw, k.tc);
+    e->slice = e->shape.dim < k.tc ? e->shape.dim : k.tc;
+    /* <= (TW + 1) * tc floats: the slice keeps it the tile's */
+    e->scratch_floats = (uint32_t)spa_nsac_fwd_scratch(e->shape.heads, e->slice, k.tw, k.tc);
     return SPA_OK;
 }
 
@@ -95,6 +98,7 @@ typedef struct nsac_run {
     spa_nsac_table tab;
     float *scratch;
     spa_nsac_fwd_kernel *kernel;
+    size_t elem; /* bytes per element */
 } nsac_run;
 
 /* One block: its windows, split where they cross a batch boundary. */
@@ -110,7 +114,14 @@ static void run_block(void *arg, uint32_t blk)
         const int64_t batch_end = r->tab.row[b + 1] < end ? r->tab.row[b + 1] : end;
         if (batch_end > k) {
             const int64_t tok0 = r->tab.start[b] + (k - r->tab.row[b]) * e->st;
-            r->kernel(&r->args, tok0, k, batch_end - k, scratch);
+            if (e->slice == e->shape.dim)
+                r->kernel(&r->args, tok0, k, batch_end - k, scratch);
+            else
+                for (int64_t c0 = 0; c0 < e->shape.dim; c0 += e->slice) {
+                    const int64_t width = e->shape.dim - c0 < e->slice ? e->shape.dim - c0 : e->slice;
+                    const spa_nsac_args sl = spa_nsac_slice(&r->args, c0, width, r->elem);
+                    r->kernel(&sl, tok0, k, batch_end - k, scratch);
+                }
         }
         k = batch_end;
         b++;
@@ -127,7 +138,8 @@ spa_status spa_nsa_compress_phase2(void *workspace, uint64_t workspace_size,
     /* The caller's tensors and lengths may have changed since phase 1: check again. */
     SPA_TRY(plan(&saved.input, &saved.weight, &saved.seq, "TND", saved.bs, saved.st,
                  saved.seq_type, &saved.output, &e));
-    SPA_REQUIRE(e.blocks == saved.blocks && e.per_block == saved.per_block);
+    SPA_REQUIRE(e.blocks == saved.blocks);
+    SPA_REQUIRE(e.per_block == saved.per_block);
     if (e.shape.windows == 0)
         return SPA_OK;
     nsac_run r;
@@ -142,6 +154,7 @@ spa_status spa_nsa_compress_phase2(void *workspace, uint64_t workspace_size,
     r.e = &e;
     r.args = spa_nsac_args_of(&e.input, &e.weight, &e.output, NULL, e.bs, e.st);
     r.kernel = kernel_for(e.input.dtype).fn;
+    r.elem = spa_dtype_size(e.input.dtype);
     spa_run_blocks(&rn, run_block, &r, e.blocks);
     return SPA_OK;
 }

@@ -16,8 +16,10 @@ typedef struct nsacg_exec {
     int64_t bs, st, seq_type;
     spa_nsac_shape shape;
     int64_t per_block; /* tokens per block */
+    int64_t slice;     /* channels per kernel call: heads wider than the tile run in slices */
+    int64_t tt, dy_rows, nw_max; /* the kernel's tile (spa_nsac_args) */
     uint32_t blocks;
-    uint32_t scratch_floats;
+    uint64_t scratch_floats;
 } nsacg_exec;
 _Static_assert(sizeof(nsacg_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
@@ -49,7 +51,9 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
     SPA_TRY(spa_tensor_check_output(input_grad, 3));
     SPA_TRY(spa_tensor_check_output(weight_grad, 2));
     const int32_t dt = input->dtype;
-    SPA_REQUIRE(output_grad->dtype == dt && input_grad->dtype == dt && weight_grad->dtype == dt);
+    SPA_REQUIRE(output_grad->dtype == dt);
+    SPA_REQUIRE(input_grad->dtype == dt);
+    SPA_REQUIRE(weight_grad->dtype == dt);
     const int64_t dy_dims[3] = {e->shape.windows, e->shape.heads, e->shape.dim};
     SPA_REQUIRE(spa_tensor_dims_are(output_grad, 3, dy_dims));
     SPA_REQUIRE(spa_tensor_dims_are(input_grad, 3, input->dims));
@@ -64,8 +68,27 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
     e->bs = bs;
     e->st = st;
     e->seq_type = seq_type;
-    e->per_block = spa_nsac_split(e->shape.tokens, k.tt, &e->blocks);
-    e->scratch_floats = (uint32_t)spa_nsac_grad_scratch(e->shape.heads, e->shape.dim, k.tt, k.tc);
+    e->slice = e->shape.dim < k.tc ? e->shape.dim : k.tc;
+    /* The tile: TT tokens, fewer where the outputGrad rows touching them
+     * would pass the rows the generation-time budget staged (TT / 16 + 8:
+     * st 16, bs 128), down to one token, whose rows are its windows. With
+     * no window at all nothing is staged (and bs may exceed T). */
+    e->tt = k.tt;
+    if (e->shape.windows > 0) {
+        e->dy_rows = spa_nsacg_rows(e->tt, bs, st);
+        while (e->tt > 1 && e->dy_rows > k.tt / 16 + 8) {
+            e->tt /= 2;
+            e->dy_rows = spa_nsacg_rows(e->tt, bs, st);
+        }
+        e->nw_max = spa_nsacg_nw_max(bs, st);
+    }
+    /* The scratch is about 1043 floats a window of a token at most (rows of
+     * <= 1024 channels + lanes, weight, pointer): keep its arithmetic and the
+     * workspace product (blocks x scratch x 4) within 64 bits. */
+    SPA_REQUIRE(e->nw_max <= ((int64_t)1 << 40));
+    e->per_block = spa_nsac_split(e->shape.tokens, e->tt, &e->blocks);
+    e->scratch_floats =
+        (uint64_t)spa_nsac_grad_scratch(e->shape.heads, e->slice, e->dy_rows, e->nw_max, k.tc);
     return SPA_OK;
 }
 
@@ -110,6 +133,7 @@ typedef struct nsacg_run {
     spa_nsac_args args;
     nsacg_slices s;
     spa_nsac_grad_kernel *kernel;
+    size_t elem; /* bytes per element */
 } nsacg_run;
 
 /* Step 1, one block of tokens, split where it crosses a batch boundary. */
@@ -127,9 +151,15 @@ static void run_token_block(void *arg, uint32_t blk)
     int64_t b = spa_nsac_batch_of(r->s.tab.start + 1, e->shape.batches, t);
     while (t < end) {
         const int64_t batch_end = r->s.tab.start[b + 1] < end ? r->s.tab.start[b + 1] : end;
-        if (batch_end > t)
-            r->kernel(&r->args, r->s.tab.start[b], r->s.tab.row[b],
-                      r->s.tab.row[b + 1] - r->s.tab.row[b], t, batch_end, wpart, scratch);
+        const int64_t nwin = r->s.tab.row[b + 1] - r->s.tab.row[b];
+        if (batch_end > t && e->slice == e->shape.dim)
+            r->kernel(&r->args, r->s.tab.start[b], r->s.tab.row[b], nwin, t, batch_end, wpart, scratch);
+        else if (batch_end > t)
+            for (int64_t c0 = 0; c0 < e->shape.dim; c0 += e->slice) {
+                const int64_t width = e->shape.dim - c0 < e->slice ? e->shape.dim - c0 : e->slice;
+                const spa_nsac_args sl = spa_nsac_slice(&r->args, c0, width, r->elem);
+                r->kernel(&sl, r->s.tab.start[b], r->s.tab.row[b], nwin, t, batch_end, wpart, scratch);
+            }
         t = batch_end;
         b++;
     }
@@ -171,7 +201,8 @@ spa_status spa_nsa_compress_grad_phase2(void *workspace, uint64_t workspace_size
     /* The caller's tensors and lengths may have changed since phase 1: check again. */
     SPA_TRY(plan(&saved.output_grad, &saved.input, &saved.weight, &saved.seq, saved.bs, saved.st,
                  saved.seq_type, "TND", &saved.input_grad, &saved.weight_grad, &e));
-    SPA_REQUIRE(e.blocks == saved.blocks && e.per_block == saved.per_block);
+    SPA_REQUIRE(e.blocks == saved.blocks);
+    SPA_REQUIRE(e.per_block == saved.per_block);
     nsacg_run r;
     spa_ws ws;
     const spa_tensor *tensors[] = {&e.output_grad, &e.input, &e.weight, &e.input_grad, &e.weight_grad};
@@ -183,7 +214,11 @@ spa_status spa_nsa_compress_grad_phase2(void *workspace, uint64_t workspace_size
     SPA_TRY(spa_nsac_table_fill(&e.seq, e.seq_type, e.bs, e.st, &e.shape, &r.s.tab));
     r.e = &e;
     r.args = spa_nsac_args_of(&e.input, &e.weight, &e.output_grad, &e.input_grad, e.bs, e.st);
+    r.args.tt = e.tt;
+    r.args.dy_rows = e.dy_rows;
+    r.args.nw_max = e.nw_max;
     r.kernel = kernel_for(e.input.dtype).fn;
+    r.elem = spa_dtype_size(e.input.dtype);
     spa_run_blocks(&rn, run_token_block, &r, e.blocks);
     spa_run_blocks(&rn, run_weight_row, &r, (uint32_t)e.bs);
     return SPA_OK;

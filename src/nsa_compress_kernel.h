@@ -15,7 +15,24 @@ typedef struct spa_nsac_args {
     void *dx; /* grad: inputGrad [T, N, D] */
     int64_t dxs0, dxs1, dxs2;
     int64_t n, d, bs, st;
+    /* grad, chosen at plan time (spa_nsacg_rows): tokens per tile, the
+     * outputGrad rows a tile stages at most, windows per token at most */
+    int64_t tt, dy_rows, nw_max;
 } spa_nsac_args;
+
+/* Grad: windows covering one token at most, and outputGrad rows touching
+ * tt consecutive tokens at most (bs <= T, so nothing overflows). */
+static inline int64_t spa_nsacg_nw_max(int64_t bs, int64_t st)
+{
+    return (bs - 1) / st + 1;
+}
+static inline int64_t spa_nsacg_rows(int64_t tt, int64_t bs, int64_t st)
+{
+    return (tt + bs - 1) / st + 1;
+}
+/* Grad: windows per token the kernel holds on its stack; more (bs > 8 st)
+ * take their dot-product lanes, weights and row pointers from the scratch. */
+#define SPA_NSACG_NW_STACK 8
 
 /* Heads processed together: as many whole heads as fit the tile's channel
  * count tc (at least one), so a token row is read in contiguous runs. */
@@ -25,15 +42,25 @@ static inline int64_t spa_nsac_head_group(int64_t heads, int64_t d, int64_t tc)
     return g < 1 ? 1 : g < heads ? g : heads;
 }
 
-/* Scratch floats per block: forward TW accumulator rows + one input row;
- * grad TT/16 + 8 staged outputGrad rows + input row + accumulator row. */
+/* Scratch floats per block (d: the channels of a slice, <= tc): forward TW
+ * accumulator rows + one input row; grad the staged outputGrad rows + input
+ * row + accumulator row, and where nw_max > SPA_NSACG_NW_STACK its lanes,
+ * weights and row pointers (spa_nsacg_big). A multiple of 16 floats, so
+ * every block's scratch keeps the workspace's alignment. */
 static inline int64_t spa_nsac_fwd_scratch(int64_t heads, int64_t d, int64_t tw, int64_t tc)
 {
-    return (tw + 1) * spa_nsac_head_group(heads, d, tc) * d;
+    return ((tw + 1) * spa_nsac_head_group(heads, d, tc) * d + 15) / 16 * 16;
 }
-static inline int64_t spa_nsac_grad_scratch(int64_t heads, int64_t d, int64_t tt, int64_t tc)
+static inline int64_t spa_nsacg_ptr_floats(void)
 {
-    return (tt / 16 + 8 + 2) * spa_nsac_head_group(heads, d, tc) * d;
+    return (int64_t)((sizeof(void *) + sizeof(float) - 1) / sizeof(float));
+}
+static inline int64_t spa_nsac_grad_scratch(int64_t heads, int64_t d, int64_t rows, int64_t nw_max, int64_t tc)
+{
+    int64_t f = (rows + 2) * spa_nsac_head_group(heads, d, tc) * d;
+    if (nw_max > SPA_NSACG_NW_STACK)
+        f += nw_max * (16 + 1 + spa_nsacg_ptr_floats()) + 2;
+    return (f + 15) / 16 * 16;
 }
 
 /* Forward: windows [0, nwin) starting at token tok0 (window k covers tokens

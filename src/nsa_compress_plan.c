@@ -14,22 +14,32 @@ spa_status spa_nsac_check_common(const spa_tensor *input, const spa_tensor *weig
 {
     SPA_TRY(spa_tensor_check(input, 3));
     SPA_TRY(spa_tensor_check(weight, 2));
-    SPA_REQUIRE(spa_is_float_dtype(input->dtype) && weight->dtype == input->dtype);
+    SPA_REQUIRE(spa_is_float_dtype(input->dtype));
+    SPA_REQUIRE(weight->dtype == input->dtype);
     /* NULL means the op's default, "TND" (spec/nsa.md 1.3 rule 3). */
     SPA_REQUIRE(layout == NULL || spa_layout_is_tnd(layout));
     int64_t total;
     SPA_TRY(spa_seq_check(seq, seq_type, &total));
-    SPA_REQUIRE(bs > 0 && st > 0 && bs % 16 == 0 && st % 16 == 0 && bs >= st && bs <= 128);
+    /* Any window and step with windows that cover their step: the NPU's
+     * multiples of 16 and bs <= 128 are the aclnn layer's rules. */
+    SPA_REQUIRE(bs > 0);
+    SPA_REQUIRE(st > 0);
+    SPA_REQUIRE(bs >= st);
+    /* Any head count and head dim (the NPU's N <= 128, D in 16..256 step
+     * 16 are the aclnn layer's); heads wider than a kernel tile run as
+     * channel slices (spa_nsac_slice). */
     const int64_t n = input->dims[1], d = input->dims[2];
-    SPA_REQUIRE(n >= 1 && n <= 128 && d >= 16 && d <= 256 && d % 16 == 0);
-    SPA_REQUIRE(weight->dims[0] == bs && weight->dims[1] == n);
+    SPA_REQUIRE(n >= 1);
+    SPA_REQUIRE(d >= 1);
+    SPA_REQUIRE(weight->dims[0] == bs);
+    SPA_REQUIRE(weight->dims[1] == n);
     SPA_REQUIRE(total == input->dims[0]);
     /* One pass with a running start (linear in the batch count). */
     int64_t windows = 0, start = 0;
     for (uint64_t b = 0; b < seq->size; b++) {
         const int64_t len = seq_type == 0 ? seq->data[b] - start : seq->data[b];
         start += len;                             /* <= total, checked above */
-        windows += spa_nsac_windows(len, bs, st); /* <= T / 16: no overflow */
+        windows += spa_nsac_windows(len, bs, st); /* <= T: no overflow */
     }
     shape->tokens = input->dims[0];
     shape->heads = n;
@@ -51,18 +61,22 @@ spa_status spa_nsac_table_fill(const spa_int_array *seq, int64_t seq_type, int64
 {
     const volatile int64_t *src = seq->data; /* one read per element, whatever the compiler */
     int64_t start = 0, row = 0;
-    SPA_REQUIRE(tab->batches == shape->batches && (uint64_t)tab->batches == seq->size);
+    SPA_REQUIRE(tab->batches == shape->batches);
+    SPA_REQUIRE((uint64_t)tab->batches == seq->size);
     for (int64_t b = 0; b < tab->batches; b++) {
         const int64_t v = src[b];
         const int64_t len = seq_type == 0 ? v - start : v;
         /* start <= tokens < 2^62 and v >= 0 here, so nothing overflows */
-        SPA_REQUIRE(v >= 0 && len >= 0 && len <= shape->tokens - start);
+        SPA_REQUIRE(v >= 0);
+        SPA_REQUIRE(len >= 0);
+        SPA_REQUIRE(len <= shape->tokens - start);
         tab->start[b] = start;
         tab->row[b] = row;
         start += len;
         row += spa_nsac_windows(len, bs, st);
     }
-    SPA_REQUIRE(start == shape->tokens && row == shape->windows);
+    SPA_REQUIRE(start == shape->tokens);
+    SPA_REQUIRE(row == shape->windows);
     tab->start[tab->batches] = start;
     tab->row[tab->batches] = row;
     return SPA_OK;
@@ -118,4 +132,16 @@ spa_nsac_args spa_nsac_args_of(const spa_tensor *x, const spa_tensor *w, const s
     a.bs = bs;
     a.st = st;
     return a;
+}
+
+spa_nsac_args spa_nsac_slice(const spa_nsac_args *a, int64_t c0, int64_t width, size_t elem)
+{
+    spa_nsac_args s = *a;
+    /* channel c0 of the first token and head: inside every tensor (c0 < D) */
+    s.x = (const char *)a->x + c0 * a->xs2 * (int64_t)elem;
+    s.y = (char *)a->y + c0 * a->ys2 * (int64_t)elem;
+    if (a->dx != NULL)
+        s.dx = (char *)a->dx + c0 * a->dxs2 * (int64_t)elem;
+    s.d = width;
+    return s;
 }

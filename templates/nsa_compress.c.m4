@@ -253,7 +253,7 @@ static void head_ring(const SPA_T *xh, ptrdiff_t xs0, const float *wt, ptrdiff_t
                       ptrdiff_t kn, SPA_T *o, ptrdiff_t width)
 {
     ptrdiff_t c = 0;
-    { /* d_len is a multiple of 16 */
+    { /* d_len is a multiple of VL (ring above) */
         for (; c + m4_eval(NSAC_NV * SPA_VL) <= d_len; c += m4_eval(NSAC_NV * SPA_VL))
             ring_`'NSAC_NV`'(xh + c, xs0, wt, st, kn, o + c, width);
 NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, xs0, wt, st, kn, o + c, width')m4_dnl
@@ -291,12 +291,45 @@ NSAC_CALLS(m4_eval(NSAC_NV / 2), `single', `xk + c, xs0, wt, bs, o0 + c')m4_dnl
     }
 }
 
-/* acc += wv * x over n channels (n a multiple of 16), on the ISA layer. */
+/* acc += wv * x over n channels, on the ISA layer (the last n % VL by its
+ * partial loads and stores). */
 static inline void axpy(float *restrict acc, const float *restrict x, float wv, int64_t n)
 {
     const spa_vf vw = spa_vf_set1(wv);
-    for (int64_t e = 0; e < n; e += SPA_VL)
+    const int64_t whole = n - n % SPA_VL;
+    for (int64_t e = 0; e < whole; e += SPA_VL)
         spa_vf_store(acc + e, spa_vf_fma(spa_vf_load(acc + e), vw, spa_vf_load(x + e)));
+    if (whole < n)
+        spa_vf_store_n(acc + whole, spa_vf_fma(spa_vf_load_n(acc + whole, n - whole), vw, spa_vf_load_n(x + whole, n - whole)),
+                       n - whole);
+}
+
+/* The first n < VL channels of a unit-stride row, widened, the other lanes
+ * 0: the layer's partial load (a 16-bit row's n elements converted first). */
+static inline spa_vf tail_load(const SPA_T *p, int64_t n)
+{
+m4_ifelse(SPA_IS_F32, 1, `    return spa_vf_load_n(p, n);
+', `    float f[SPA_VL];
+    for (int64_t e = 0; e < n; e++)
+        f[e] = SPA_LOAD(p[e]);
+    return spa_vf_load_n(f, n);
+')m4_dnl
+}
+
+/* The channel tail of the register tiles (the last n < VL channels of one
+ * head, unit stride): windows [0, kn) one partial vector each, their rows
+ * ascending as in every other path, into acc rows k * width. wh: the head's
+ * weight column (stride ws0). */
+static void tail_windows(const SPA_T *xh, int64_t xs0, const SPA_T *wh, int64_t ws0, int64_t bs, int64_t st,
+                         int64_t n, int64_t kn, float *acc, int64_t width)
+{
+    for (int64_t k = 0; k < kn; k++) {
+        const SPA_T *xp = xh + k * st * xs0;
+        spa_vf v = spa_vf_zero();
+        for (int64_t r = 0; r < bs; r++, xp += xs0)
+            v = spa_vf_fmab(v, tail_load(xp, n), spa_vb_set(SPA_LOAD(wh[r * ws0])));
+        spa_vf_store_n(acc + k * width, v, n);
+    }
 }
 
 /* Strided input rows: row by row, each row widened once into xf and added,
@@ -344,7 +377,7 @@ void NSAC_KSYM()(const spa_nsac_args *a, int64_t tok0, int64_t row0, int64_t nwi
     float *acc = scratch;                      /* [TW][group * d] window sums */
     float *xf = scratch + TW * group * d_len;  /* [group * d] one input row, widened */
 m4_ifelse(NSAC_STORE_Y, 1, `    /* unit-stride rows in and out, bs == 2 st: the ring tile */
-    const int ring = a->xs2 == 1 && a->ys2 == 1 && bs == 2 * st && bs <= group * d_len;
+    const int ring = a->xs2 == 1 && a->ys2 == 1 && bs == 2 * st && bs <= group * d_len && d_len % SPA_VL == 0;
 ')m4_dnl
 
     for (int64_t k0 = 0; k0 < nwin; k0 += TW) {
@@ -377,6 +410,11 @@ NSAC_STAGE_RING()m4_dnl
                         xf[j] = SPA_LOAD(w[j * a->ws0 + (h0 + hh) * a->ws1]);
                     head_tiles(x + first * a->xs0 + (h0 + hh) * a->xs1, a->xs0, xf, bs, st, d_len, kn,
                                acc + hh * d_len, width);
+                    if (d_len % SPA_VL != 0) { /* the tiles took whole vectors */
+                        const int64_t c = d_len - d_len % SPA_VL;
+                        tail_windows(x + first * a->xs0 + (h0 + hh) * a->xs1 + c, a->xs0, w + (h0 + hh) * a->ws1,
+                                     a->ws0, bs, st, d_len - c, kn, acc + hh * d_len + c, width);
+                    }
                 }
             else
                 rows_strided(a, first, kn, h0, hn, acc, xf);

@@ -13,7 +13,7 @@ SPA_STAMP
 #include "nsa_compress_kernel.h"
 #include "native_div.h"
 
-enum { TT = NSACG_TT, TC = NSACG_TC, LANES = 16 };
+enum { TC = NSACG_TC, LANES = 16 }; /* tokens per tile: a->tt (plan time, <= NSACG_TT) */
 
 m4_divert(-1)
 The register tile of one token and head: NSACG_NV vectors of channels (a
@@ -345,6 +345,34 @@ NSACG_TOKEN(NSACG_NV, `_d', `SPA_T', `NSACG_XD')m4_dnl
 NSACG_ROW(`_d', `SPA_T')m4_dnl
 ')m4_dnl
 
+/* The channel tail of one token and head: channels [c0, d_len), fewer
+ * than 16, after token_row's 16-channel blocks, by the layer's partial
+ * vectors (xt: the tail's input, widened). inputGrad as the blocks form it
+ * (window 0's product, then the others' added in order) and each window's
+ * products added into its 16 lanes (lane c - c0), zeroed first where no
+ * block ran (c0 == 0). */
+static void token_tail(const float *xt, int64_t c0, int64_t d_len, int64_t nw, const float *const *dy,
+                       const float *wv, float *lanes, float *acc)
+{
+    if (c0 == 0)
+        for (int64_t k = 0; k < nw; k++)
+            for (int64_t e = 0; e < LANES; e += SPA_VL)
+                spa_vf_store(lanes + LANES * k + e, spa_vf_zero());
+    for (int64_t c = c0; c < d_len; c += SPA_VL) {
+        const int64_t n = d_len - c < SPA_VL ? d_len - c : SPA_VL;
+        const spa_vf x = spa_vf_load_n(xt + (c - c0), n);
+        spa_vf d = spa_vf_zero();
+        for (int64_t k = 0; k < nw; k++) {
+            const spa_vf g = spa_vf_load_n(dy[k] + c, n);
+            const spa_vb u = spa_vb_load(&wv[k]);
+            float *l = lanes + LANES * k + (c - c0);
+            d = k == 0 ? spa_vf_mulb(g, u) : spa_vf_fmab(d, g, u);
+            spa_vf_store(l, spa_vf_fma(spa_vf_load(l), g, x));
+        }
+        spa_vf_store_n(acc + c, d, n);
+    }
+}
+
 m4_ifelse(NSACG_FINITE, 1, `
 /* dst[0..n) = widen(src[k * stride]); whether every value was finite */
 static inline bool widen_row_finite(float *dst, const SPA_T *src, int64_t stride, int64_t n)
@@ -389,12 +417,27 @@ void NSACG_KSYM()(const spa_nsac_args *a_in, int64_t bstart, int64_t row0, int64
     SPA_T *dx = a->dx;
     const int64_t d_len = a->d, bs = a->bs, st = a->st, heads = a->n;
     const int64_t group = spa_nsac_head_group(heads, d_len, TC);
-    /* scratch (spa_nsac_grad_scratch): TT/16 + 8 staged outputGrad rows (enough
-     * for st >= 16, bs <= 128), then one input row and one accumulator row. */
+    /* scratch (spa_nsac_grad_scratch): the staged outputGrad rows (dy_rows
+     * per head, enough for a tile of tt tokens), then one input row and one
+     * accumulator row, then where a token has more windows than the stack
+     * arrays hold, their lanes, weights and row pointers */
     float *dyf = scratch;
-    float *xf = dyf + (TT / 16 + 8) * group * d_len;
+    float *xf = dyf + a->dy_rows * group * d_len;
     float *acc = xf + d_len;
-    float lanes[8 * LANES]; /* the dot-product lanes of a token's windows (bs / st <= 8) */
+    /* the dot-product lanes, weights and outputGrad rows of a token's windows */
+    float lanes_stack[SPA_NSACG_NW_STACK * LANES], wv_stack[SPA_NSACG_NW_STACK];
+    const float *dyk_stack[SPA_NSACG_NW_STACK];
+    float *lanes = lanes_stack, *wv = wv_stack;
+    const float **dyk = dyk_stack;
+    if (a->nw_max > SPA_NSACG_NW_STACK) {
+        float *big = dyf + (a->dy_rows + 2) * group * d_len;
+        lanes = big;
+        wv = big + LANES * a->nw_max;
+        /* pointers at an even float offset: 8-byte aligned (the scratch is 64) */
+        const int64_t off = (big - scratch) + (LANES + 1) * a->nw_max;
+        dyk = (const float **)(void *)(scratch + off + off % 2);
+    }
+    const int64_t d_tail = d_len % LANES, d_blocks = d_len - d_tail; /* token_row: 16-channel blocks */
     /* f32 unit-stride outputGrad rows are read in place, others staged widened */
     const bool dy_in_place = SPA_IS_F32 && a->ys2 == 1;
     const bool dx_in_place = SPA_IS_F32 && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
@@ -404,8 +447,8 @@ m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
     const bool dx_direct = !SPA_IS_F32 && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
 ')m4_dnl
 
-    for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += TT) {
-        const int64_t p1 = t1 - bstart - p0 < TT ? t1 - bstart : p0 + TT;
+    for (int64_t p0 = t0 - bstart; p0 < t1 - bstart; p0 += a->tt) {
+        const int64_t p1 = t1 - bstart - p0 < a->tt ? t1 - bstart : p0 + a->tt;
         /* Windows touching tokens [p0, p1). */
         const int64_t ilo = p0 < bs ? 0 : spa_div_nat(p0 - bs, st) + 1;
         const int64_t ihi = spa_div_nat(p1 - 1, st) < nwin - 1 ? spa_div_nat(p1 - 1, st) : nwin - 1;
@@ -434,9 +477,9 @@ m4_ifelse(NSACG_FINITE, 1, `m4_dnl
                                          d_len * a->xs2 * SPA_SZ);
                 const int64_t klo = p < bs ? 0 : spa_div_nat(p - bs, st) + 1;
                 const int64_t khi = spa_div_nat(p, st) < nwin - 1 ? spa_div_nat(p, st) : nwin - 1;
-                const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= bs / st <= 8 */
+                const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= nw_max */
 m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
-                if (nw == 2) {
+                if (nw == 2 && d_tail == 0) { /* pair rows: 16-channel groups */
                     /* the two windows (rows and weights), then head by head,
                      * every pointer stepping by its head stride */
                     const int64_t j0 = p - klo * st, j1 = j0 - st;
@@ -510,8 +553,6 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                     const int64_t h = h0 + hh;
                     const SPA_T *xr = x + (bstart + p) * a->xs0 + h * a->xs1;
                     SPA_T *dxr = dx + (bstart + p) * a->dxs0 + h * a->dxs1;
-                    const float *dyk[8];
-                    float wv[8];
                     for (int64_t k = 0; k < nw; k++) {
                         const int64_t i = klo + k;
                         wv[k] = SPA_LOAD(w[(p - i * st) * a->ws0 + h * a->ws1]);
@@ -528,11 +569,20 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                         SPA_WIDEN_ROW(xf, xr, a->xs2, d_len);
 m4_ifelse(SPA_DT, `f32', `m4_dnl
                     token_row_f(a->xs2 == 1 ? xr : xf, d_len, nw, dyk, wv, lanes, dst);
+                    if (d_tail != 0)
+                        token_tail((a->xs2 == 1 ? xr : xf) + d_blocks, d_blocks, d_len, nw, dyk, wv, lanes, dst);
 ', `m4_dnl
                     if (a->xs2 == 1)
                         token_row_d(xr, d_len, nw, dyk, wv, lanes, dst);
                     else
                         token_row_f(xf, d_len, nw, dyk, wv, lanes, dst);
+                    if (d_tail != 0) {
+                        float xt[LANES]; /* the tail of a unit-stride row, widened */
+                        if (a->xs2 == 1)
+                            for (int64_t e = 0; e < d_tail; e++)
+                                xt[e] = SPA_LOAD(xr[d_blocks + e]);
+                        token_tail(a->xs2 == 1 ? xt : xf + d_blocks, d_blocks, d_len, nw, dyk, wv, lanes, dst);
+                    }
 ')m4_dnl
                     for (int64_t k = 0; k < nw; k++)
                         wpart[(p - (klo + k) * st) * heads + h] += fold16(lanes + 16 * k);

@@ -6,14 +6,15 @@
 
 /* ---- nsa_compress ---- */
 /* NsaCompress. Baseline: f32, 2 batches of
- * 48 and 32 tokens (cumulative ends), N 2, D 48, block 32, stride 16: 3 windows. */
+ * 48 and 32 tokens (cumulative ends), N 2, D 50 (a channel tail on every
+ * layer), block 24, stride 8 (off the NPU's grid): 6 windows. */
 static const fz_tensor_spec nsa_compress_tensors[] = {
-    {"input", SPA_FLOAT32, 3, {80, 2, 48}, FZ_IN, false, NULL, 0},
-    {"weight", SPA_FLOAT32, 2, {32, 2}, FZ_IN, false, NULL, 0},
-    {"output", SPA_FLOAT32, 3, {3, 2, 48}, FZ_OUT, false, NULL, 0},
+    {"input", SPA_FLOAT32, 3, {80, 2, 50}, FZ_IN, false, NULL, 0},
+    {"weight", SPA_FLOAT32, 2, {24, 2}, FZ_IN, false, NULL, 0},
+    {"output", SPA_FLOAT32, 3, {6, 2, 50}, FZ_OUT, false, NULL, 0},
 };
 static const fz_array_spec nsa_compress_arrays[] = {{{48, 80}, 2}};
-static const int64_t nsa_compress_attrs[] = {32, 16, 0}; /* blockSize, stride, actSeqLenType */
+static const int64_t nsa_compress_attrs[] = {24, 8, 0}; /* blockSize, stride, actSeqLenType */
 
 static spa_status nsa_compress_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
 {
@@ -29,17 +30,17 @@ const fz_op fz_op_nsa_compress = {
 };
 
 /* ---- nsa_compress_grad ---- */
-/* NsaCompressGrad. Baseline: the NsaCompress
- * one (f32, batches of 48 and 32 tokens, N 2, D 48, block 32, stride 16). */
+/* NsaCompressGrad. Baseline: f32, batches of 48 and 32 tokens, N 2, D 20
+ * (a channel tail), block 12, stride 5 (off the NPU's grid): 8 + 5 windows. */
 static const fz_tensor_spec nsa_compress_grad_tensors[] = {
-    {"outputGrad", SPA_FLOAT32, 3, {3, 2, 48}, FZ_IN, false, NULL, 0},
-    {"input", SPA_FLOAT32, 3, {80, 2, 48}, FZ_IN, false, NULL, 0},
-    {"weight", SPA_FLOAT32, 2, {32, 2}, FZ_IN, false, NULL, 0},
-    {"inputGrad", SPA_FLOAT32, 3, {80, 2, 48}, FZ_OUT, false, NULL, 0},
-    {"weightGrad", SPA_FLOAT32, 2, {32, 2}, FZ_OUT, false, NULL, 0},
+    {"outputGrad", SPA_FLOAT32, 3, {13, 2, 20}, FZ_IN, false, NULL, 0},
+    {"input", SPA_FLOAT32, 3, {80, 2, 20}, FZ_IN, false, NULL, 0},
+    {"weight", SPA_FLOAT32, 2, {12, 2}, FZ_IN, false, NULL, 0},
+    {"inputGrad", SPA_FLOAT32, 3, {80, 2, 20}, FZ_OUT, false, NULL, 0},
+    {"weightGrad", SPA_FLOAT32, 2, {12, 2}, FZ_OUT, false, NULL, 0},
 };
 static const fz_array_spec nsa_compress_grad_arrays[] = {{{48, 80}, 2}};
-static const int64_t nsa_compress_grad_attrs[] = {32, 16, 0}; /* blockSize, stride, actSeqLenType */
+static const int64_t nsa_compress_grad_attrs[] = {12, 5, 0}; /* blockSize, stride, actSeqLenType */
 
 static spa_status nsa_compress_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
 {

@@ -17,27 +17,11 @@ static void finish(nsac_case *c)
     c->windows = ref_nsa_compress_windows(&bt, c->bs, c->st);
 }
 
-void nsac_case_draw(nsac_case *c, int i, rng *r)
+/* Small targets also cap T*N*D (the fp64 copies of the grad suite are
+ * 8 bytes an element, six of them): the longest batch is halved until it
+ * fits. */
+static void cap_small(nsac_case *c)
 {
-    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
-    c->dt = dts[i % 3];
-    c->d = 16 * (1 + i % 16);
-    c->bs = 16 * rng_int(r, 1, 8);
-    c->st = 16 * rng_int(r, 1, c->bs / 16);
-    if (i % 4 == 0)
-        c->st = c->bs; /* stride == block: no overlap */
-    c->n = TEST_CAP(rng_int(r, 1, 5), 2);
-    c->seq_type = rng_int(r, 0, 1);
-    c->batches = TEST_CAP(rng_int(r, 1, 8), 4);
-    /* Small targets: batches of at most bs + 17 tokens (still 1..2 windows). */
-    const int64_t longest = TEST_SIZE(3 * c->bs + 17, c->bs + 17);
-    for (int64_t b = 0; b < c->batches; b++) {
-        int64_t kind = rng_int(r, 0, 5);
-        c->len[b] = kind == 0 ? 0 : kind == 1 ? rng_int(r, 1, c->bs - 1) : rng_int(r, c->bs, longest);
-    }
-    /* Small targets also cap T*N*D (the fp64 copies of the grad suite are
-     * 8 bytes an element, six of them): the longest batch is halved until
-     * it fits. */
     for (;;) {
         int64_t tokens = 0, longest_b = 0;
         for (int64_t b = 0; b < c->batches; b++) {
@@ -49,8 +33,65 @@ void nsac_case_draw(nsac_case *c, int i, rng *r)
             break;
         c->len[longest_b] /= 2;
     }
+}
+
+void nsac_case_draw(nsac_case *c, int i, rng *r)
+{
+    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+    c->dt = dts[i % 3];
+    c->d = 16 * (1 + i % 16);
+    c->bs = 16 * rng_int(r, 1, 8);
+    c->st = 16 * rng_int(r, 1, c->bs / 16);
+    if (i % 4 == 0)
+        c->st = c->bs; /* stride == block: no overlap */
+    if (i % 4 == 3) { /* off the NPU's grid: tails and odd windows */
+        c->d = rng_int(r, 1, 130);
+        c->bs = rng_int(r, 1, 40);
+        c->st = rng_int(r, 1, c->bs);
+    }
+    c->n = TEST_CAP(rng_int(r, 1, 5), 2);
+    c->seq_type = rng_int(r, 0, 1);
+    c->batches = TEST_CAP(rng_int(r, 1, 8), 4);
+    /* Small targets: batches of at most bs + 17 tokens (still 1..2 windows). */
+    const int64_t longest = TEST_SIZE(3 * c->bs + 17, c->bs + 17);
+    for (int64_t b = 0; b < c->batches; b++) {
+        int64_t kind = rng_int(r, 0, 5);
+        c->len[b] = kind == 0 || c->bs == 1 ? 0 : kind == 1 ? rng_int(r, 1, c->bs - 1) : rng_int(r, c->bs, longest);
+    }
+    cap_small(c);
     c->strided = rng_int(r, 0, 2) == 0;
     finish(c);
+}
+
+void nsac_case_any(nsac_case *c, int i, rng *r)
+{
+    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+    /* head dims: a vector tail on every layer (1, 100, 300), none on some
+     * (48), one past the largest kernel tile (1030: two channel slices) */
+    static const int64_t dims[8] = {48, 100, 1, 300, 7, 33, 1030, 100};
+    /* block / stride: 24/8, 7/7, 5/3, 20/2 (ten windows a token: more than
+     * the grad keeps on its stack), 1/1, 9/4 */
+    static const int64_t blocks[8][2] = {{24, 8}, {7, 7}, {5, 3}, {20, 2}, {1, 1}, {9, 4}, {24, 8}, {5, 3}};
+    c->dt = dts[i % 3];
+    c->d = dims[i % 8];
+    c->bs = blocks[(i / 3 + i) % 8][0];
+    c->st = blocks[(i / 3 + i) % 8][1];
+    c->n = c->d > 300 ? 1 : rng_int(r, 1, 3);
+    c->seq_type = rng_int(r, 0, 1);
+    c->batches = rng_int(r, 1, 4);
+    /* lengths not multiples of anything, some shorter than the block */
+    const int64_t longest = c->d > 300 ? 2 * c->bs + 3 : 4 * c->bs + 13;
+    for (int64_t b = 0; b < c->batches; b++)
+        c->len[b] = rng_int(r, 0, 3) == 0 ? rng_int(r, 0, c->bs) : rng_int(r, c->bs, longest);
+    cap_small(c);
+    c->strided = i % 4 == 1;
+    finish(c);
+}
+
+bool nsac_case_on_npu_grid(const nsac_case *c)
+{
+    return c->d % 16 == 0 && c->d >= 16 && c->d <= 256 && c->n <= 128 && c->bs % 16 == 0 &&
+           c->st % 16 == 0 && c->bs <= 128;
 }
 
 void nsac_case_fixed(nsac_case *c, spa_dtype dt, int64_t n, int64_t d, int64_t bs, int64_t st,

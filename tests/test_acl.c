@@ -161,7 +161,9 @@ static void test_compress_same_as_native(void)
     rng r = rng_seed(901);
     for (int i = 0; i < 24; i++) {
         nsac_case c;
-        nsac_case_draw(&c, i, &r);
+        do /* the aclnn layer keeps the NPU's limits */
+            nsac_case_draw(&c, i, &r);
+        while (!nsac_case_on_npu_grid(&c));
         fwd_io io;
         fwd_make(&io, &c, &r);
         CU_ASSERT_EQUAL(native_fwd(&c, &io), SPA_OK);
@@ -207,7 +209,9 @@ static void test_compress_grad_same_as_native(void)
     rng r = rng_seed(902);
     for (int i = 0; i < 16; i++) {
         nsac_case c;
-        nsac_case_draw(&c, i, &r);
+        do /* the aclnn layer keeps the NPU's limits */
+            nsac_case_draw(&c, i, &r);
+        while (!nsac_case_on_npu_grid(&c));
         bwd_io io;
         bwd_make(&io, &c, &r);
         uint64_t size;
@@ -290,10 +294,9 @@ MUT(m_type_2, a->type = 2)
 MUT(m_seq_empty, a->seq.size = 0)
 MUT(m_seq_decreasing, seq_bad[0] = 64; seq_bad[1] = 32; seq_bad[2] = 96; a->seq.data = seq_bad)
 MUT(m_seq_short_total, seq_bad[0] = 32; seq_bad[1] = 64; seq_bad[2] = 95; a->seq.data = seq_bad)
-MUT(m_bs_not16, a->bs = 24)
+MUT(m_bs_w_rows, a->bs = 48)
 MUT(m_st_over_bs, a->st = 48)
 MUT(m_w_heads, a->w.dims[1] = 3)
-MUT(m_d_24, a->x.dims[2] = 24; a->y.dims[2] = 24)
 MUT(m_y_rows, a->y.dims[0] += 1)
 MUT(m_stride_negative, a->x.strides[0] = -a->x.strides[0])
 MUT(m_dim_negative, a->y.dims[0] = -1)
@@ -325,10 +328,9 @@ static const struct {
     {"actSeqLen empty", m_seq_empty},
     {"actSeqLen decreasing", m_seq_decreasing},
     {"actSeqLen total < T", m_seq_short_total},
-    {"blockSize 24", m_bs_not16},
+    {"blockSize 48 != weight rows", m_bs_w_rows},
     {"stride > blockSize", m_st_over_bs},
     {"weight heads != N", m_w_heads},
-    {"D 24", m_d_24},
     {"output rows != windows", m_y_rows},
     {"negative stride", m_stride_negative},
     {"negative dim", m_dim_negative},
@@ -397,6 +399,71 @@ static void test_compress_codes_as_native(void)
     }
     free(y_before);
     fwd_free(&io);
+}
+
+/* The NPU's limits the native API does not keep (spec/nsa.md 1.3, 2.3): the
+ * native ops take these shapes, both aclnn wrappers answer 161002 naming the
+ * limit, before anything is allocated (the executor slot stays untouched). */
+static void test_compress_npu_limits(void)
+{
+    static const struct {
+        int64_t n, d, bs, st;
+        const char *rule;
+    } cases[] = {
+        {2, 24, 32, 16, "D % 16 == 0"},     {2, 8, 32, 16, "D % 16 == 0"},
+        {1, 272, 32, 16, "D <= 256"},       {129, 16, 16, 16, "N <= 128"},
+        {2, 32, 24, 8, "compressBlockSize % 16 == 0"}, {2, 32, 144, 16, "compressBlockSize <= 128"},
+        {2, 32, 32, 8, "compressStride % 16 == 0"},
+    };
+    rng r = rng_seed(904);
+    const int64_t lens[2] = {150, 37};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        nsac_case c;
+        nsac_case_fixed(&c, k % 2 ? SPA_BFLOAT16 : SPA_FLOAT32, cases[k].n, cases[k].d, cases[k].bs, cases[k].st,
+                        2, lens, 0);
+        bwd_io io;
+        bwd_make(&io, &c, &r);
+        uint64_t nsize;
+        spa_executor nex;
+        CU_ASSERT_EQUAL(spa_nsa_compress_get_workspace_size(&io.x.t, &io.w.t, &c.seq, "TND", c.bs, c.st, 0,
+                                                            &io.dy.t, &nsize, &nex),
+                        SPA_OK);
+        CU_ASSERT_EQUAL(spa_nsa_compress_grad_get_workspace_size(&io.dy.t, &io.x.t, &io.w.t, &c.seq, c.bs, c.st, 0,
+                                                                 "TND", &io.dx.t, &io.dw.t, &nsize, &nex),
+                        SPA_OK);
+        aclTensor *dy = acl_of(&io.dy.t), *x = acl_of(&io.x.t), *w = acl_of(&io.w.t),
+                  *dx = acl_of(&io.dx.t), *dw = acl_of(&io.dw.t);
+        aclIntArray *seq = acl_array_of(&c.seq);
+        char layout[] = "TND";
+        for (int grad = 0; grad < 2; grad++) {
+            uint64_t size = 77;
+            aclOpExecutor *ex = (aclOpExecutor *)&size; /* must stay untouched */
+            aclnnStatus got = grad ? aclnnNsaCompressGradGetWorkspaceSize(dy, x, w, seq, c.bs, c.st, 0, layout, dx,
+                                                                          dw, &size, &ex)
+                                   : aclnnNsaCompressGetWorkspaceSize(x, w, seq, layout, c.bs, c.st, 0, dy, &size,
+                                                                      &ex);
+            CU_ASSERT_EQUAL(got, ACLNN_ERR_PARAM_INVALID);
+            const char *msg = aclGetRecentErrMsg();
+            CU_ASSERT(msg != NULL && strstr(msg, cases[k].rule) != NULL);
+            if (msg == NULL || strstr(msg, cases[k].rule) == NULL)
+                fprintf(stderr, "  case %zu: message '%s' lacks '%s'\n", k, msg ? msg : "(none)", cases[k].rule);
+            CU_ASSERT_EQUAL(size, 77);
+            CU_ASSERT(ex == (aclOpExecutor *)&size);
+            /* a NULL still gives the native 161001 */
+            got = grad ? aclnnNsaCompressGradGetWorkspaceSize(dy, x, w, seq, c.bs, c.st, 0, layout, NULL, dw, &size,
+                                                              &ex)
+                       : aclnnNsaCompressGetWorkspaceSize(x, w, NULL, layout, c.bs, c.st, 0, dy, &size, &ex);
+            CU_ASSERT_EQUAL(got, ACLNN_ERR_PARAM_NULLPTR);
+            (void)aclGetRecentErrMsg();
+        }
+        aclDestroyTensor(dy);
+        aclDestroyTensor(x);
+        aclDestroyTensor(w);
+        aclDestroyTensor(dx);
+        aclDestroyTensor(dw);
+        aclDestroyIntArray(seq);
+        bwd_free(&io);
+    }
 }
 
 /* NsaCompressGrad: each NULL argument gives the native code. */
@@ -859,6 +926,7 @@ void suite_acl(void)
     CU_add_test(s, "NsaCompressGrad: same bytes as native", test_compress_grad_same_as_native);
     CU_add_test(s, "NsaCompress: codes of the native API", test_compress_codes_as_native);
     CU_add_test(s, "NsaCompressGrad: NULL codes", test_compress_grad_null_codes);
+    CU_add_test(s, "NsaCompress, NsaCompressGrad: the NPU's limits", test_compress_npu_limits);
     CU_add_test(s, "views: offset, strides, storage", test_views_offset_strides);
     CU_add_test(s, "views reaching outside refused", test_views_refused);
     CU_add_test(s, "executors: workspace, single use", test_executor_rules);

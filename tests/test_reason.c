@@ -57,10 +57,10 @@ static void nsac_release(void)
     tt_free(&cx), tt_free(&cw), tt_free(&cy), tt_free(&cdx), tt_free(&cdw);
 }
 
-/* spoiled: a block size that is no multiple of 16 */
+/* spoiled: a stride longer than the block */
 static spa_status nsac_phase1(bool spoil, uint64_t *size, spa_executor *ex)
 {
-    return spa_nsa_compress_get_workspace_size(&cx.t, &cw.t, &cseq, "TND", spoil ? 24 : 16, 16, 0,
+    return spa_nsa_compress_get_workspace_size(&cx.t, &cw.t, &cseq, "TND", 16, spoil ? 32 : 16, 0,
                                                &cy.t, size, ex);
 }
 
@@ -156,7 +156,7 @@ static spa_status msdag_phase1(bool spoil, uint64_t *size, spa_executor *ex)
 
 /* Contexts: the op's own call of the helper the rule lies in. */
 static const reason_op ops[] = {
-    {"nsa_compress", nsac_make, nsac_release, nsac_phase1, "bs % 16 == 0", "src/nsa_compress.c:"},
+    {"nsa_compress", nsac_make, nsac_release, nsac_phase1, "bs >= st", "src/nsa_compress.c:"},
     {"nsa_compress_grad", nsac_make, nsac_release, nsacg_phase1, "spa_seq_check", "src/nsa_compress_grad.c:"},
     {"nsa_select", nsas_make, nsas_release, nsas_phase1, "indices", ""},
     {"nsa_select_grad", nsas_make, nsas_release, nsasg_phase1, "head_num == n1", "src/nsa_select_grad.c:"},

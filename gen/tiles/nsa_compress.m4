@@ -6,7 +6,9 @@ f32 accumulators, the TW x TC output rows, and one stride (16 rows at the
 smallest stride) of input rows in the dtype and widened to f32. The tile has
 1024 channels unless the ISA asks for fewer (SPA_NSAC_TC in gen/isa/<isa>.m4):
 fewer channels give more windows per tile, the register tiles then sliding
-along more windows of a head before the tile ends.
+along more windows of a head before the tile ends. Heads wider than TC
+channels run as channel slices of TC (spa_nsac_slice), so the tile holds for
+any head dim.
 m4_define(`NSAC_TC', m4_ifdef(`SPA_NSAC_TC', `SPA_NSAC_TC', 1024))
 m4_define(`NSAC_BYTES',
   `m4_eval($1 * NSAC_TC * 4 + $1 * NSAC_TC * SPA_SZ + 16 * NSAC_TC * (SPA_SZ + 4))')

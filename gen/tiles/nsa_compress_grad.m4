@@ -2,8 +2,11 @@ m4_divert(-1)
 NsaCompressGrad tile: TT tokens x TC channels (whole heads of a token row).
 Staged per tile: the TT input rows and TT inputGrad rows in the dtype, the
 outputGrad rows of every window touching the tile widened to f32 (TT/16 + 8
-rows at the smallest stride and largest block), and two f32 rows (the widened
-input row and the inputGrad accumulator).
+rows at stride 16 and block 128, the NPU's extremes), and two f32 rows (the
+widened input row and the inputGrad accumulator). For smaller strides or
+longer blocks the plan halves the tokens per tile until the rows fit these
+TT/16 + 8 (src/nsa_compress_grad.c); heads wider than TC channels run as
+channel slices of TC (spa_nsac_slice).
 m4_define(`NSACG_TC', 1024)
 m4_define(`NSACG_BYTES',
   `m4_eval(2 * $1 * NSACG_TC * SPA_SZ + ($1 / 16 + 8) * NSACG_TC * 4 + 2 * NSACG_TC * 4)')

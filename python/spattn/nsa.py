@@ -64,7 +64,8 @@ class _Compress(torch.autograd.Function):
 def nsa_compress(input, weight, cu_seqlens, block_size, stride):
     """NSA compression: every window of block_size tokens (step stride) of each
     sequence becomes one token, out[w, n, :] = sum_j weight[j, n] * input[s_w + j, n, :].
-    input [T, N, D], weight [block_size, N] -> [sum of windows, N, D]."""
+    input [T, N, D], weight [block_size, N] -> [sum of windows, N, D]. Any D >= 1
+    and any block_size >= stride >= 1 (the NPU's multiples of 16 are not needed)."""
     return _Compress.apply(input, weight, cu_seqlens, block_size, stride)
 
 

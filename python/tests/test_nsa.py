@@ -57,6 +57,22 @@ class TestCompress(unittest.TestCase):
             with self.subTest(n=n, d=d, block=block, stride=stride):
                 self.check(torch.float32, n, d, block, stride, lengths, "contiguous", gen, form)
 
+    def test_any_head_dim_block_and_stride(self):
+        """What fla and the other public NSA code pass (the NPU's D, block and
+        stride limits are the aclnn layer's only): head dims with channel tails,
+        blocks and strides off the multiples of 16, lengths that are not
+        multiples of anything, every dtype."""
+        gen = torch.Generator().manual_seed(24)
+        cases = [(2, 48, 24, 8, [70, 0, 33, 5]),
+                 (3, 100, 7, 7, [50, 13]),
+                 (2, 1, 5, 3, [29, 4, 41]),
+                 (1, 300, 20, 2, [45])]
+        for dtype in refs.DTYPES:
+            for n, d, block, stride, lengths in cases:
+                with self.subTest(dtype=dtype, d=d, block=block, stride=stride):
+                    self.check(dtype, n, d, block, stride, lengths,
+                               "pad" if d == 48 else "contiguous", gen)
+
     def test_every_output_written(self):
         gen = torch.Generator().manual_seed(23)
         _lib.poison_outputs = True

@@ -2,6 +2,7 @@
 #include "aclnnop/aclnn_nsa_compress.h"
 
 #include "acl_internal.h"
+#include "aclnn_nsa_compress_rules.h"
 
 aclnnStatus aclnnNsaCompressGetWorkspaceSize(const aclTensor *input, const aclTensor *weight,
                                              const aclIntArray *actSeqLenOptional,
@@ -10,6 +11,13 @@ aclnnStatus aclnnNsaCompressGetWorkspaceSize(const aclTensor *input, const aclTe
                                              aclTensor *output, uint64_t *workspaceSize,
                                              aclOpExecutor **executor)
 {
+    const aclnnStatus npu = spa_acl_nsac_npu_check(
+        "aclnnNsaCompressGetWorkspaceSize",
+        input != NULL && weight != NULL && actSeqLenOptional != NULL && output != NULL &&
+            workspaceSize != NULL && executor != NULL,
+        input, compressBlockSize, compressStride);
+    if (npu != ACLNN_SUCCESS)
+        return npu;
     spa_acl_call c;
     spa_tensor x, w, y;
     spa_acl_call_begin(&c, executor);

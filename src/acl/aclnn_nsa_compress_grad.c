@@ -2,6 +2,7 @@
 #include "aclnnop/aclnn_nsa_compress_grad.h"
 
 #include "acl_internal.h"
+#include "aclnn_nsa_compress_rules.h"
 
 aclnnStatus aclnnNsaCompressGradGetWorkspaceSize(
     const aclTensor *outputGrad, const aclTensor *input, const aclTensor *weight,
@@ -10,6 +11,13 @@ aclnnStatus aclnnNsaCompressGradGetWorkspaceSize(
     const aclTensor *inputGradOut, const aclTensor *weightGradOut, uint64_t *workspaceSize,
     aclOpExecutor **executor)
 {
+    const aclnnStatus npu = spa_acl_nsac_npu_check(
+        "aclnnNsaCompressGradGetWorkspaceSize",
+        outputGrad != NULL && input != NULL && weight != NULL && actSeqLenOptionalOptional != NULL &&
+            inputGradOut != NULL && weightGradOut != NULL && workspaceSize != NULL && executor != NULL,
+        input, compressBlockSize, compressStride);
+    if (npu != ACLNN_SUCCESS)
+        return npu;
     spa_acl_call c;
     spa_tensor dy, x, w, dx, dw;
     spa_acl_call_begin(&c, executor);
