@@ -28,12 +28,17 @@ static void finish(nsas_case *c, int64_t extra_kv)
 void nsas_case_draw_indices(nsas_case *c, rng *r, bool dups)
 {
     for (int64_t b = 0; b < c->batches; b++) {
-        const int64_t blocks = c->klen[b] / c->bs;
+        /* blocks starting inside the batch's KV, the last one maybe partial */
+        const int64_t blocks = (c->klen[b] + c->bs - 1) / c->bs;
         for (int64_t t = c->qstart[b]; t < c->qstart[b] + c->qlen[b]; t++)
             for (int64_t h = 0; h < c->n2; h++) {
                 int32_t *row = c->idx + (t * c->n2 + h) * c->kc;
                 for (int64_t i = 0; i < c->kc; i++) {
                     int64_t x;
+                    if (blocks == 0) { /* nothing to select: padding */
+                        row[i] = -1;
+                        continue;
+                    }
                     bool again;
                     int tries = 0;
                     do { /* distinct unless duplicates are wanted or forced */
@@ -46,6 +51,23 @@ void nsas_case_draw_indices(nsas_case *c, rng *r, bool dups)
                 }
             }
     }
+}
+
+void nsas_case_pad_indices(nsas_case *c, rng *r)
+{
+    const int64_t rows = c->t1 * c->n2;
+    for (int64_t u = 0; u < rows; u++) {
+        int32_t *row = c->idx + u * c->kc;
+        const int64_t kind = rng_int(r, 0, 7);
+        if (kind < 2) /* a quarter of the rows unpadded */
+            continue;
+        for (int64_t i = 0; i < c->kc; i++) /* one row in eight fully padded */
+            if (kind == 2 || rng_int(r, 0, 2) == 0)
+                row[i] = -1;
+    }
+    if (rows > 0) /* at least one fully padded row, the last (in the last batch) */
+        for (int64_t i = 0; i < c->kc; i++)
+            c->idx[(rows - 1) * c->kc + i] = -1;
 }
 
 void nsas_case_draw(nsas_case *c, int i, rng *r)
@@ -64,12 +86,15 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
     case 3: c->d = 80; break;
     case 4: c->d = 272; break;
     case 5: c->d = 128; break;
+    case 6: c->d = rng_int(r, 0, 1) ? 100 : rng_int(r, 1, 130); break; /* head-dim tails */
     default: c->d = 16 * rng_int(r, 1, 12); break;
     }
     if (i % 23 == 7)
         c->d = 768;
     c->d = TEST_CAP(c->d, 128); /* small targets: a few MiB of heap */
-    c->dv = i % 3 == 1 ? c->d : 16 * rng_int(r, 1, c->d / 16);
+    c->dv = i % 3 == 1 ? c->d : c->d >= 16 ? 16 * rng_int(r, 1, c->d / 16) : c->d;
+    if (i % 5 == 2) /* any Dv, also above D */
+        c->dv = rng_int(r, 1, TEST_CAP(160, 64));
     if (c->d == 192 && i % 2)
         c->dv = 128;
     c->bs = 16 * rng_int(r, 1, 8);
@@ -99,6 +124,8 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
     c->scale = (0.5 + rng_unit(r)) / sqrt((double)c->d) * (i % 9 == 4 ? -1.0 : 1.0);
     finish(c, rng_int(r, 0, 3));
     nsas_case_draw_indices(c, r, rng_int(r, 0, 3) == 0);
+    if (rng_int(r, 0, 2) == 0) /* -1 padding slots, a fully padded row */
+        nsas_case_pad_indices(c, r);
 }
 
 void nsas_case_fixed(nsas_case *c, spa_dtype dt, int64_t n1, int64_t n2, int64_t d, int64_t dv,

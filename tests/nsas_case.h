@@ -38,7 +38,11 @@ void nsas_case_fixed(nsas_case *c, spa_dtype dt, int64_t n1, int64_t n2, int64_t
  * one on strided views). */
 int nsas_feature_count(void);
 void nsas_case_feature(nsas_case *c, int i, rng *r);
-/* Redraws the indices (distinct blocks where the batch has enough). */
+/* Turns random slots into -1 padding (some rows partly, some fully; the
+ * last row always fully). */
+void nsas_case_pad_indices(nsas_case *c, rng *r);
+/* Redraws the indices (distinct blocks where the batch has enough; the last
+ * block of a batch may be partial; -1 where a batch has no KV). */
 void nsas_case_draw_indices(nsas_case *c, rng *r, bool dups);
 void nsas_case_free(nsas_case *c);
 bool nsas_case_causal(const nsas_case *c);
