@@ -249,21 +249,34 @@ static const int64_t fq1[2] = {9, 5}, fk1[2] = {200, 70};
 static const int64_t fq2[1] = {40}, fk2[1] = {33};
 static const int64_t fq3[3] = {3, 0, 6}, fk3[3] = {256, 17, 130};
 static const int64_t fq4[1] = {2}, fk4[1] = {512};
+static const int64_t fq5[2] = {7, 5}, fk5[2] = {37, 50}; /* partial last blocks */
+static const int64_t fq6[1] = {6}, fk6[1] = {41};
 static const struct {
     spa_dtype dt;
     int64_t n1, n2, d, dv, bs, kc, batches;
     const int64_t *q, *k;
     int64_t mode;
-    bool mask, dups;
+    bool mask, dups, pad; /* pad: -1 slots (nsas_case_pad_indices) */
 } features[] = {
-    {SPA_FLOAT16, 12, 4, 192, 128, 64, 2, 2, fq1, fk1, 2, true, false},
-    {SPA_BFLOAT16, 6, 1, 48, 48, 16, 2, 1, fq2, fk2, 2, true, true},   /* Sq > Skv, causal */
-    {SPA_FLOAT32, 6, 1, 80, 32, 32, 4, 3, fq3, fk3, 2, true, true},    /* Sq < Skv, causal */
-    {SPA_FLOAT16, 4, 2, 272, 16, 16, 8, 3, fq3, fk3, 0, true, false},
-    {SPA_FLOAT32, 32, 1, 64, 64, 16, 32, 1, fq4, fk4, 2, false, true}, /* G 32, K 32, mode 2 w/o mask */
-    {SPA_BFLOAT16, 2, 2, TEST_SIZE(768, 128), TEST_SIZE(768, 128), 128, 4, 1, fq4, fk4, 0, false, false},
-    {SPA_FLOAT16, 20, 4, 128, 128, 64, 3, 2, fq1, fk1, 2, true, true}, /* G 5 */
-    {SPA_FLOAT32, 18, 1, 192, 128, 64, 2, 1, fq2, fk4, 2, true, true}, /* G 18: 32 lanes */
+    {SPA_FLOAT16, 12, 4, 192, 128, 64, 2, 2, fq1, fk1, 2, true, false, false},
+    {SPA_BFLOAT16, 6, 1, 48, 48, 16, 2, 1, fq2, fk2, 2, true, true, false},   /* Sq > Skv, causal */
+    {SPA_FLOAT32, 6, 1, 80, 32, 32, 4, 3, fq3, fk3, 2, true, true, false},    /* Sq < Skv, causal */
+    {SPA_FLOAT16, 4, 2, 272, 16, 16, 8, 3, fq3, fk3, 0, true, false, false},
+    {SPA_FLOAT32, 32, 1, 64, 64, 16, 32, 1, fq4, fk4, 2, false, true, false}, /* G 32, K 32, mode 2 w/o mask */
+    {SPA_BFLOAT16, 2, 2, TEST_SIZE(768, 128), TEST_SIZE(768, 128), 128, 4, 1, fq4, fk4, 0, false, false, false},
+    {SPA_FLOAT16, 20, 4, 128, 128, 64, 3, 2, fq1, fk1, 2, true, true, false}, /* G 5 */
+    {SPA_FLOAT32, 18, 1, 192, 128, 64, 2, 1, fq2, fk4, 2, true, true, false}, /* G 18: 32 lanes */
+    /* the public conventions (spec/nsa.md 0.3b): -1 slots, partial last
+     * blocks, head-dim tails, Dv != D (above D too), G 1 to 16, each dtype */
+    {SPA_FLOAT32, 2, 2, 100, 100, 16, 3, 2, fq5, fk5, 2, true, false, true},  /* G 1, causal */
+    {SPA_FLOAT16, 4, 2, 48, 100, 32, 4, 2, fq5, fk5, 0, false, true, true},   /* G 2, Dv > D */
+    {SPA_BFLOAT16, 4, 1, 100, 48, 16, 3, 2, fq5, fk5, 2, true, false, true},  /* G 4, causal */
+    {SPA_FLOAT32, 16, 1, 48, 24, 16, 2, 2, fq5, fk5, 0, true, false, true},   /* G 16 */
+    {SPA_FLOAT16, 32, 2, 100, 100, 16, 2, 1, fq6, fk6, 2, true, false, true}, /* G 16, causal */
+    {SPA_BFLOAT16, 16, 1, 48, 100, 32, 3, 1, fq6, fk6, 0, false, true, true}, /* G 16, Dv > D */
+    {SPA_FLOAT32, 4, 2, 48, 48, 16, 3, 2, fq5, fk5, 2, true, true, true},     /* G 2, causal */
+    {SPA_FLOAT16, 4, 1, 100, 40, 16, 2, 2, fq5, fk5, 0, false, false, true},  /* G 4 */
+    {SPA_BFLOAT16, 2, 2, 48, 48, 32, 2, 2, fq5, fk5, 2, true, true, true},    /* G 1, causal */
 };
 
 int nsas_feature_count(void)
@@ -276,5 +289,7 @@ void nsas_case_feature(nsas_case *c, int i, rng *r)
     nsas_case_fixed(c, features[i].dt, features[i].n1, features[i].n2, features[i].d, features[i].dv,
                     features[i].bs, features[i].kc, features[i].batches, features[i].q, features[i].k,
                     features[i].mode, features[i].mask, r, features[i].dups);
+    if (features[i].pad)
+        nsas_case_pad_indices(c, r);
     c->strided = i % 2 == 1;
 }
