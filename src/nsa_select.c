@@ -76,11 +76,12 @@ static spa_status check_args(const nsas_exec *e, const char *layout, spa_nsas_sh
     SPA_TRY(spa_tensor_check_output(&e->mx, 3));
     SPA_TRY(spa_tensor_check_output(&e->sm, 3));
     SPA_TRY(spa_tensor_check_output(&e->o, 3));
-    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32 &&
-                e->o.dtype == e->q.dtype);
+    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32);
+    SPA_REQUIRE(e->sm.dtype == SPA_FLOAT32);
+    SPA_REQUIRE(e->o.dtype == e->q.dtype);
     const int64_t stat_dims[3] = {sh->t1, sh->n1, 8}, o_dims[3] = {sh->t1, sh->n1, sh->dv};
-    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
-                spa_tensor_dims_are(&e->sm, 3, stat_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->sm, 3, stat_dims));
     SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
     return SPA_OK;
 }
@@ -96,11 +97,11 @@ static void make_plan(const nsas_exec *e, const spa_nsas_shape *sh, nsas_plan *p
     if (p->per_block < 1)
         p->per_block = 1;
     p->blocks = (uint32_t)((sh->t1 + p->per_block - 1) / p->per_block);
-    /* qt [D][GP], scores [K*bs][GP], out [Dv][GP], max and sum [GP] */
+    /* qt [dp][GP], scores [K*bs][GP], out [dvp][GP], max and sum [GP] */
     const int64_t gp = sh->gp;
-    p->scratch_floats = (uint64_t)(sh->d * gp + sh->kc * sh->bs * gp + sh->dv * gp + 2 * gp);
-    p->kpack_floats = spa_nsas_pack_floats(&e->k, sh->kv_total);
-    p->vpack_floats = spa_nsas_pack_floats(&e->v, sh->kv_total);
+    p->scratch_floats = (uint64_t)(sh->dp * gp + sh->kc * sh->bs * gp + sh->dvp * gp + 2 * gp);
+    p->kpack_floats = spa_nsas_pack_floats(&e->k, sh);
+    p->vpack_floats = spa_nsas_pack_floats(&e->v, sh);
 }
 
 typedef struct nsas_slices {
@@ -191,8 +192,9 @@ static void run_block(void *arg, uint32_t blk)
         int64_t qs, qe, ks, ke;
         spa_nsas_batch(&r->tr->sqa, b, &qs, &qe);
         spa_nsas_batch(&r->tr->skva, b, &ks, &ke);
+        const int64_t kernel_start = b == 0 ? 0 : r->tr->kend[b - 1];
         const int64_t stop = qe < end ? qe : end;
-        r->kernel(&r->args, r->h2, t, stop, qs, ks, scratch);
+        r->kernel(&r->args, r->h2, t, stop, qs, kernel_start, ke - ks, scratch);
         t = stop;
     }
 }
@@ -234,8 +236,8 @@ spa_status spa_nsa_select_phase2(void *workspace, uint64_t workspace_size,
     r.args = spa_nsas_args_of(&p.sh, &e.q, tr.idx, &e.o, &e.mx, &e.sm, NULL, NULL, e.scale);
     r.kernel = kernel_for(e.q.dtype);
     for (r.h2 = 0; r.h2 < p.sh.n2 && p.sh.t1 > 0; r.h2++) {
-        spa_nsas_attach_head(&r.args, p.sh.kv_total, &e.k, &e.v, slices.kpack, slices.vpack,
-                             r.h2, &rn);
+        spa_nsas_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, slices.kpack, slices.vpack, r.h2,
+                             &rn);
         spa_run_blocks(&rn, run_block, &r, p.blocks);
     }
     return SPA_OK;

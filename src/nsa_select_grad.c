@@ -8,7 +8,9 @@
  * and rounds once. No atomics; the split depends on the shapes and lengths
  * only, so results do not depend on the runner. Rows no block covers (never
  * selectable) come out +0. The partials of one head are all the workspace
- * holds. */
+ * holds. The partials' rows are kernel rows (nsa_select_plan.h: a batch's
+ * KV rounded up to whole blocks) of dp / dvp floats; the reduction maps each
+ * KV row to its kernel row. */
 #include <string.h>
 
 #include "half.h"
@@ -68,17 +70,16 @@ static nsasg_kernel kernel_for(int32_t dtype)
     }
 }
 
-/* KV rows [lo, hi) of the batches holding tokens [t0, t1) (t0 < t1), from
- * checked sequence arrays. */
-static void range_kv(const spa_int_array *sq, const spa_int_array *skv, int64_t t0, int64_t t1,
-                     int64_t *lo, int64_t *hi)
+/* Kernel rows [lo, hi) of the batches holding tokens [t0, t1) (t0 < t1),
+ * from checked sequence arrays. */
+static void range_kv(const spa_int_array *sq, const spa_int_array *skv, int64_t bs, int64_t t0,
+                     int64_t t1, int64_t *lo, int64_t *hi)
 {
     const int64_t b0 = spa_nsas_batch_of(sq, t0), b1 = spa_nsas_batch_of(sq, t1 - 1);
     int64_t ks, ke;
-    spa_nsas_batch(skv, b0, &ks, &ke);
-    *lo = ks;
+    *lo = spa_nsas_kernel_start(skv, bs, b0);
     spa_nsas_batch(skv, b1, &ks, &ke);
-    *hi = ke;
+    *hi = spa_nsas_kernel_start(skv, bs, b1) + spa_nsas_kernel_rows(ke - ks, bs);
 }
 
 static void range_tokens(const nsasg_plan *p, int64_t r, int64_t *t0, int64_t *t1)
@@ -89,7 +90,7 @@ static void range_tokens(const nsasg_plan *p, int64_t r, int64_t *t0, int64_t *t
         *t0 = *t1;
 }
 
-/* Floats of one head's partials: per range, its KV rows times (D + Dv). */
+/* Floats of one head's partials: per range, its kernel rows times (dp + dvp). */
 static uint64_t partial_floats(const spa_int_array *sq, const spa_int_array *skv,
                                const nsasg_plan *p)
 {
@@ -99,8 +100,8 @@ static uint64_t partial_floats(const spa_int_array *sq, const spa_int_array *skv
         range_tokens(p, r, &t0, &t1);
         if (t0 == t1)
             continue;
-        range_kv(sq, skv, t0, t1, &lo, &hi);
-        total += (uint64_t)(hi - lo) * (uint64_t)(p->sh.d + p->sh.dv);
+        range_kv(sq, skv, p->sh.bs, t0, t1, &lo, &hi);
+        total += (uint64_t)(hi - lo) * (uint64_t)(p->sh.dp + p->sh.dvp);
     }
     return total;
 }
@@ -120,16 +121,21 @@ static spa_status check_args(const nsasg_exec *e, const char *layout, spa_nsas_s
     SPA_TRY(spa_tensor_check_output(&e->dk, 3));
     SPA_TRY(spa_tensor_check_output(&e->dv, 3));
     const int32_t dt = e->q.dtype;
-    SPA_REQUIRE(e->o.dtype == dt && e->dy.dtype == dt && e->dq.dtype == dt && e->dk.dtype == dt &&
-                e->dv.dtype == dt);
-    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32);
+    SPA_REQUIRE(e->o.dtype == dt);
+    SPA_REQUIRE(e->dy.dtype == dt);
+    SPA_REQUIRE(e->dq.dtype == dt);
+    SPA_REQUIRE(e->dk.dtype == dt);
+    SPA_REQUIRE(e->dv.dtype == dt);
+    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32);
+    SPA_REQUIRE(e->sm.dtype == SPA_FLOAT32);
     const int64_t o_dims[3] = {sh->t1, sh->n1, sh->dv}, stat_dims[3] = {sh->t1, sh->n1, 8};
-    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims) && spa_tensor_dims_are(&e->dy, 3, o_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
-                spa_tensor_dims_are(&e->sm, 3, stat_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims) &&
-                spa_tensor_dims_are(&e->dk, 3, e->k.dims) &&
-                spa_tensor_dims_are(&e->dv, 3, e->v.dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->dy, 3, o_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->sm, 3, stat_dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->dk, 3, e->k.dims));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->dv, 3, e->v.dims));
     return SPA_OK;
 }
 
@@ -152,20 +158,20 @@ static void make_plan(const nsasg_exec *e, const spa_nsas_shape *sh, const spa_i
         if (ranges == 1 || p->partial_floats * 4u <= NSASG_PARTIAL_BYTES)
             break;
     }
-    /* qt, dqt [D][GP]; qn [G][D]; dyt [Dv][GP]; dyn [G][Dv]; P and dS [TK][GP];
+    /* qt, dqt [dp][GP]; qn [G][dp]; dyt [dvp][GP]; dyn [G][dvp]; P and dS [TK][GP];
      * max, sum, D [GP] */
     const int64_t gp = sh->gp, tk = kernel_for(e->q.dtype).tk;
-    p->scratch_floats = (uint64_t)(2 * sh->d * gp + sh->g * sh->d + sh->dv * gp + sh->g * sh->dv +
-                                   2 * tk * gp + 3 * gp);
-    p->kpack_floats = spa_nsas_pack_floats(&e->k, sh->kv_total);
-    p->vpack_floats = spa_nsas_pack_floats(&e->v, sh->kv_total);
+    p->scratch_floats = (uint64_t)(2 * sh->dp * gp + sh->g * sh->dp + sh->dvp * gp +
+                                   sh->g * sh->dvp + 2 * tk * gp + 3 * gp);
+    p->kpack_floats = spa_nsas_pack_floats(&e->k, sh);
+    p->vpack_floats = spa_nsas_pack_floats(&e->v, sh);
 }
 
 typedef struct nsasg_slices {
     float *scratch; /* [ranges][scratch_floats] */
     float *partial; /* every range's dK rows then dV rows, for the head being run */
     uint64_t *offset; /* [ranges]: first float of a range's partial */
-    int64_t *kvlo, *kvhi; /* [ranges]: KV rows a range's partial covers */
+    int64_t *kvlo, *kvhi; /* [ranges]: kernel rows a range's partial covers */
     float *kpack, *vpack; /* widened key / value rows */
 } nsasg_slices;
 
@@ -193,7 +199,7 @@ static uint64_t planned_bytes(const nsasg_plan *p)
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
 }
 
-/* Where each token range's partial lies and which KV rows it covers. */
+/* Where each token range's partial lies and which kernel rows it covers. */
 static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, nsasg_slices *s)
 {
     uint64_t off = 0;
@@ -201,11 +207,11 @@ static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, nsasg_sl
         int64_t t0, t1, lo = 0, hi = 0;
         range_tokens(p, b, &t0, &t1);
         if (t0 < t1)
-            range_kv(&tr->sqa, &tr->skva, t0, t1, &lo, &hi);
+            range_kv(&tr->sqa, &tr->skva, p->sh.bs, t0, t1, &lo, &hi);
         s->offset[b] = off;
         s->kvlo[b] = lo;
         s->kvhi[b] = hi;
-        off += (uint64_t)(hi - lo) * (uint64_t)(p->sh.d + p->sh.dv);
+        off += (uint64_t)(hi - lo) * (uint64_t)(p->sh.dp + p->sh.dvp);
     }
 }
 
@@ -265,7 +271,7 @@ static void run_token_block(void *arg, uint32_t range)
 {
     const nsasg_run *r = arg;
     const nsasg_plan *p = r->p;
-    const int64_t h2 = r->h2, d = p->sh.d, dvd = p->sh.dv;
+    const int64_t h2 = r->h2, d = p->sh.dp, dvd = p->sh.dvp;
     const int64_t lo = r->s.kvlo[range], nrows = r->s.kvhi[range] - lo;
     float *dkp = r->s.partial + r->s.offset[range], *dvp = dkp + nrows * d;
     for (int64_t i = 0; i < nrows * (d + dvd); i++)
@@ -278,8 +284,9 @@ static void run_token_block(void *arg, uint32_t range)
         int64_t qs, qe, ks, ke;
         spa_nsas_batch(&r->tr->sqa, b, &qs, &qe);
         spa_nsas_batch(&r->tr->skva, b, &ks, &ke);
+        const int64_t kernel_start = b == 0 ? 0 : r->tr->kend[b - 1];
         const int64_t stop = qe < t1 ? qe : t1;
-        r->kernel(&r->args, h2, t, stop, qs, ks, lo, dkp, dvp, scratch);
+        r->kernel(&r->args, h2, t, stop, qs, kernel_start, ke - ks, lo, dkp, dvp, scratch);
         t = stop;
     }
 }
@@ -303,8 +310,9 @@ static void store_row(const spa_tensor *out, int64_t row, int64_t h2, const floa
     }
 }
 
-/* Step 2: NSASG_ROWS_PER_TASK KV rows of kv head r->h2; each row's sums go
- * through a small stack buffer, one head-dim chunk at a time. */
+/* Step 2: NSASG_ROWS_PER_TASK KV rows of kv head r->h2; each row's sums
+ * (from its kernel row in the partials) go through a small stack buffer,
+ * one head-dim chunk at a time. */
 static void run_reduce(void *arg, uint32_t task)
 {
     const nsasg_run *r = arg;
@@ -313,11 +321,21 @@ static void run_reduce(void *arg, uint32_t task)
     const int64_t t2 = p->sh.t2, h2 = r->h2;
     const int64_t row0 = (int64_t)task * NSASG_ROWS_PER_TASK;
     const int64_t row1 = row0 + NSASG_ROWS_PER_TASK < t2 ? row0 + NSASG_ROWS_PER_TASK : t2;
-    const int64_t d = p->sh.d, dvd = p->sh.dv;
+    const int64_t d = p->sh.d, dvd = p->sh.dv, dp = p->sh.dp, dvp = p->sh.dvp;
     const float scale = (float)e->scale;
     enum { CHUNK = 128 };
     float acc[CHUNK];
+    int64_t b = row0 < p->sh.kv_total ? spa_nsas_batch_of(&r->tr->skva, row0) : 0;
     for (int64_t row = row0; row < row1; row++) {
+        /* its kernel row; -1 past a_kv[B-1] (no range covers it: +0) */
+        int64_t krow = -1;
+        if (row < p->sh.kv_total) {
+            while (r->tr->skv[b] <= row)
+                b++;
+            int64_t ks, ke;
+            spa_nsas_batch(&r->tr->skva, b, &ks, &ke);
+            krow = (b == 0 ? 0 : r->tr->kend[b - 1]) + row - ks;
+        }
         for (int part = 0; part < 2; part++) {
             const int64_t n = part == 0 ? d : dvd;
             for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
@@ -326,10 +344,10 @@ static void run_reduce(void *arg, uint32_t task)
                     acc[i] = 0.0f;
                 for (int64_t rg = 0; rg < p->ranges; rg++) {
                     const int64_t lo = r->s.kvlo[rg], hi = r->s.kvhi[rg];
-                    if (row < lo || row >= hi)
+                    if (krow < lo || krow >= hi)
                         continue;
                     const float *src = r->s.partial + r->s.offset[rg] +
-                                       (part == 0 ? (row - lo) * d : (hi - lo) * d + (row - lo) * dvd) + c0;
+                                       (part == 0 ? (krow - lo) * dp : (hi - lo) * dp + (krow - lo) * dvp) + c0;
                     for (int64_t i = 0; i < cn; i++)
                         acc[i] += src[i];
                 }
@@ -382,8 +400,7 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     const int64_t tasks = (p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
     for (r.h2 = 0; r.h2 < p.sh.n2; r.h2++) {
         if (p.sh.t1 > 0) {
-            spa_nsas_attach_head(&r.args, p.sh.kv_total, &e.k, &e.v, r.s.kpack, r.s.vpack, r.h2,
-                                 &rn);
+            spa_nsas_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, r.s.kpack, r.s.vpack, r.h2, &rn);
             spa_run_blocks(&rn, run_token_block, &r, (uint32_t)p.ranges);
         }
         spa_run_blocks(&rn, run_reduce, &r, (uint32_t)tasks);

@@ -15,11 +15,13 @@
 typedef struct spa_nsas_args {
     const void *q; /* query [T1, N1, D] */
     int64_t qs0, qs1, qs2;
-    const float *kf; /* key rows of the kv head being run, as f32: row r at kf + r * kfr */
+    const float *kf; /* key rows of the kv head being run, as f32: kernel row r
+                      * (nsa_select_plan.h) at kf + r * kfr, dp floats of which
+                      * the kernels read (a tail past d is 0) */
     int64_t kfr;
     const float *vf; /* value rows of that head, the same way */
     int64_t vfr;
-    const int32_t *idx; /* topkIndices [T1, N2, K], already checked */
+    const int32_t *idx; /* topkIndices [T1, N2, K], already checked; -1: padding */
     int64_t is0, is1, is2;
     void *o; /* attentionOut [T1, N1, Dv]: forward writes, grad reads */
     int64_t os0, os1, os2;
@@ -36,6 +38,7 @@ typedef struct spa_nsas_args {
     int64_t gp;  /* g padded to the lanes of the micro-kernels (SPA_NSAS_GP_MIN, 16 or 32) */
     int64_t d;   /* q/k head dim */
     int64_t dv;  /* v head dim */
+    int64_t dp, dvp; /* d, dv rounded up to 16: the micro-kernels' head dims */
     int64_t bs;  /* selectedBlockSize */
     int64_t kc;  /* selectedBlockCount */
     float scale;
@@ -43,15 +46,17 @@ typedef struct spa_nsas_args {
 } spa_nsas_args;
 
 /* Forward: query tokens [t0, t1) of kv head n2, all in the batch whose
- * queries start at token qstart and whose KV starts at row kstart. */
+ * queries start at token qstart and whose KV (kvlen rows) starts at kernel
+ * row kstart. Kernel rows past kvlen (up to the end of the last block) are
+ * read but not attended. */
 typedef void spa_nsas_fwd_kernel(const spa_nsas_args *a, int64_t n2, int64_t t0, int64_t t1,
-                                 int64_t qstart, int64_t kstart, float *scratch);
+                                 int64_t qstart, int64_t kstart, int64_t kvlen, float *scratch);
 
 /* Grad: query tokens [t0, t1) of one batch, kv head n2. Writes dq of those
  * tokens and adds the dK / dV rows they select into the f32 partials dkp
- * [rows][d] and dvp [rows][dv], whose row 0 is KV row kvlo. */
+ * [rows][dp] and dvp [rows][dvp], whose row 0 is kernel row kvlo. */
 typedef void spa_nsas_grad_kernel(const spa_nsas_args *a, int64_t n2, int64_t t0, int64_t t1,
-                                  int64_t qstart, int64_t kstart, int64_t kvlo, float *dkp,
-                                  float *dvp, float *scratch);
+                                  int64_t qstart, int64_t kstart, int64_t kvlen, int64_t kvlo,
+                                  float *dkp, float *dvp, float *scratch);
 
 #endif

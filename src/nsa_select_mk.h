@@ -10,6 +10,7 @@
 #define SPA_NSA_SELECT_MK_H
 
 #include <float.h>
+#include <math.h> /* INFINITY */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -8,26 +8,37 @@
  * micro-kernels can take as a constant for the common head dims
  * (nsa_select_mk.h). An f32 tensor already laid out so (one kv head, dense
  * rows) is read in place; any other is widened or copied into the
- * workspace, one head's rows at a time (rows x (D + Dv) floats in all). */
+ * workspace, one head's rows at a time (rows x (D + Dv) floats in all).
+ *
+ * The copy is also what lets the kernels' loops stay whole: its rows are
+ * the "kernel rows" of nsa_select_plan.h, each batch's KV rounded up to
+ * whole blocks (the rows past a partial last block are zeros, never
+ * attended), and each row is padded with zeros to dp / dvp floats (the head
+ * dim rounded up to 16). A zero key column adds nothing to a score, a zero
+ * value column only feeds output columns that are not stored. So any tensor
+ * with a head-dim tail or a partial block is copied; the in-place path is
+ * for aligned shapes only. */
 #ifndef SPA_NSA_SELECT_PACK_H
 #define SPA_NSA_SELECT_PACK_H
 
 #include "internal.h"
 #include "nsa_select_kernel.h"
+#include "nsa_select_plan.h"
 
-/* Whether t (a checked [rows, n2, dim] float tensor) has to be widened. */
-bool spa_nsas_pack_needed(const spa_tensor *t);
+/* Whether t (a checked [rows, n2, dim] float tensor, k or v of a call of
+ * shape sh, sequence arrays checked) has to be copied. */
+bool spa_nsas_pack_needed(const spa_tensor *t, const spa_nsas_shape *sh);
 
-/* Floats of the packed copy of the first `rows` rows of one head of t (0 if
- * t is read in place). */
-uint64_t spa_nsas_pack_floats(const spa_tensor *t, int64_t rows);
+/* Floats of the packed copy of one head of t: sh->kv_rows rows of the head
+ * dim rounded up to 16 (0 if t is read in place). */
+uint64_t spa_nsas_pack_floats(const spa_tensor *t, const spa_nsas_shape *sh);
 
-/* Points a->kf / a->vf at the f32 rows of kv head h2 of k and v (the first
- * kv_total rows, all any index reaches), widening them first into kpack /
- * vpack (sized by spa_nsas_pack_floats) when needed, on the caller's runner.
- * The kernels of that head may run once it returns. */
-void spa_nsas_attach_head(spa_nsas_args *a, int64_t kv_total, const spa_tensor *k,
-                          const spa_tensor *v, float *kpack, float *vpack, int64_t h2,
-                          const spa_runner *runner);
+/* Points a->kf / a->vf at the f32 kernel rows of kv head h2 of k and v (all
+ * any index reaches), copying them first into kpack / vpack (sized by
+ * spa_nsas_pack_floats) when needed, on the caller's runner. tr: the trusted
+ * sequence arrays. The kernels of that head may run once it returns. */
+void spa_nsas_attach_head(spa_nsas_args *a, const spa_nsas_shape *sh, const spa_nsas_trusted *tr,
+                          const spa_tensor *k, const spa_tensor *v, float *kpack, float *vpack,
+                          int64_t h2, const spa_runner *runner);
 
 #endif

@@ -22,6 +22,22 @@ int64_t spa_nsas_batch_of(const spa_int_array *a, int64_t t)
     return lo;
 }
 
+int64_t spa_nsas_kernel_rows(int64_t kv_len, int64_t bs)
+{
+    return (kv_len + bs - 1) / bs * bs;
+}
+
+int64_t spa_nsas_kernel_start(const spa_int_array *skv, int64_t bs, int64_t b)
+{
+    int64_t rows = 0;
+    for (int64_t i = 0; i < b; i++) {
+        int64_t ks, ke;
+        spa_nsas_batch(skv, i, &ks, &ke);
+        rows += spa_nsas_kernel_rows(ke - ks, bs);
+    }
+    return rows;
+}
+
 int64_t spa_nsas_lanes(int64_t g)
 {
     return g <= SPA_NSAS_GP_MIN ? SPA_NSAS_GP_MIN : g <= 16 ? 16 : 32;
@@ -39,14 +55,15 @@ spa_status spa_nsas_check_indices(const spa_tensor *topk, const spa_int_array *s
         int64_t qs, qe, ks, ke;
         spa_nsas_batch(sq, b, &qs, &qe);
         spa_nsas_batch(skv, b, &ks, &ke);
-        const int64_t blocks = (ke - ks) / bs;
+        /* blocks starting inside the batch's KV, the last one possibly partial */
+        const int64_t blocks = (ke - ks + bs - 1) / bs;
         for (int64_t t = qs; t < qe; t++)
             for (int64_t h = 0; h < n2; h++) {
                 int32_t *dst = idx_copy != NULL ? idx_copy + (t * n2 + h) * kc : NULL;
                 for (int64_t i = 0; i < kc; i++) {
                     const int32_t x = idx[t * s0 + h * s1 + i * s2];
-                    if (x < 0 || x >= blocks)
-                        return SPA_ERR_INVALID;
+                    SPA_REQUIRE(x >= -1); /* -1: a padding slot */
+                    SPA_REQUIRE(x < blocks);
                     if (dst != NULL)
                         dst[i] = x;
                 }
@@ -64,13 +81,19 @@ spa_status spa_nsas_check_shapes(const spa_tensor *q, const spa_tensor *k, const
     memset(sh, 0, sizeof *sh);
     SPA_REQUIRE(spa_layout_is_tnd(layout));
     SPA_REQUIRE(sparse_mode == 0 || sparse_mode == 2);
-    SPA_REQUIRE(bs >= 16 && bs <= 128 && bs % 16 == 0);
-    SPA_REQUIRE(kc >= 1 && kc <= 32);
+    /* block sizes: multiples of the micro-kernels' 16-row tiles */
+    SPA_REQUIRE(bs >= 16);
+    SPA_REQUIRE(bs <= 128);
+    SPA_REQUIRE(bs % 16 == 0);
+    SPA_REQUIRE(kc >= 1);
+    SPA_REQUIRE(kc <= 32);
     SPA_TRY(spa_tensor_check(q, 3));
     SPA_TRY(spa_tensor_check(k, 3));
     SPA_TRY(spa_tensor_check(v, 3));
     SPA_TRY(spa_tensor_check(topk, 3));
-    SPA_REQUIRE(spa_is_float_dtype(q->dtype) && k->dtype == q->dtype && v->dtype == q->dtype);
+    SPA_REQUIRE(spa_is_float_dtype(q->dtype));
+    SPA_REQUIRE(k->dtype == q->dtype);
+    SPA_REQUIRE(v->dtype == q->dtype);
     SPA_REQUIRE(topk->dtype == SPA_INT32);
     if (mask != NULL) {
         SPA_TRY(spa_tensor_check(mask, 2));
@@ -78,15 +101,26 @@ spa_status spa_nsas_check_shapes(const spa_tensor *q, const spa_tensor *k, const
     }
     const int64_t t1 = q->dims[0], n1 = q->dims[1], d = q->dims[2];
     const int64_t t2 = k->dims[0], n2 = k->dims[1], dv = v->dims[2];
-    SPA_REQUIRE(n2 >= 1 && n1 >= 1 && n1 <= 128 && n1 % n2 == 0 && n1 / n2 <= 32);
+    SPA_REQUIRE(n2 >= 1);
+    SPA_REQUIRE(n1 >= 1);
+    SPA_REQUIRE(n1 <= 128);
+    SPA_REQUIRE(n1 % n2 == 0);
+    SPA_REQUIRE(n1 / n2 <= 32); /* the micro-kernels' 32 head lanes */
     SPA_REQUIRE(head_num == n1);
-    SPA_REQUIRE(d % 16 == 0 && dv % 16 == 0 && dv >= 16 && dv <= d && d <= 768);
-    SPA_REQUIRE(k->dims[2] == d && v->dims[0] == t2 && v->dims[1] == n2);
+    /* any head dims up to 768, Dv independent of D (tails: nsa_select_pack.h) */
+    SPA_REQUIRE(d >= 1);
+    SPA_REQUIRE(d <= 768);
+    SPA_REQUIRE(dv >= 1);
+    SPA_REQUIRE(dv <= 768);
+    SPA_REQUIRE(k->dims[2] == d);
+    SPA_REQUIRE(v->dims[0] == t2);
+    SPA_REQUIRE(v->dims[1] == n2);
     const int64_t topk_dims[3] = {t1, n2, kc};
     SPA_REQUIRE(spa_tensor_dims_are(topk, 3, topk_dims));
     SPA_TRY(spa_seq_check_size(sq));
     SPA_TRY(spa_seq_check_size(skv));
-    SPA_REQUIRE(sq->size == skv->size && sq->size <= 1024);
+    SPA_REQUIRE(sq->size == skv->size);
+    SPA_REQUIRE(sq->size <= 1024);
     sh->t1 = t1;
     sh->t2 = t2;
     sh->n1 = n1;
@@ -95,6 +129,8 @@ spa_status spa_nsas_check_shapes(const spa_tensor *q, const spa_tensor *k, const
     sh->gp = spa_nsas_lanes(sh->g);
     sh->d = d;
     sh->dv = dv;
+    sh->dp = (d + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
+    sh->dvp = (dv + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
     sh->bs = bs;
     sh->kc = kc;
     sh->batches = (int64_t)sq->size;
@@ -108,8 +144,13 @@ spa_status spa_nsas_check_seq(const spa_int_array *sq, const spa_int_array *skv,
     int64_t tq, tkv;
     SPA_TRY(spa_seq_check_copy(sq, 0, &tq, sq_copy));
     SPA_TRY(spa_seq_check_copy(skv, 0, &tkv, skv_copy));
-    SPA_REQUIRE(tq == sh->t1 && tkv <= sh->t2);
+    SPA_REQUIRE(tq == sh->t1);
+    SPA_REQUIRE(tkv <= sh->t2);
     sh->kv_total = tkv;
+    /* each length <= T2, each rounding adds < bs: no overflow in int64 */
+    const spa_int_array *kv = skv_copy != NULL ? &(spa_int_array){skv_copy, skv->size} : skv;
+    sh->kv_rows = spa_nsas_kernel_start(kv, sh->bs, sh->batches);
+    sh->aligned = sh->kv_rows == tkv;
     return SPA_OK;
 }
 
@@ -118,12 +159,14 @@ void spa_nsas_trusted_take(spa_ws *ws, const spa_nsas_shape *sh, spa_nsas_truste
     const uint64_t batches = (uint64_t)sh->batches;
     tr->sq = spa_ws_take(ws, batches, sizeof(int64_t));
     tr->skv = spa_ws_take(ws, batches, sizeof(int64_t));
+    tr->kend = spa_ws_take(ws, batches, sizeof(int64_t));
     uint64_t n = 0;
     /* t1 * n2 * kc int32: topk's dims, whose element count spa_tensor_check bounded */
     n = (uint64_t)sh->t1 * (uint64_t)sh->n2 * (uint64_t)sh->kc;
     tr->idx = spa_ws_take(ws, n, sizeof(int32_t));
     tr->sqa = (spa_int_array){tr->sq, batches};
     tr->skva = (spa_int_array){tr->skv, batches};
+    tr->kenda = (spa_int_array){tr->kend, batches};
 }
 
 spa_status spa_nsas_trusted_fill(const spa_tensor *topk, const spa_int_array *sq,
@@ -131,6 +174,13 @@ spa_status spa_nsas_trusted_fill(const spa_tensor *topk, const spa_int_array *sq
                                  spa_nsas_trusted *tr)
 {
     SPA_TRY(spa_nsas_check_seq(sq, skv, tr->sq, tr->skv, sh));
+    int64_t rows = 0;
+    for (int64_t b = 0; b < sh->batches; b++) {
+        int64_t ks, ke;
+        spa_nsas_batch(&tr->skva, b, &ks, &ke);
+        rows += spa_nsas_kernel_rows(ke - ks, sh->bs);
+        tr->kend[b] = rows;
+    }
     return spa_nsas_check_indices(topk, &tr->sqa, &tr->skva, sh, tr->idx);
 }
 
@@ -164,6 +214,8 @@ spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q,
     a.gp = sh->gp;
     a.d = sh->d;
     a.dv = sh->dv;
+    a.dp = sh->dp;
+    a.dvp = sh->dvp;
     a.bs = sh->bs;
     a.kc = sh->kc;
     a.scale = (float)scale;

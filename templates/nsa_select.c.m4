@@ -3,7 +3,13 @@ SPA_STAMP
  * head (spec/nsa.md 3.2). Per unit the G query heads of the group are done
  * together: S = Q Kselᵀ over the K*bs selected key rows, read TK rows at a
  * time as f32 (nsa_select_pack.h: in place, or widened once per call and kv
- * head), masked softmax in f32, P rounded to the dtype, then O = P Vsel. */
+ * head), masked softmax in f32, P rounded to the dtype, then O = P Vsel.
+ * Padding slots (-1) take no rows: the selected blocks are packed into the
+ * score tile in slot order. Rows of a partial last block past the batch's
+ * KV score -inf, so they weigh exactly 0 even where every visible score is
+ * masked. A unit with no selected block writes O = 0, max -FLT_MAX, sum 0.
+ * The head dims run to dp / dvp (multiples of 16): the query's tail lanes are
+ * loaded zero-filled, the output's tail is not stored. */
 #include <float.h>
 #include <stdint.h>
 
@@ -12,6 +18,28 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_include(`templates/nsa_select_mk.m4')m4_dnl
+
+/* The last n (< SPA_VL) elements of a caller's row: loaded zero-filled, and
+ * stored, without touching the elements past them. */
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+#define NSAS_VLOAD_TAIL(p, n) spa_vf_load_n((p), (n))
+#define NSAS_VSTORE_TAIL(p, v, n) spa_vf_store_n((p), (v), (n))
+', `m4_dnl
+static inline spa_vf nsas_vload_tail(const SPA_T *p, int64_t n)
+{
+    float w[SPA_VL];
+    SPA_WIDEN_RUN(w, p, n);
+    return spa_vf_load_n(w, n);
+}
+static inline void nsas_vstore_tail(SPA_T *p, spa_vf v, int64_t n)
+{
+    float w[SPA_VL];
+    spa_vf_store(w, v);
+    SPA_NARROW_RUN(p, w, n);
+}
+#define NSAS_VLOAD_TAIL(p, n) nsas_vload_tail((p), (n))
+#define NSAS_VSTORE_TAIL(p, v, n) nsas_vstore_tail((p), (v), (n))
+')m4_dnl
 
 enum { TK = NSAS_TK };
 /* The rows of one call of the micro-kernels: TK, or a whole block where the
@@ -30,66 +58,93 @@ static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t k
         return spa_nsas_pf_rows(NULL, 0, 0, 0);
     const int64_t per_block = (a->bs + TK - 1) / TK, i = c / per_block, j0 = (c % per_block) * TK;
     const int64_t nr = a->bs - j0 < TK ? a->bs - j0 : TK;
-    if (i < a->kc) {
-        const int64_t row = kstart + (int64_t)ir[i * a->is2] * a->bs + j0;
-        return spa_nsas_pf_rows(a->kf + row * a->kfr, a->kfr * 4, nr, a->d * 4);
-    }
-    if (i < 2 * a->kc) {
-        const int64_t row = kstart + (int64_t)ir[(i - a->kc) * a->is2] * a->bs + j0;
-        return spa_nsas_pf_rows(a->vf + row * a->vfr, a->vfr * 4, nr, a->dv * 4);
-    }
-    return spa_nsas_pf_rows(NULL, 0, 0, 0);
+    const int32_t blk = i < 2 * a->kc ? ir[(i < a->kc ? i : i - a->kc) * a->is2] : -1;
+    if (blk < 0) /* past the walk, or a padding slot */
+        return spa_nsas_pf_rows(NULL, 0, 0, 0);
+    const int64_t row = kstart + (int64_t)blk * a->bs + j0;
+    if (i < a->kc)
+        return spa_nsas_pf_rows(a->kf + row * a->kfr, a->kfr * 4, nr, a->dp * 4);
+    return spa_nsas_pf_rows(a->vf + row * a->vfr, a->vfr * 4, nr, a->dvp * 4);
 }
 
 void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
-                 int64_t kstart, float *scratch)
+                 int64_t kstart, int64_t kvlen, float *scratch)
 {
     const SPA_T *q = a->q;
     SPA_T *o = a->o;
     float *mx = a->mx;
     float *sm = a->sm;
     const float *kh = a->kf, *vh = a->vf; /* the rows of kv head h2 */
-    const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, BS = a->bs, KC = a->kc,
-                  KB = a->kc * a->bs, CH = NSAS_CHUNK(a->bs), CPB = (a->bs + CH - 1) / CH;
+    const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, DP = a->dp, DVP = a->dvp, BS = a->bs,
+                  KC = a->kc, CH = NSAS_CHUNK(a->bs), CPB = (a->bs + CH - 1) / CH;
     /* scratch (the floats phase 1 reserved): lanes of padded heads stay 0 */
-    float *qt = scratch;        /* [D][GP]  query heads, transposed */
-    float *st = qt + D * GP;    /* [KB][GP] scores, then P */
-    float *ot = st + KB * GP;   /* [DV][GP] output heads, transposed */
-    float *mrow = ot + DV * GP; /* [GP] max */
-    float *lrow = mrow + GP;    /* [GP] sum */
+    float *qt = scratch;             /* [DP][GP]  query heads, transposed (tail rows 0) */
+    float *st = qt + DP * GP;        /* [K*BS][GP] scores, then P, of the selected blocks */
+    float *ot = st + KC * BS * GP;   /* [DVP][GP] output heads, transposed */
+    float *mrow = ot + DVP * GP;     /* [GP] max */
+    float *lrow = mrow + GP;         /* [GP] sum */
     /* the per-token loops count in ptrdiff_t (one register on 32-bit cores) */
-    const ptrdiff_t g_ = (ptrdiff_t)G, gp_ = (ptrdiff_t)GP, d_ = (ptrdiff_t)D, dv_ = (ptrdiff_t)DV;
+    const ptrdiff_t g_ = (ptrdiff_t)G, gp_ = (ptrdiff_t)GP, d_ = (ptrdiff_t)D, dv_ = (ptrdiff_t)DV,
+                    dvp_ = (ptrdiff_t)DVP;
+    /* the whole vectors of a caller's q / o row; the rest is its tail */
+    const ptrdiff_t d_full = d_ / SPA_VL * SPA_VL, dv_full = dv_ / SPA_VL * SPA_VL;
 
-    for (int64_t i = 0; i < D * GP; i++)
+    for (int64_t i = 0; i < DP * GP; i++)
         qt[i] = 0.0f;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t s = t - qstart;
         const int32_t *ir = a->idx + t * a->is0 + h2 * a->is1;
+        int64_t sel = 0; /* selected (not padding) slots */
+        for (int64_t i = 0; i < KC; i++)
+            sel += ir[i * a->is2] >= 0;
+        if (sel == 0) { /* nothing selected: O = 0, max -FLT_MAX, sum 0 */
+            for (ptrdiff_t g = 0; g < g_; g++) {
+                const int64_t h = h2 * G + g;
+                SPA_T *orow = o + t * a->os0 + h * a->os1;
+                for (int64_t e = 0; e < DV; e++)
+                    orow[e * a->os2] = SPA_STORE(0.0f);
+                float *mr = mx + t * a->ms0 + h * a->ms1;
+                float *sr = sm + t * a->ss0 + h * a->ss1;
+                for (int64_t c = 0; c < 8; c++) {
+                    mr[c * a->ms2] = -FLT_MAX;
+                    sr[c * a->ss2] = 0.0f;
+                }
+            }
+            continue;
+        }
         for (ptrdiff_t g = 0; g < g_; g++) {
             const SPA_T *qr = q + t * a->qs0 + (h2 * G + g) * a->qs1;
-            if (a->qs2 == 1)
-                for (ptrdiff_t d = 0; d < d_; d += SPA_VL)
+            if (a->qs2 == 1) {
+                for (ptrdiff_t d = 0; d < d_full; d += SPA_VL)
                     spa_vf_scatter(qt + d * gp_ + g, GP, SPA_VLOAD(qr + d));
-            else
+                if (d_full < d_) /* zero-filled: the tail rows of qt stay 0 */
+                    spa_vf_scatter(qt + d_full * gp_ + g, GP, NSAS_VLOAD_TAIL(qr + d_full, d_ - d_full));
+            } else
                 for (int64_t d = 0; d < D; d++)
                     qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
         }
         /* z' = scale * Q Kselᵀ in index order (duplicates included), MASKVAL
-         * (-FLT_MAX) where key position p > s; m = the row max */
+         * (-FLT_MAX) where key position p > s, -inf past the batch's KV;
+         * m = the row max. Selected block n of the unit at rows n * BS. */
         for (int64_t l = 0; l < GP; l++)
             mrow[l] = -FLT_MAX;
-        for (int64_t i = 0; i < KC; i++) {
+        for (int64_t i = 0, n = 0; i < KC; i++) {
+            if (ir[i * a->is2] < 0)
+                continue;
             const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
             const float *kb = kh + (kstart + p0) * a->kfr;
             const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
+            const int64_t inside = kvlen - p0 < BS ? kvlen - p0 : BS;
             for (int64_t j0 = 0; j0 < BS; j0 += CH) {
                 const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
                 spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1);
-                spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, qt, D, GP, a->scale,
-                                    st + (i * BS + j0) * GP, mrow, &pf);
+                spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, inside - j0, qt, DP, GP,
+                                    a->scale, st + (n * BS + j0) * GP, mrow, &pf);
                 spa_nsas_pf_rest(&pf);
             }
+            n++;
         }
+        const int64_t KB = sel * BS;
         /* P = exp(z' - m) / l, as exp(z' - m) times one reciprocal per head */
         NSAS_EXP_SUM()(st, KB, GP, mrow, lrow);
         float inv[32];
@@ -102,29 +157,34 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
         spa_nsas_scale_round(st, KB, GP, inv, m4_ifelse(SPA_DT, `bf16', 1, 0));
 ')m4_dnl
         /* O = P Vsel */
-        for (ptrdiff_t i = 0; i < dv_ * gp_; i++)
+        for (ptrdiff_t i = 0; i < dvp_ * gp_; i++)
             ot[i] = 0.0f;
-        for (int64_t i = 0; i < KC; i++) {
+        for (int64_t i = 0, n = 0; i < KC; i++) {
+            if (ir[i * a->is2] < 0)
+                continue;
             const float *vb = vh + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
             for (int64_t j0 = 0; j0 < BS; j0 += CH) {
                 const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
                 spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / CH + 1);
-                spa_nsas_accum_t(vb + j0 * a->vfr, a->vfr, nr, st + (i * BS + j0) * GP, DV, GP, ot, &pf);
+                spa_nsas_accum_t(vb + j0 * a->vfr, a->vfr, nr, st + (n * BS + j0) * GP, DVP, GP, ot, &pf);
                 spa_nsas_pf_rest(&pf);
             }
+            n++;
         }
 m4_ifelse(SPA_DT, `f32', `m4_dnl
-        for (ptrdiff_t e = 0; e < dv_; e++)
+        for (ptrdiff_t e = 0; e < dvp_; e++)
             for (ptrdiff_t l = 0; l < gp_; l += SPA_VL)
                 spa_vf_store(ot + e * gp_ + l, spa_vf_mul(spa_vf_load(ot + e * gp_ + l), spa_vf_load(inv + l)));
 ')m4_dnl
         for (ptrdiff_t g = 0; g < g_; g++) {
             const int64_t h = h2 * G + g;
             SPA_T *orow = o + t * a->os0 + h * a->os1;
-            if (a->os2 == 1)
-                for (ptrdiff_t e = 0; e < dv_; e += SPA_VL)
+            if (a->os2 == 1) {
+                for (ptrdiff_t e = 0; e < dv_full; e += SPA_VL)
                     SPA_VSTORE(orow + e, spa_vf_gather(ot + e * gp_ + g, GP));
-            else
+                if (dv_full < dv_)
+                    NSAS_VSTORE_TAIL(orow + dv_full, spa_vf_gather(ot + dv_full * gp_ + g, GP), dv_ - dv_full);
+            } else
                 for (int64_t e = 0; e < DV; e++)
                     orow[e * a->os2] = SPA_STORE(ot[e * GP + g]);
             float *mr = mx + t * a->ms0 + h * a->ms1;

@@ -380,17 +380,23 @@ SPA_NSAS_INLINE void spa_nsas_scores3_pitch(const float *a, int64_t lda, int64_t
 
 /* scaled scores and their max, forward:
  * out[j][l] = scale * sum_d a[j*lda + d] * bt[d*gp + l] for the valid rows
- * j < nvalid, MASKVAL (-FLT_MAX) for the causally masked rest (a suffix of
- * the block); mx[l] = max(mx[l], valid rows). rows a multiple of 16; a tile
- * of 16 rows with no valid row skips its products. */
+ * j < min(nvalid, nin), MASKVAL (-FLT_MAX) for the causally masked rest of
+ * the rows inside the batch's KV (j < nin), -inf for the rows past its end
+ * (a partial last block: never attended, even where every score of the row
+ * is masked); mx[l] = max(mx[l], valid rows). The masked and outside rows
+ * are suffixes of the block. rows a multiple of 16; a tile of 16 rows with
+ * no valid row skips its products. */
 SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t rows, int64_t nvalid,
-                                         const float *bt, int64_t n, int64_t gp, float scale,
-                                         float *out, float *mx, spa_nsas_pf *pf)
+                                         int64_t nin, const float *bt, int64_t n, int64_t gp,
+                                         float scale, float *out, float *mx, spa_nsas_pf *pf)
 {
-    const spa_vf sv = spa_vf_set1(scale), masked = spa_vf_set1(-FLT_MAX);
+    const spa_vf sv = spa_vf_set1(scale), masked = spa_vf_set1(-FLT_MAX),
+                 outside = spa_vf_set1(-INFINITY);
     for (int64_t j0 = 0; j0 < rows; j0 += 16) {
         float *o = out + j0 * gp;
-        const int64_t valid = nvalid - j0 < 0 ? 0 : nvalid - j0 > 16 ? 16 : nvalid - j0;
+        const int64_t in = nin - j0 < 0 ? 0 : nin - j0 > 16 ? 16 : nin - j0;
+        int64_t valid = nvalid - j0 < 0 ? 0 : nvalid - j0 > 16 ? 16 : nvalid - j0;
+        valid = valid < in ? valid : in;
         if (valid > 0)
             m4_ifelse(SPA_VB_PAIR, 1, `spa_nsas_scores3_pitch', `spa_nsas_scores_pitch')(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
         for (int64_t l0 = 0; l0 < gp; l0 += SPA_VL) {
@@ -401,8 +407,10 @@ SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t ro
                 spa_vf_store(o + r * gp + l0, z);
                 m = spa_vf_max(m, z);
             }
-            for (; r < 16; r++)
+            for (; r < in; r++)
                 spa_vf_store(o + r * gp + l0, masked);
+            for (; r < 16; r++)
+                spa_vf_store(o + r * gp + l0, outside);
             spa_vf_store(mx + l0, m);
         }
     }

@@ -57,20 +57,22 @@ const fz_op fz_op_nsa_compress_grad = {
 
 /* ---- nsa_select ---- */
 /* NsaSelectedAttention. Baseline (spec/nsa.md
- * 3): f16, one batch of 24 queries over 64 keys, N1 2 over N2 1, D 48, Dv 32,
- * blocks of 16, K 2 valid block indices, no mask (the mutations add one). */
-static const int64_t nsa_select_topk_vals[] = {0, 3, 1, 2, 2, 2};
+ * 3, 0.3b): f16, one batch of 24 queries over 58 of 64 keys (a partial last
+ * block), N1 2 over N2 1, D 40, Dv 20 (head-dim tails), blocks of 16, K 2
+ * valid block indices with -1 padding (every third row fully padded), no mask
+ * (the mutations add one). */
+static const int64_t nsa_select_topk_vals[] = {0, 3, -1, -1, 2, -1};
 static const fz_tensor_spec nsa_select_tensors[] = {
-    {"query", SPA_FLOAT16, 3, {24, 2, 48}, FZ_IN, false, NULL, 0},
-    {"key", SPA_FLOAT16, 3, {64, 1, 48}, FZ_IN, false, NULL, 0},
-    {"value", SPA_FLOAT16, 3, {64, 1, 32}, FZ_IN, false, NULL, 0},
+    {"query", SPA_FLOAT16, 3, {24, 2, 40}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT16, 3, {64, 1, 40}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT16, 3, {64, 1, 20}, FZ_IN, false, NULL, 0},
     {"topkIndices", SPA_INT32, 3, {24, 1, 2}, FZ_INDEX, false, nsa_select_topk_vals, 6},
     {"attenMask", SPA_BOOL, 2, {24, 64}, FZ_IN, true, NULL, 0},
     {"softmaxMax", SPA_FLOAT32, 3, {24, 2, 8}, FZ_OUT, false, NULL, 0},
     {"softmaxSum", SPA_FLOAT32, 3, {24, 2, 8}, FZ_OUT, false, NULL, 0},
-    {"attentionOut", SPA_FLOAT16, 3, {24, 2, 32}, FZ_OUT, false, NULL, 0},
+    {"attentionOut", SPA_FLOAT16, 3, {24, 2, 20}, FZ_OUT, false, NULL, 0},
 };
-static const fz_array_spec nsa_select_arrays[] = {{{24}, 1}, {{64}, 1}};
+static const fz_array_spec nsa_select_arrays[] = {{{24}, 1}, {{58}, 1}};
 static const int64_t nsa_select_attrs[] = {2, 0, 16, 2}; /* headNum, sparseMode, blockSize, blockCount */
 
 static spa_status nsa_select_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
@@ -89,24 +91,24 @@ const fz_op fz_op_nsa_select = {
 
 /* ---- nsa_select_grad ---- */
 /* NsaSelectedAttentionGrad. Baseline: the
- * NsaSelectedAttention one (f16, 24 queries, 64 keys, N1 2, N2 1, D 48,
- * Dv 32, blocks of 16, K 2), with the forward's outputs as inputs. */
-static const int64_t nsa_select_grad_topk_vals[] = {0, 3, 1, 2, 2, 2};
+ * NsaSelectedAttention one (f16, 24 queries, 58 of 64 keys, N1 2, N2 1, D 40,
+ * Dv 20, blocks of 16, K 2 with -1 slots), with the forward's outputs as inputs. */
+static const int64_t nsa_select_grad_topk_vals[] = {0, 3, -1, -1, 2, -1};
 static const fz_tensor_spec nsa_select_grad_tensors[] = {
-    {"query", SPA_FLOAT16, 3, {24, 2, 48}, FZ_IN, false, NULL, 0},
-    {"key", SPA_FLOAT16, 3, {64, 1, 48}, FZ_IN, false, NULL, 0},
-    {"value", SPA_FLOAT16, 3, {64, 1, 32}, FZ_IN, false, NULL, 0},
-    {"attentionOut", SPA_FLOAT16, 3, {24, 2, 32}, FZ_IN, false, NULL, 0},
-    {"attentionOutGrad", SPA_FLOAT16, 3, {24, 2, 32}, FZ_IN, false, NULL, 0},
+    {"query", SPA_FLOAT16, 3, {24, 2, 40}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT16, 3, {64, 1, 40}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT16, 3, {64, 1, 20}, FZ_IN, false, NULL, 0},
+    {"attentionOut", SPA_FLOAT16, 3, {24, 2, 20}, FZ_IN, false, NULL, 0},
+    {"attentionOutGrad", SPA_FLOAT16, 3, {24, 2, 20}, FZ_IN, false, NULL, 0},
     {"softmaxMax", SPA_FLOAT32, 3, {24, 2, 8}, FZ_IN, false, NULL, 0},
     {"softmaxSum", SPA_FLOAT32, 3, {24, 2, 8}, FZ_IN, false, NULL, 0},
     {"topkIndices", SPA_INT32, 3, {24, 1, 2}, FZ_INDEX, false, nsa_select_grad_topk_vals, 6},
     {"attenMask", SPA_BOOL, 2, {24, 64}, FZ_IN, true, NULL, 0},
-    {"dq", SPA_FLOAT16, 3, {24, 2, 48}, FZ_OUT, false, NULL, 0},
-    {"dk", SPA_FLOAT16, 3, {64, 1, 48}, FZ_OUT, false, NULL, 0},
-    {"dv", SPA_FLOAT16, 3, {64, 1, 32}, FZ_OUT, false, NULL, 0},
+    {"dq", SPA_FLOAT16, 3, {24, 2, 40}, FZ_OUT, false, NULL, 0},
+    {"dk", SPA_FLOAT16, 3, {64, 1, 40}, FZ_OUT, false, NULL, 0},
+    {"dv", SPA_FLOAT16, 3, {64, 1, 20}, FZ_OUT, false, NULL, 0},
 };
-static const fz_array_spec nsa_select_grad_arrays[] = {{{24}, 1}, {{64}, 1}};
+static const fz_array_spec nsa_select_grad_arrays[] = {{{24}, 1}, {{58}, 1}};
 static const int64_t nsa_select_grad_attrs[] = {16, 2, 2, 0}; /* blockSize, blockCount, headNum, sparseMode */
 
 static spa_status nsa_select_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)

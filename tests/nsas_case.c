@@ -28,12 +28,17 @@ static void finish(nsas_case *c, int64_t extra_kv)
 void nsas_case_draw_indices(nsas_case *c, rng *r, bool dups)
 {
     for (int64_t b = 0; b < c->batches; b++) {
-        const int64_t blocks = c->klen[b] / c->bs;
+        /* blocks starting inside the batch's KV, the last one maybe partial */
+        const int64_t blocks = (c->klen[b] + c->bs - 1) / c->bs;
         for (int64_t t = c->qstart[b]; t < c->qstart[b] + c->qlen[b]; t++)
             for (int64_t h = 0; h < c->n2; h++) {
                 int32_t *row = c->idx + (t * c->n2 + h) * c->kc;
                 for (int64_t i = 0; i < c->kc; i++) {
                     int64_t x;
+                    if (blocks == 0) { /* nothing to select: padding */
+                        row[i] = -1;
+                        continue;
+                    }
                     bool again;
                     int tries = 0;
                     do { /* distinct unless duplicates are wanted or forced */
@@ -46,6 +51,23 @@ void nsas_case_draw_indices(nsas_case *c, rng *r, bool dups)
                 }
             }
     }
+}
+
+void nsas_case_pad_indices(nsas_case *c, rng *r)
+{
+    const int64_t rows = c->t1 * c->n2;
+    for (int64_t u = 0; u < rows; u++) {
+        int32_t *row = c->idx + u * c->kc;
+        const int64_t kind = rng_int(r, 0, 7);
+        if (kind < 2) /* a quarter of the rows unpadded */
+            continue;
+        for (int64_t i = 0; i < c->kc; i++) /* one row in eight fully padded */
+            if (kind == 2 || rng_int(r, 0, 2) == 0)
+                row[i] = -1;
+    }
+    if (rows > 0) /* at least one fully padded row, the last (in the last batch) */
+        for (int64_t i = 0; i < c->kc; i++)
+            c->idx[(rows - 1) * c->kc + i] = -1;
 }
 
 void nsas_case_draw(nsas_case *c, int i, rng *r)
@@ -64,12 +86,15 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
     case 3: c->d = 80; break;
     case 4: c->d = 272; break;
     case 5: c->d = 128; break;
+    case 6: c->d = rng_int(r, 0, 1) ? 100 : rng_int(r, 1, 130); break; /* head-dim tails */
     default: c->d = 16 * rng_int(r, 1, 12); break;
     }
     if (i % 23 == 7)
         c->d = 768;
     c->d = TEST_CAP(c->d, 128); /* small targets: a few MiB of heap */
-    c->dv = i % 3 == 1 ? c->d : 16 * rng_int(r, 1, c->d / 16);
+    c->dv = i % 3 == 1 ? c->d : c->d >= 16 ? 16 * rng_int(r, 1, c->d / 16) : c->d;
+    if (i % 5 == 2) /* any Dv, also above D */
+        c->dv = rng_int(r, 1, TEST_CAP(160, 64));
     if (c->d == 192 && i % 2)
         c->dv = 128;
     c->bs = 16 * rng_int(r, 1, 8);
@@ -99,6 +124,8 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
     c->scale = (0.5 + rng_unit(r)) / sqrt((double)c->d) * (i % 9 == 4 ? -1.0 : 1.0);
     finish(c, rng_int(r, 0, 3));
     nsas_case_draw_indices(c, r, rng_int(r, 0, 3) == 0);
+    if (rng_int(r, 0, 2) == 0) /* -1 padding slots, a fully padded row */
+        nsas_case_pad_indices(c, r);
 }
 
 void nsas_case_fixed(nsas_case *c, spa_dtype dt, int64_t n1, int64_t n2, int64_t d, int64_t dv,
@@ -222,21 +249,34 @@ static const int64_t fq1[2] = {9, 5}, fk1[2] = {200, 70};
 static const int64_t fq2[1] = {40}, fk2[1] = {33};
 static const int64_t fq3[3] = {3, 0, 6}, fk3[3] = {256, 17, 130};
 static const int64_t fq4[1] = {2}, fk4[1] = {512};
+static const int64_t fq5[2] = {7, 5}, fk5[2] = {37, 50}; /* partial last blocks */
+static const int64_t fq6[1] = {6}, fk6[1] = {41};
 static const struct {
     spa_dtype dt;
     int64_t n1, n2, d, dv, bs, kc, batches;
     const int64_t *q, *k;
     int64_t mode;
-    bool mask, dups;
+    bool mask, dups, pad; /* pad: -1 slots (nsas_case_pad_indices) */
 } features[] = {
-    {SPA_FLOAT16, 12, 4, 192, 128, 64, 2, 2, fq1, fk1, 2, true, false},
-    {SPA_BFLOAT16, 6, 1, 48, 48, 16, 2, 1, fq2, fk2, 2, true, true},   /* Sq > Skv, causal */
-    {SPA_FLOAT32, 6, 1, 80, 32, 32, 4, 3, fq3, fk3, 2, true, true},    /* Sq < Skv, causal */
-    {SPA_FLOAT16, 4, 2, 272, 16, 16, 8, 3, fq3, fk3, 0, true, false},
-    {SPA_FLOAT32, 32, 1, 64, 64, 16, 32, 1, fq4, fk4, 2, false, true}, /* G 32, K 32, mode 2 w/o mask */
-    {SPA_BFLOAT16, 2, 2, TEST_SIZE(768, 128), TEST_SIZE(768, 128), 128, 4, 1, fq4, fk4, 0, false, false},
-    {SPA_FLOAT16, 20, 4, 128, 128, 64, 3, 2, fq1, fk1, 2, true, true}, /* G 5 */
-    {SPA_FLOAT32, 18, 1, 192, 128, 64, 2, 1, fq2, fk4, 2, true, true}, /* G 18: 32 lanes */
+    {SPA_FLOAT16, 12, 4, 192, 128, 64, 2, 2, fq1, fk1, 2, true, false, false},
+    {SPA_BFLOAT16, 6, 1, 48, 48, 16, 2, 1, fq2, fk2, 2, true, true, false},   /* Sq > Skv, causal */
+    {SPA_FLOAT32, 6, 1, 80, 32, 32, 4, 3, fq3, fk3, 2, true, true, false},    /* Sq < Skv, causal */
+    {SPA_FLOAT16, 4, 2, 272, 16, 16, 8, 3, fq3, fk3, 0, true, false, false},
+    {SPA_FLOAT32, 32, 1, 64, 64, 16, 32, 1, fq4, fk4, 2, false, true, false}, /* G 32, K 32, mode 2 w/o mask */
+    {SPA_BFLOAT16, 2, 2, TEST_SIZE(768, 128), TEST_SIZE(768, 128), 128, 4, 1, fq4, fk4, 0, false, false, false},
+    {SPA_FLOAT16, 20, 4, 128, 128, 64, 3, 2, fq1, fk1, 2, true, true, false}, /* G 5 */
+    {SPA_FLOAT32, 18, 1, 192, 128, 64, 2, 1, fq2, fk4, 2, true, true, false}, /* G 18: 32 lanes */
+    /* the public conventions (spec/nsa.md 0.3b): -1 slots, partial last
+     * blocks, head-dim tails, Dv != D (above D too), G 1 to 16, each dtype */
+    {SPA_FLOAT32, 2, 2, 100, 100, 16, 3, 2, fq5, fk5, 2, true, false, true},  /* G 1, causal */
+    {SPA_FLOAT16, 4, 2, 48, 100, 32, 4, 2, fq5, fk5, 0, false, true, true},   /* G 2, Dv > D */
+    {SPA_BFLOAT16, 4, 1, 100, 48, 16, 3, 2, fq5, fk5, 2, true, false, true},  /* G 4, causal */
+    {SPA_FLOAT32, 16, 1, 48, 24, 16, 2, 2, fq5, fk5, 0, true, false, true},   /* G 16 */
+    {SPA_FLOAT16, 32, 2, 100, 100, 16, 2, 1, fq6, fk6, 2, true, false, true}, /* G 16, causal */
+    {SPA_BFLOAT16, 16, 1, 48, 100, 32, 3, 1, fq6, fk6, 0, false, true, true}, /* G 16, Dv > D */
+    {SPA_FLOAT32, 4, 2, 48, 48, 16, 3, 2, fq5, fk5, 2, true, true, true},     /* G 2, causal */
+    {SPA_FLOAT16, 4, 1, 100, 40, 16, 2, 2, fq5, fk5, 0, false, false, true},  /* G 4 */
+    {SPA_BFLOAT16, 2, 2, 48, 48, 32, 2, 2, fq5, fk5, 2, true, true, true},    /* G 1, causal */
 };
 
 int nsas_feature_count(void)
@@ -249,5 +289,7 @@ void nsas_case_feature(nsas_case *c, int i, rng *r)
     nsas_case_fixed(c, features[i].dt, features[i].n1, features[i].n2, features[i].d, features[i].dv,
                     features[i].bs, features[i].kc, features[i].batches, features[i].q, features[i].k,
                     features[i].mode, features[i].mask, r, features[i].dups);
+    if (features[i].pad)
+        nsas_case_pad_indices(c, r);
     c->strided = i % 2 == 1;
 }

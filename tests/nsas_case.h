@@ -34,11 +34,16 @@ void nsas_case_fixed(nsas_case *c, spa_dtype dt, int64_t n1, int64_t n2, int64_t
                      const int64_t *klen, int64_t sparse_mode, bool has_mask, rng *r, bool dups);
 /* The named features both suites check (GQA 12/4, 6/1 and 18/1, D 192 /
  * Dv 128, odd head dims, causal with Sq < Skv and Sq > Skv, duplicates, the
- * largest K, block and head dim): how many, and case i of them (every other
+ * largest K, block and head dim; -1 padding, partial last blocks, head dims
+ * 100 and 48, Dv != D, G 1 to 16 in each dtype): how many, and case i of them (every other
  * one on strided views). */
 int nsas_feature_count(void);
 void nsas_case_feature(nsas_case *c, int i, rng *r);
-/* Redraws the indices (distinct blocks where the batch has enough). */
+/* Turns random slots into -1 padding (some rows partly, some fully; the
+ * last row always fully). */
+void nsas_case_pad_indices(nsas_case *c, rng *r);
+/* Redraws the indices (distinct blocks where the batch has enough; the last
+ * block of a batch may be partial; -1 where a batch has no KV). */
 void nsas_case_draw_indices(nsas_case *c, rng *r, bool dups);
 void nsas_case_free(nsas_case *c);
 bool nsas_case_causal(const nsas_case *c);

@@ -350,8 +350,6 @@ MUT(m_dk_shape, a->dk.dims[0] = 255)
 MUT(m_dv_shape, a->dv.dims[1] = 1)
 MUT(m_head_num, a->head_num = 16)
 MUT(m_n1_not_multiple, a->q.dims[1] = 7; a->o.dims[1] = 7; a->dy.dims[1] = 7; a->mx.dims[1] = 7; a->sm.dims[1] = 7; a->dq.dims[1] = 7; a->head_num = 7)
-MUT(m_dv_gt_d, a->v.dims[2] = 48; a->o.dims[2] = 48; a->dy.dims[2] = 48; a->dv.dims[2] = 48)
-MUT(m_d_not16, a->q.dims[2] = 40; a->k.dims[2] = 40; a->dq.dims[2] = 40; a->dk.dims[2] = 40)
 MUT(m_seq_len_differ, a->sq.size = 1)
 MUT(m_seq_q_total, seq_bad[0] = 5; seq_bad[1] = 9; a->sq.data = seq_bad)
 MUT(m_seq_kv_total, seq_bad[0] = 128; seq_bad[1] = 300; a->skv.data = seq_bad)
@@ -364,6 +362,9 @@ MUT(m_g_33, a->q.dims[1] = 66; a->k.dims[1] = 2; a->head_num = 66)
 MUT(m_dq_ne_dk, a->k.dims[2] = 48; a->dk.dims[2] = 48)
 MUT(m_d_784, a->q.dims[2] = 784; a->k.dims[2] = 784; a->dq.dims[2] = 784; a->dk.dims[2] = 784)
 MUT(m_dv_8, a->v.dims[2] = 8; a->o.dims[2] = 8; a->dy.dims[2] = 8; a->dv.dims[2] = 8)
+MUT(m_d_0, a->q.dims[2] = 0; a->k.dims[2] = 0; a->dq.dims[2] = 0; a->dk.dims[2] = 0)
+MUT(m_dv_0, a->v.dims[2] = 0; a->o.dims[2] = 0; a->dy.dims[2] = 0; a->dv.dims[2] = 0)
+MUT(m_dv_784, a->v.dims[2] = 784; a->o.dims[2] = 784; a->dy.dims[2] = 784; a->dv.dims[2] = 784)
 MUT(m_topk_shape, a->topk.dims[2] = 3)
 MUT(m_topk_rank, a->topk.rank = 4; a->topk.dims[3] = 1)
 MUT(m_v_rows, a->v.dims[0] = 200; a->dv.dims[0] = 200)
@@ -422,8 +423,6 @@ static const rule grad_rules[] = {
     {"dvOut shape", m_dv_shape, 0, SPA_ERR_INVALID},
     {"headNum != N1", m_head_num, 0, SPA_ERR_INVALID},
     {"N1 % N2 != 0", m_n1_not_multiple, 0, SPA_ERR_INVALID},
-    {"Dv > D", m_dv_gt_d, 0, SPA_ERR_INVALID},
-    {"D 40", m_d_not16, 0, SPA_ERR_INVALID},
     {"seq arrays of different length", m_seq_len_differ, 0, SPA_ERR_INVALID},
     {"a_q[B-1] != T1", m_seq_q_total, 0, SPA_ERR_INVALID},
     {"a_kv[B-1] > T2", m_seq_kv_total, 0, SPA_ERR_INVALID},
@@ -435,7 +434,9 @@ static const rule grad_rules[] = {
     {"G 33", m_g_33, 0, SPA_ERR_INVALID},
     {"Dq != Dk", m_dq_ne_dk, 0, SPA_ERR_INVALID},
     {"D 784", m_d_784, 0, SPA_ERR_INVALID},
-    {"Dv 8", m_dv_8, 0, SPA_ERR_INVALID},
+    {"D 0", m_d_0, 0, SPA_ERR_INVALID},
+    {"Dv 0", m_dv_0, 0, SPA_ERR_INVALID},
+    {"Dv 784", m_dv_784, 0, SPA_ERR_INVALID},
     {"topk last dim != K", m_topk_shape, 0, SPA_ERR_INVALID},
     {"topk rank 4", m_topk_rank, 0, SPA_ERR_INVALID},
     {"value rows != key rows", m_v_rows, 0, SPA_ERR_INVALID},
@@ -501,8 +502,13 @@ static void test_validation_rules(void)
     CU_ASSERT_EQUAL(call_phase1(&a, &size, &ex), SPA_OK);
     a.mode = 0;
     CU_ASSERT_EQUAL(call_phase1(&a, &size, &ex), SPA_OK);
-    /* untrusted indices: out of the batch in phase 1 */
-    const int32_t bad_vals[3] = {-1, 4, INT32_MAX};
+    /* lifted NPU rules (spec/nsa.md 0.3b): Dv not a multiple of 16 (head-dim
+     * tails and Dv > D are run by the numeric tests) */
+    a = args_of(&c, &io);
+    m_dv_8(&a);
+    CU_ASSERT_EQUAL(call_phase1(&a, &size, &ex), SPA_OK);
+    /* untrusted indices: out of the batch in phase 1 (-1 is padding) */
+    const int32_t bad_vals[3] = {-2, 4, INT32_MAX};
     for (int k = 0; k < 3; k++) {
         const int64_t at = rng_int(&r, 0, c.t1 * c.n2 * c.kc - 1);
         tt_set_int(&io.topk, at, bad_vals[k]);

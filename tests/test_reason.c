@@ -158,7 +158,7 @@ static spa_status msdag_phase1(bool spoil, uint64_t *size, spa_executor *ex)
 static const reason_op ops[] = {
     {"nsa_compress", nsac_make, nsac_release, nsac_phase1, "bs >= st", "src/nsa_compress.c:"},
     {"nsa_compress_grad", nsac_make, nsac_release, nsacg_phase1, "spa_seq_check", "src/nsa_compress_grad.c:"},
-    {"nsa_select", nsas_make, nsas_release, nsas_phase1, "indices", ""},
+    {"nsa_select", nsas_make, nsas_release, nsas_phase1, "x < blocks", "spa_nsas_check_indices"},
     {"nsa_select_grad", nsas_make, nsas_release, nsasg_phase1, "head_num == n1", "src/nsa_select_grad.c:"},
     {"msda", msda_make, msda_release, msda_phase1, "src/tensor.c", "spa_tensor_check_output(output, 3)"},
     {"msda_grad", msda_make, msda_release, msdag_phase1, "end <= nk", "src/msda_grad.c:"},

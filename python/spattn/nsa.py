@@ -129,12 +129,18 @@ class _Select(torch.autograd.Function):
 def nsa_selected_attention(q, k, v, topk_indices, cu_seqlens_q, cu_seqlens_kv, scale, block_size,
                            causal=False, return_softmax=False):
     """NSA selected attention: each query token attends to the K blocks of
-    block_size keys that topk_indices [T1, N2, K] names (block numbers inside
-    its sequence's keys; query head h uses kv head h // (N1 // N2)).
-    q [T1, N1, D], k [T2, N2, D], v [T2, N2, Dv] -> out [T1, N1, Dv].
-    causal: key position p is visible to query position s iff p <= s (both
-    counted from their sequence's start). With return_softmax, also the
-    softmax max and sum of the scaled scores, [T1, N1] float32 each."""
+    block_size keys that topk_indices [T1, N2, K] (int32 or int64) names
+    (block numbers inside its sequence's keys; query head h uses kv head
+    h // (N1 // N2)). A slot of -1 is padding and selects nothing; a row with
+    every slot -1 gives out 0 (max -FLT_MAX, sum 0) and no gradient. A
+    sequence's key count need not be a multiple of block_size: its last
+    block is clipped to the sequence. Any other negative index, or a block
+    starting at or after its sequence's end, is refused.
+    q [T1, N1, D], k [T2, N2, D], v [T2, N2, Dv] -> out [T1, N1, Dv], any D
+    and Dv from 1 to 768. causal: key position p is visible to query
+    position s iff p <= s (both counted from their sequence's start). With
+    return_softmax, also the softmax max and sum of the scaled scores,
+    [T1, N1] float32 each."""
     out, mx, sm = _Select.apply(q, k, v, topk_indices, cu_seqlens_q, cu_seqlens_kv, scale,
                                 block_size, causal)
     return (out, mx, sm) if return_softmax else out

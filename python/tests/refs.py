@@ -46,31 +46,43 @@ def compress_ref(x, w, ends, block, stride):
 def select_ref(q, k, v, topk, ends_q, ends_kv, scale, block, causal):
     """Softmax over the K*block selected keys of each (token, kv head), the G
     query heads of a group sharing them; masked scores -FLT_MAX (a fully
-    masked row averages its values). Returns out, max, sum."""
+    masked row averages its values). A -1 slot selects nothing and the keys
+    of a partial last block past the sequence's end are not attended (not
+    even by a fully masked row); a row attending nothing gives out 0, max
+    -FLT_MAX, sum 0. Returns out, max, sum."""
     t1, n1, _ = q.shape
-    n2, dv = k.shape[1], v.shape[2]
+    t2, n2, dv = k.shape[0], k.shape[1], v.shape[2]
     g, kc = n1 // n2, topk.shape[2]
     rows = torch.empty(t1, n2, kc * block, dtype=torch.int64)
     pos = torch.empty(t1, dtype=torch.int64)  # query position inside its sequence
     kv_start = torch.empty(t1, dtype=torch.int64)
+    kv_len = torch.empty(t1, dtype=torch.int64)
     qs = ks = 0
     for qe, ke in zip(ends_q, ends_kv):
         pos[qs:qe] = torch.arange(qe - qs)
         kv_start[qs:qe] = ks
+        kv_len[qs:qe] = ke - ks
         qs, ks = qe, ke
-    rows[:] = (topk.long()[..., None] * block + torch.arange(block)).flatten(2)
+    slots = topk.long()
+    rows[:] = (slots[..., None] * block + torch.arange(block)).flatten(2)
     key_pos = rows.clone()
-    rows += kv_start[:, None, None]
+    attended = (slots[..., None] >= 0).expand(-1, -1, -1, block).flatten(2)
+    attended = attended & (key_pos < kv_len[:, None, None])
+    rows = (rows + kv_start[:, None, None]).clamp(0, t2 - 1)  # unattended rows: any row
     heads = torch.arange(n2)[None, :, None]
     ksel, vsel = k[rows, heads], v[rows, heads]  # [T1, N2, K*bs, D|Dv]
     z = scale * torch.einsum("tngd,tnsd->tngs", q.reshape(t1, n2, g, -1), ksel)
     if causal:
         masked = key_pos > pos[:, None, None]
         z = z.masked_fill(masked[:, :, None, :], -FLT_MAX)
+    z = z.masked_fill(~attended[:, :, None, :], -float("inf"))
     m = z.max(dim=-1).values
-    e = torch.exp(z - m[..., None])
+    empty = m == -float("inf")
+    e = torch.exp(z - torch.where(empty, torch.zeros_like(m), m)[..., None])
     lsum = e.sum(-1)
-    out = torch.einsum("tngs,tnse->tnge", e / lsum[..., None], vsel).reshape(t1, n1, dv)
+    p = e / torch.where(empty, torch.ones_like(lsum), lsum)[..., None]
+    out = torch.einsum("tngs,tnse->tnge", p, vsel).reshape(t1, n1, dv)
+    m = torch.where(empty, torch.full_like(m, -FLT_MAX), m)
     return out, m.reshape(t1, n1), lsum.reshape(t1, n1)
 
 

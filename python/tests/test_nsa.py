@@ -85,7 +85,8 @@ class TestCompress(unittest.TestCase):
             _lib.poison_outputs = False
 
 
-def select_case(gen, dtype, n1, n2, d, dv, block, kc, qlens, klens, causal):
+def select_case(gen, dtype, n1, n2, d, dv, block, kc, qlens, klens, causal, pad=False):
+    """pad: random -1 slots (some rows partly, every fourth row fully padded)."""
     ends_q, ends_kv = cumulative(qlens), cumulative(klens)
     t1, t2 = ends_q[-1], ends_kv[-1] + 3  # rows past the last sequence: never read
     q = refs.rand((t1, n1, d), dtype, gen=gen)
@@ -94,15 +95,21 @@ def select_case(gen, dtype, n1, n2, d, dv, block, kc, qlens, klens, causal):
     topk = torch.empty((t1, n2, kc), dtype=torch.int32)
     qs = 0
     for qe, kl in zip(ends_q, klens):
-        blocks = kl // block
+        blocks = -(-kl // block)  # the last one may be partial
         for t in range(qs, qe):
             s = t - qs
             for h in range(n2):
-                if causal and s // block + 1 >= kc and blocks >= kc:
+                if blocks == 0:
+                    picks = torch.full((kc,), -1)
+                elif causal and s // block + 1 >= kc and blocks >= kc:
                     # the usual causal selection: blocks at or before the query's
                     picks = torch.randperm(min(s // block + 1, blocks), generator=gen)[:kc]
                 else:
                     picks = torch.randint(0, blocks, (kc,), generator=gen)  # duplicates too
+                if pad and t % 4 == 3:
+                    picks = torch.full((kc,), -1)
+                elif pad:
+                    picks = picks.masked_fill(torch.rand(kc, generator=gen) < 0.4, -1)
                 topk[t, h] = picks.to(torch.int32)
         qs = qe
     return q, k, v, topk, ends_q, ends_kv
@@ -112,9 +119,11 @@ class TestSelect(unittest.TestCase):
     def setUp(self):
         torch.set_num_threads(2)
 
-    def check(self, dtype, n1, n2, d, dv, block, kc, qlens, klens, causal, gen, layout="contiguous"):
+    def check(self, dtype, n1, n2, d, dv, block, kc, qlens, klens, causal, gen, layout="contiguous",
+              pad=False, index_dtype=torch.int32):
         q, k, v, topk, ends_q, ends_kv = select_case(gen, dtype, n1, n2, d, dv, block, kc, qlens,
-                                                     klens, causal)
+                                                     klens, causal, pad)
+        topk = topk.to(index_dtype)
         if layout != "contiguous":
             q, k, v = refs.strided(q, layout), refs.strided(k, "pad"), refs.strided(v, "perm")
             topk = refs.strided(topk, "perm")
@@ -159,6 +168,22 @@ class TestSelect(unittest.TestCase):
                 (32, 2, 16, 16, 128, 2, [3], [256])]:
             with self.subTest(n1=n1, n2=n2, d=d, dv=dv, block=block, kc=kc):
                 self.check(torch.float32, n1, n2, d, dv, block, kc, qlens, klens, True, gen)
+
+    def test_public_conventions(self):
+        """-1 padded int64 / int32 indices (a fully padded row: out 0, max
+        -FLT_MAX, sum 0, no gradient), partial last blocks, D 100 and 48,
+        Dv != D (above D too), G 1 to 16, causal or not, each dtype."""
+        gen = torch.Generator().manual_seed(35)
+        cases = [(2, 2, 100, 100, 16, 3, [7, 5], [37, 50], True),
+                 (4, 2, 48, 100, 32, 2, [6], [41], False),
+                 (4, 1, 100, 48, 16, 3, [5, 4], [20, 33], True),
+                 (16, 1, 48, 24, 16, 2, [4], [29], False)]
+        for i, (n1, n2, d, dv, block, kc, qlens, klens, causal) in enumerate(cases):
+            for dtype in refs.DTYPES:
+                index_dtype = torch.int64 if i % 2 else torch.int32
+                with self.subTest(n1=n1, n2=n2, d=d, dv=dv, dtype=dtype):
+                    self.check(dtype, n1, n2, d, dv, block, kc, qlens, klens, causal, gen,
+                               "pad" if i == 1 else "contiguous", True, index_dtype)
 
     def test_output_only(self):
         """Without return_softmax: the output alone, still differentiable."""

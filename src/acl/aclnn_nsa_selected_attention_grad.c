@@ -2,6 +2,7 @@
 #include "aclnnop/aclnn_nsa_selected_attention_grad.h"
 
 #include "acl_internal.h"
+#include "aclnn_nsa_selected_rules.h"
 
 aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     const aclTensor *query, const aclTensor *key, const aclTensor *value,
@@ -26,7 +27,16 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
         scaleValue, selectedBlockSize, selectedBlockCount, headNum, inputLayout, sparseMode,
         spa_acl_call_tensor(&c, dqOut, &dq), spa_acl_call_tensor(&c, dkOut, &dk), spa_acl_call_tensor(&c, dvOut, &dv),
         workspaceSize, c.native);
-    return spa_acl_call_end(&c, st, spa_nsa_select_grad, workspaceSize, executor);
+    /* CANN's own rules, on what the native phase 1 accepted (so that NULL
+     * arguments and invalid descriptors keep the native codes, and the
+     * indices are read only once checked) */
+    const char *cann_rule = st == SPA_OK ? spa_acl_nsas_cann_rule(&q, &v, &idx, seq_q, seq_kv, selectedBlockSize) : NULL;
+    if (cann_rule != NULL)
+        st = SPA_ERR_INVALID;
+    aclnnStatus r = spa_acl_call_end(&c, st, spa_nsa_select_grad, workspaceSize, executor);
+    if (cann_rule != NULL)
+        spa_acl_error("aclnnNsaSelectedAttentionGradGetWorkspaceSize: %d (ACLNN_ERR_PARAM_INVALID): %s (a CANN rule)", (int)r, cann_rule);
+    return r;
 }
 
 aclnnStatus aclnnNsaSelectedAttentionGrad(void *workspace, uint64_t workspaceSize,
