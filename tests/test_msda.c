@@ -66,7 +66,7 @@ static void test_random_shapes(void)
     }
 }
 
-/* The limits: 16 heads, levels and points at C 8; C 256 with 16 levels. */
+/* The NPU's limits: 16 heads, levels and points at C 8; C 256 with 16 levels. */
 static void test_extreme_shapes(void)
 {
     rng r = rng_seed(202);
@@ -92,6 +92,117 @@ static void test_extreme_shapes(void)
         CU_ASSERT(guards);
         msda_io_free(&io);
     }
+}
+
+/* One fixed case against the reference on runner `runner`. */
+static void check_fixed(msda_case *c, rng *r, int runner, int id)
+{
+    msda_io io;
+    msda_io_make(&io, c, r, false);
+    spa_status st = run_fwd(&io, runner, (size_t)id % 64);
+    CU_ASSERT_EQUAL(st, SPA_OK);
+    int64_t bad = compare_with_ref(c, &io);
+    bool guards = msda_io_guards_ok(&io);
+    if (bad || !guards || st != SPA_OK)
+        report(c, id, st, bad, guards);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(guards);
+    msda_io_free(&io);
+}
+
+/* The shapes of the public implementations' tests: N 1, M 2 heads, C 2,
+ * Lq 2, levels 6x4 and 3x2, 2 points; and their module's (5 queries, embed
+ * 3 or 6 over 3 heads: C 1 and 2; 4 levels, 4 points). */
+static void test_public_shapes(void)
+{
+    rng r = rng_seed(209);
+    const int64_t h[4] = {6, 3, 2, 1}, w[4] = {4, 2, 2, 1};
+    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+    int id = 0;
+    for (int k = 0; k < 3; k++) {
+        msda_case c;
+        msda_case_fixed(&c, dts[k], 1, 2, 2, 2, 2, h, w, 2);
+        check_fixed(&c, &r, k, id++);
+        for (int64_t ch = 1; ch <= 2; ch++) {
+            msda_case_fixed(&c, dts[k], 2, 3, ch, 5, 4, h, w, 4);
+            c.strided = ch == 2;
+            c.loc_mode = LOC_SPECIAL;
+            check_fixed(&c, &r, k, id++);
+        }
+    }
+}
+
+/* C off the vector width and past the old 256: the partial vectors of every
+ * layer, the tile shrunk for large C; bit-identical across runners. */
+static void test_channel_tails(void)
+{
+    rng r = rng_seed(210);
+    const int64_t h[2] = {3, 2}, w[2] = {2, 2};
+    static const int64_t cs[] = {1, 2, 3, 5, 7, 9, 15, 17, 30, 71, 264, 1025, 2048, 3096};
+    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+    for (int k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++) {
+        msda_case c;
+        msda_case_fixed(&c, dts[k % 3], 1, cs[k] > 256 ? 1 : 2, cs[k], 3, 2, h, w, 2);
+        c.strided = k % 4 == 1;
+        c.loc_mode = k % 2 ? LOC_SPECIAL : LOC_UNIFORM;
+        check_fixed(&c, &r, k % N_RUNNERS, k);
+    }
+    msda_case c;
+    msda_case_fixed(&c, SPA_FLOAT32, 2, 3, 71, 40, 2, h, w, 3);
+    msda_io io;
+    msda_io_make(&io, &c, &r, false);
+    CU_ASSERT_EQUAL(run_fwd(&io, 0, 0), SPA_OK);
+    unsigned char *first = tt_snapshot(&io.out);
+    for (int run = 1; run < N_RUNNERS; run++) {
+        tt_fill_canary(&io.out);
+        CU_ASSERT_EQUAL(run_fwd(&io, run, (size_t)run * 4), SPA_OK);
+        CU_ASSERT(tt_same_bytes(&io.out, first));
+    }
+    CU_ASSERT_EQUAL(compare_with_ref(&c, &io), 0);
+    free(first);
+    msda_io_free(&io);
+}
+
+/* More than 16 levels, points and heads (more than 256 samples per query). */
+static void test_many_levels_points(void)
+{
+    rng r = rng_seed(211);
+    int64_t h[20], w[20];
+    for (int l = 0; l < 20; l++)
+        h[l] = 1 + l % 3, w[l] = 1 + (l * 5) % 4;
+    msda_case c;
+    msda_case_fixed(&c, SPA_FLOAT32, 1, 17, 3, 4, 20, h, w, 18);
+    c.loc_mode = LOC_SPECIAL;
+    check_fixed(&c, &r, 2, 0);
+    msda_case_fixed(&c, SPA_BFLOAT16, 1, 2, 16, 2, 18, h, w, 17);
+    c.strided = true;
+    check_fixed(&c, &r, 1, 1);
+}
+
+/* location, attnWeight and output each in its own float dtype (what
+ * autocast hands over), packed and strided, C on and off the vector width. */
+static void test_mixed_dtypes(void)
+{
+    rng r = rng_seed(212);
+    const int64_t h[2] = {5, 2}, w[2] = {4, 3};
+    static const spa_dtype mix[][4] = {/* value, location, attnWeight, output */
+                                       {SPA_BFLOAT16, SPA_FLOAT32, SPA_FLOAT32, SPA_BFLOAT16},
+                                       {SPA_FLOAT16, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT16},
+                                       {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT32},
+                                       {SPA_FLOAT32, SPA_FLOAT32, SPA_FLOAT32, SPA_FLOAT16},
+                                       {SPA_BFLOAT16, SPA_FLOAT16, SPA_FLOAT32, SPA_FLOAT32},
+                                       {SPA_FLOAT16, SPA_BFLOAT16, SPA_BFLOAT16, SPA_BFLOAT16}};
+    int id = 0;
+    for (int k = 0; k < (int)(sizeof mix / sizeof mix[0]); k++)
+        for (int v = 0; v < 2; v++) {
+            msda_case c;
+            msda_case_fixed(&c, mix[k][0], 2, 2, v ? 13 : 32, 33, 2, h, w, v ? 3 : 4);
+            c.ldt = mix[k][1], c.adt = mix[k][2], c.odt = mix[k][3];
+            c.strided = v == 1;
+            c.loc_mode = LOC_SPECIAL;
+            check_fixed(&c, &r, id % N_RUNNERS, id);
+            id++;
+        }
 }
 
 /* Bit-identical results for the inline runner and pools of 1, 2 and 7 threads. */
@@ -445,7 +556,7 @@ static void test_phase2_errors(void)
 static void test_empty_inputs(void)
 {
     const int64_t h[2] = {2, 2}, w[2] = {3, 1};
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         msda_case c;
         msda_case_fixed(&c, SPA_FLOAT16, 2, 2, 8, 32, 2, h, w, 2);
         if (k == 0)
@@ -454,8 +565,10 @@ static void test_empty_inputs(void)
             c.np = 0;
         else if (k == 2)
             c.bs = 0; /* everything empty */
-        else
+        else if (k == 3)
             c.c = 0;
+        else
+            c.nq = 0; /* no query: nothing to write */
         c.strided = k == 1;
         rng r = rng_seed(208);
         msda_io io;
@@ -478,7 +591,11 @@ static void test_empty_inputs(void)
 void suite_msda(void)
 {
     CU_pSuite s = CU_add_suite("msda", NULL, NULL);
-    CU_add_test(s, "random shapes, all dtypes, C 8..256, strided", test_random_shapes);
+    CU_add_test(s, "random shapes, mixed dtypes, C 1..256, strided", test_random_shapes);
+    CU_add_test(s, "public test shapes (C 1, 2; 2 and 5 queries)", test_public_shapes);
+    CU_add_test(s, "channel tails and C up to 3096", test_channel_tails);
+    CU_add_test(s, "more than 16 levels, points and heads", test_many_levels_points);
+    CU_add_test(s, "mixed dtypes", test_mixed_dtypes);
     CU_add_test(s, "extreme shapes", test_extreme_shapes);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
     CU_add_test(s, "worked example", test_worked_example);
