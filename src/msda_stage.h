@@ -12,8 +12,9 @@
  * and (level, point) dims are contiguous and the chunk is whole; otherwise
  * the chunk's coordinates are gathered one by one first (lanes past nl*np
  * get NaN, which fails the range check). Keys are 32-bit lanes when
- * num_keys <= INT32_MAX; beyond, each lane is staged in 64-bit scalar code
- * with the same float operations, so the chunk holds the same values. */
+ * num_keys <= INT32_MAX and a row is under 4 GiB; beyond, each lane is
+ * staged in 64-bit scalar code with the same float operations, so the chunk
+ * holds the same values. */
 #ifndef SPA_MSDA_STAGE_H
 #define SPA_MSDA_STAGE_H
 
@@ -30,46 +31,18 @@
 #error "the msda chunks hold 16 samples: SPA_VL must divide 16"
 #endif
 
-/* Level constants of the 16 lanes of one chunk position (lanes past nl*np:
- * level 0's, never live). */
-typedef struct spa_msda_lanes {
-    float fw[16], fh[16];
-    int32_t w[16], h[16], start[16];
-} spa_msda_lanes;
-
-/* A staged forward chunk: per lane the corner rows 00, 01, 10, 11 (the zero
- * row for corners outside the map), their bilinear weights and the attention
- * weight; bit i of live: lane i passed the range check. */
-typedef struct spa_msda_chunk {
-    uintptr_t v[4][16];
-    float w[4][16];
-    float a[16];
-    uint32_t live;
-} spa_msda_chunk;
-
-/* A staged grad chunk: the forward's, plus the gradValue rows (a sink row
- * per corner outside the map) and the fractions. */
-typedef struct spa_msda_gchunk {
-    spa_msda_chunk f;
-    uintptr_t g[4][16];
-    float lx[16], ly[16];
-} spa_msda_gchunk;
-
-/* The gathered coordinates of one chunk: x[16], y[16], a[16]. */
-enum { SPA_MSDA_GATHER_FLOATS = 48 };
-
 /* Level constants of the ceil(nl*np / 16) chunk positions. */
-static inline void spa_msda_lanes_init(const spa_msda_levels *lv, int64_t nl, int64_t np, spa_msda_lanes *out)
+static inline void spa_msda_lanes_init(const spa_msda_level *lv, int64_t nl, int64_t np, spa_msda_lanes *out)
 {
     const int64_t nlp = nl * np;
     for (int64_t j0 = 0; j0 < nlp; j0 += 16, out++)
         for (int i = 0; i < 16; i++) {
             const int64_t pos = j0 + i, l = pos < nlp ? spa_div_nat(pos, np) : 0;
-            out->fw[i] = lv->fw[l];
-            out->fh[i] = lv->fh[l];
-            out->w[i] = (int32_t)(lv->w[l] < INT32_MAX ? lv->w[l] : INT32_MAX); /* the wide path reads lv */
-            out->h[i] = (int32_t)(lv->h[l] < INT32_MAX ? lv->h[l] : INT32_MAX);
-            out->start[i] = (int32_t)(lv->start[l] < INT32_MAX ? lv->start[l] : INT32_MAX);
+            out->fw[i] = lv[l].fw;
+            out->fh[i] = lv[l].fh;
+            out->w[i] = (int32_t)(lv[l].w < INT32_MAX ? lv[l].w : INT32_MAX); /* the wide path reads lv */
+            out->h[i] = (int32_t)(lv[l].h < INT32_MAX ? lv[l].h : INT32_MAX);
+            out->start[i] = (int32_t)(lv[l].start < INT32_MAX ? lv[l].start : INT32_MAX);
         }
 }
 
@@ -120,7 +93,7 @@ typedef struct spa_msda_stage_out {
     float *gbase;       /* grad: the pair's gradValue slice */
     const float *sink;  /* grad: outside corner k adds into sink + k * sink_step */
     int64_t sink_step;
-    uint32_t row_bytes;
+    uint64_t row_bytes; /* the vector staging takes it as 32 bits: the wide path beyond */
 } spa_msda_stage_out;
 
 /* Lanes s .. s+SPA_VL-1 of a chunk from their coordinates; returns their live bits. */
@@ -155,16 +128,17 @@ SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_
     const spa_vi k10 = spa_vi_add(k00, w);
     const spa_vm in00 = spa_vm_and(in_y0, in_x0), in01 = spa_vm_and(in_y0, in_x1);
     const spa_vm in10 = spa_vm_and(in_y1, in_x0), in11 = spa_vm_and(in_y1, in_x1);
+    const uint32_t rb = (uint32_t)o->row_bytes; /* below 2^32 here (spa_msda_stage) */
     const spa_vi k01 = spa_vi_add(k00, ione), k11 = spa_vi_add(k10, ione);
-    spa_vi_rows(ch->v[0] + s, k00, in00, o->vbase, o->row_bytes, o->zero);
-    spa_vi_rows(ch->v[1] + s, k01, in01, o->vbase, o->row_bytes, o->zero);
-    spa_vi_rows(ch->v[2] + s, k10, in10, o->vbase, o->row_bytes, o->zero);
-    spa_vi_rows(ch->v[3] + s, k11, in11, o->vbase, o->row_bytes, o->zero);
+    spa_vi_rows(ch->v[0] + s, k00, in00, o->vbase, rb, o->zero);
+    spa_vi_rows(ch->v[1] + s, k01, in01, o->vbase, rb, o->zero);
+    spa_vi_rows(ch->v[2] + s, k10, in10, o->vbase, rb, o->zero);
+    spa_vi_rows(ch->v[3] + s, k11, in11, o->vbase, rb, o->zero);
     if (gch != NULL) {
-        spa_vi_rows(gch->g[0] + s, k00, in00, o->gbase, o->row_bytes, o->sink);
-        spa_vi_rows(gch->g[1] + s, k01, in01, o->gbase, o->row_bytes, o->sink + o->sink_step);
-        spa_vi_rows(gch->g[2] + s, k10, in10, o->gbase, o->row_bytes, o->sink + 2 * o->sink_step);
-        spa_vi_rows(gch->g[3] + s, k11, in11, o->gbase, o->row_bytes, o->sink + 3 * o->sink_step);
+        spa_vi_rows(gch->g[0] + s, k00, in00, o->gbase, rb, o->sink);
+        spa_vi_rows(gch->g[1] + s, k01, in01, o->gbase, rb, o->sink + o->sink_step);
+        spa_vi_rows(gch->g[2] + s, k10, in10, o->gbase, rb, o->sink + 2 * o->sink_step);
+        spa_vi_rows(gch->g[3] + s, k11, in11, o->gbase, rb, o->sink + 3 * o->sink_step);
         spa_vf_store(gch->lx + s, lx);
         spa_vf_store(gch->ly + s, ly);
     }
@@ -197,12 +171,12 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
                                        const spa_msda_stage_out *o, spa_msda_chunk *ch, spa_msda_gchunk *gch)
 {
     const int64_t nlp = a->nl * a->np;
-    const int64_t cl = o->row_bytes / (int64_t)sizeof(float);
+    const int64_t cl = (int64_t)(o->row_bytes / sizeof(float));
     uint32_t live = 0;
     for (int i = 0; i < 16; i++) {
         const int64_t j = j0 + i, l = j < nlp ? spa_div_nat(j, a->np) : 0;
-        const int64_t ww = a->lv.w[l], hh = a->lv.h[l];
-        const float fw = a->lv.fw[l], fh = a->lv.fh[l];
+        const int64_t ww = a->lv[l].w, hh = a->lv[l].h;
+        const float fw = a->lv[l].fw, fh = a->lv[l].fh;
         const float xs = g[i] * fw, ys = g[16 + i] * fh;
         const float x = xs - 0.5f, y = ys - 0.5f;
         ch->a[i] = g[32 + i];
@@ -219,7 +193,7 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
         const bool in_x0 = (uint64_t)x0 < (uint64_t)ww, in_x1 = (uint64_t)(x0 + 1) < (uint64_t)ww;
         const bool in_y0 = (uint64_t)y0 < (uint64_t)hh, in_y1 = (uint64_t)(y0 + 1) < (uint64_t)hh;
         const bool in[4] = {in_y0 && in_x0, in_y0 && in_x1, in_y1 && in_x0, in_y1 && in_x1};
-        const int64_t k00 = a->lv.start[l] + y0 * ww + x0;
+        const int64_t k00 = a->lv[l].start + y0 * ww + x0;
         const int64_t key[4] = {k00, k00 + 1, k00 + ww, k00 + ww + 1};
         for (int k = 0; k < 4; k++) {
             ch->v[k][i] = in[k] ? (uintptr_t)(o->vbase + key[k] * cl) : (uintptr_t)o->zero;
@@ -243,7 +217,7 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
                                    spa_msda_chunk *ch, spa_msda_gchunk *gch, float *g)
 {
     uint32_t live = 0;
-    if (a->nk > INT32_MAX) {
+    if (a->nk > INT32_MAX || o->row_bytes > UINT32_MAX) {
         spa_msda_gather(a, j0, lq, aq, g);
         spa_msda_stage_wide(a, j0, g, o, ch, gch);
         return;
