@@ -8,6 +8,7 @@
 
 #include "msda_plan.h"
 #include "native_div.h"
+#include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/msda.h"
 
@@ -59,6 +60,7 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype) &&
                 spa_msda_is_index_dtype(level_start->dtype));
     SPA_REQUIRE(location->dtype == dt && attn_weight->dtype == dt && output->dtype == dt);
+    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_MSDA);
     /* rule 3: ranks (and descriptor sanity: dims, strides, spans, data) */
     SPA_TRY(spa_tensor_check(value, 4));
     SPA_TRY(spa_tensor_check(spatial_shape, 2));

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "msda_plan.h"
+#include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/msda.h"
 
@@ -64,6 +65,9 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
                 spa_msda_is_index_dtype(level_start->dtype));
     SPA_REQUIRE(spa_is_float_dtype(grad_value->dtype) && spa_is_float_dtype(grad_location->dtype) &&
                 spa_is_float_dtype(grad_attn_weight->dtype));
+    const spa_tensor *floats[] = {value, location, attn_weight, grad_output,
+                                  grad_value, grad_location, grad_attn_weight};
+    SPA_REQUIRE(!spa_any_float64(floats, 7) || SPA_FLOAT64_MSDA_GRAD);
     /* rule 3 (FRACTAL_NZ): descriptors carry no format; everything is ND. */
     /* rule 4: ranks (and descriptor sanity: dims, strides, spans, data) */
     SPA_TRY(spa_tensor_check(value, 4));

@@ -7,6 +7,7 @@
 
 #include "nsa_select_pack.h"
 #include "nsa_select_plan.h"
+#include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
 
@@ -76,8 +77,9 @@ static spa_status check_args(const nsas_exec *e, const char *layout, spa_nsas_sh
     SPA_TRY(spa_tensor_check_output(&e->mx, 3));
     SPA_TRY(spa_tensor_check_output(&e->sm, 3));
     SPA_TRY(spa_tensor_check_output(&e->o, 3));
-    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32 && e->sm.dtype == SPA_FLOAT32 &&
-                e->o.dtype == e->q.dtype);
+    SPA_REQUIRE(e->mx.dtype == spa_nsas_stat_dtype(e->q.dtype) &&
+                e->sm.dtype == spa_nsas_stat_dtype(e->q.dtype) && e->o.dtype == e->q.dtype);
+    SPA_REQUIRE(e->q.dtype != SPA_FLOAT64 || SPA_FLOAT64_NSA_SELECT);
     const int64_t stat_dims[3] = {sh->t1, sh->n1, 8}, o_dims[3] = {sh->t1, sh->n1, sh->dv};
     SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims) &&
                 spa_tensor_dims_are(&e->sm, 3, stat_dims));

@@ -1,7 +1,7 @@
 /* aclnnMultiScaleDeformableAttnFunction over spa_msda. */
 #include "aclnnop/aclnn_multi_scale_deformable_attn_function.h"
 
-#include "acl_internal.h"
+#include "acl_double.h"
 
 aclnnStatus aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize(
     const aclTensor *value, const aclTensor *spatialShape, const aclTensor *levelStartIndex,
@@ -11,6 +11,9 @@ aclnnStatus aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize(
     spa_acl_call c;
     spa_tensor v, shape, start, loc, attn, out;
     spa_acl_call_begin(&c, executor);
+    const aclTensor *floats[] = {value, spatialShape, levelStartIndex, location, attnWeight, output};
+    if (spa_acl_any_double(floats, 6))
+        return spa_acl_refuse_double(&c, "aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize", spa_msda, workspaceSize, executor);
     spa_status st = spa_msda_get_workspace_size(
         spa_acl_call_tensor(&c, value, &v), spa_acl_call_tensor(&c, spatialShape, &shape),
         spa_acl_call_tensor(&c, levelStartIndex, &start), spa_acl_call_tensor(&c, location, &loc),
