@@ -32,35 +32,40 @@ _Static_assert(sizeof(msda_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
 typedef struct msda_kernel {
     spa_msda_fwd_kernel *fn;
-    int64_t ts;
+    int64_t ts, row_bytes;
 } msda_kernel;
 
+/* The kernel of the output's dtype (value, location and attnWeight are
+ * widened whatever theirs). */
 static msda_kernel kernel_for(int32_t dtype)
 {
     switch (dtype) {
     case SPA_FLOAT16:
-        return (msda_kernel){SPA_K_MSDA_F16, SPA_MSDA_TS_F16};
+        return (msda_kernel){SPA_K_MSDA_F16, SPA_MSDA_TS_F16, SPA_MSDA_ROW_BYTES_F16};
     case SPA_BFLOAT16:
-        return (msda_kernel){SPA_K_MSDA_BF16, SPA_MSDA_TS_BF16};
+        return (msda_kernel){SPA_K_MSDA_BF16, SPA_MSDA_TS_BF16, SPA_MSDA_ROW_BYTES_BF16};
     default:
-        return (msda_kernel){SPA_K_MSDA_F32, SPA_MSDA_TS_F32};
+        return (msda_kernel){SPA_K_MSDA_F32, SPA_MSDA_TS_F32, SPA_MSDA_ROW_BYTES_F32};
     }
 }
 
-/* spec/msda.md 8.1 in its order, plus the consistency checks of open point 7
- * and the index contents of open point 6 (levels filled when non-empty). */
+/* spec/msda.md 8.1 in its order, without the NPU's limits (rule 5 and the
+ * single dtype of rule 2: the aclnn layer checks those), plus the
+ * consistency checks of open point 7 and the index contents of open point 6. */
 static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
                        const spa_tensor *level_start, const spa_tensor *location,
                        const spa_tensor *attn_weight, const spa_tensor *output, msda_plan *p)
 {
     memset(p, 0, sizeof *p);
-    /* rule 2: dtypes */
-    const int32_t dt = value->dtype;
-    SPA_REQUIRE(spa_is_float_dtype(dt));
-    SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype) &&
-                spa_msda_is_index_dtype(level_start->dtype));
-    SPA_REQUIRE(location->dtype == dt && attn_weight->dtype == dt && output->dtype == dt);
-    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_MSDA);
+    /* rule 2: dtypes, each float tensor in its own */
+    SPA_REQUIRE(spa_is_float_dtype(value->dtype));
+    SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype));
+    SPA_REQUIRE(spa_msda_is_index_dtype(level_start->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(location->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(attn_weight->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(output->dtype));
+    const spa_tensor *floats[] = {value, location, attn_weight, output};
+    SPA_REQUIRE(!spa_any_float64(floats, 4) || SPA_FLOAT64_MSDA);
     /* rule 3: ranks (and descriptor sanity: dims, strides, spans, data) */
     SPA_TRY(spa_tensor_check(value, 4));
     SPA_TRY(spa_tensor_check(spatial_shape, 2));
@@ -69,8 +74,9 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_TRY(spa_tensor_check(attn_weight, 5));
     SPA_TRY(spa_tensor_check_output(output, 3));
     /* rule 4 */
-    SPA_REQUIRE(spatial_shape->dims[1] == 2 && location->dims[5] == 2);
-    /* rule 5 */
+    SPA_REQUIRE(spatial_shape->dims[1] == 2);
+    SPA_REQUIRE(location->dims[5] == 2);
+    /* rule 5 has no native counterpart: any sizes whose products fit */
     spa_msda_dims *d = &p->d;
     d->bs = value->dims[0];
     d->nk = value->dims[1];
@@ -79,15 +85,18 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     d->nq = location->dims[1];
     d->nl = location->dims[3];
     d->np = location->dims[4];
-    SPA_REQUIRE(d->nq >= 32 && d->nh <= SPA_MSDA_MAX_HEADS && d->nl <= SPA_MSDA_MAX_LEVELS &&
-                d->np <= SPA_MSDA_MAX_POINTS && d->c % 8 == 0 && d->c <= SPA_MSDA_MAX_C);
+    int64_t out_row, nlp;
+    SPA_REQUIRE(spa_mul_ok(d->nh, d->c, &out_row));
+    SPA_REQUIRE(spa_mul_ok(d->nl, d->np, &nlp));
     /* rule 6 */
-    SPA_REQUIRE(spatial_shape->dims[0] == d->nl && attn_weight->dims[3] == d->nl);
+    SPA_REQUIRE(spatial_shape->dims[0] == d->nl);
+    SPA_REQUIRE(attn_weight->dims[3] == d->nl);
     /* open point 7: every other dimension agrees, output is [bs, nq, nh*C] */
-    SPA_REQUIRE(level_start->dims[0] == d->nl && value->dims[2] == d->nh);
+    SPA_REQUIRE(level_start->dims[0] == d->nl);
+    SPA_REQUIRE(value->dims[2] == d->nh);
     const int64_t loc_dims[6] = {d->bs, d->nq, d->nh, d->nl, d->np, 2};
     const int64_t attn_dims[5] = {d->bs, d->nq, d->nh, d->nl, d->np};
-    const int64_t out_dims[3] = {d->bs, d->nq, d->nh * d->c};
+    const int64_t out_dims[3] = {d->bs, d->nq, out_row};
     SPA_REQUIRE(spa_tensor_dims_are(location, 6, loc_dims));
     SPA_REQUIRE(spa_tensor_dims_are(attn_weight, 5, attn_dims));
     SPA_REQUIRE(spa_tensor_dims_are(output, 3, out_dims));
@@ -97,16 +106,20 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
         p->empty = 1;
         return SPA_OK;
     }
-    spa_msda_levels lv; /* checked here; phase 2 reads them again into its kernel arguments */
-    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, &lv));
-    const msda_kernel k = kernel_for(dt);
-    const int64_t nlp = d->nl * d->np; /* <= 256 <= ts */
-    p->tile_queries = k.ts / nlp > 0 ? k.ts / nlp : 1;
+    /* checked here; phase 2 reads them again into the workspace's table */
+    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, NULL));
+    const msda_kernel k = kernel_for(output->dtype);
+    const int64_t ts = spa_msda_tile_samples(k.ts, d->c, SPA_MSDA_DESC_BYTES, k.row_bytes, SPA_MSDA_TILE_BUDGET);
+    p->tile_queries = ts / nlp > 0 ? ts / nlp : 1;
     p->tiles = (d->nq + p->tile_queries - 1) / p->tile_queries;
     SPA_REQUIRE(spa_mul_ok(d->bs * d->nh, p->tiles, &p->units)); /* bs*nh: value's numel bounds it */
     p->per_block = spa_msda_split(p->units, &p->blocks);
-    p->scratch_bytes = (uint64_t)(p->tile_queries * nlp) * sizeof(spa_msda_fwd_sample) +
-                       SPA_MSDA_MAX_C * sizeof(float);
+    /* per block: the descriptor area, the accumulator row (C floats; value's
+     * numel bounds C), rounded to a cache line */
+    const int64_t desc = spa_msda_desc_bytes(p->tile_queries, nlp, false);
+    SPA_REQUIRE(desc >= 0);
+    SPA_REQUIRE(desc <= INT64_MAX / 2 - 4 * d->c - 64);
+    p->scratch_bytes = ((uint64_t)(desc + 4 * d->c) + 63) / 64 * 64;
     p->pairs = d->bs * d->nh;
     p->pack_units = d->bs * ((d->nk + SPA_MSDA_PACK_KEYS - 1) / SPA_MSDA_PACK_KEYS);
     p->pack_per_block = spa_msda_split(p->pack_units, &p->pack_blocks);
@@ -125,6 +138,8 @@ static bool same_plan(const msda_plan *a, const msda_plan *b)
 
 typedef struct msda_slices {
     spa_msda_args *args;
+    spa_msda_level *levels; /* [nl] */
+    float *zero;            /* [C] */
     unsigned char *scratch; /* [blocks][scratch_bytes] */
     float *vpack;           /* [pairs][nk][C] */
 } msda_slices;
@@ -133,6 +148,8 @@ static void carve(spa_ws *ws, const msda_plan *p, msda_slices *s)
 {
     int64_t n = 0;
     s->args = spa_ws_take(ws, 1, sizeof(spa_msda_args));
+    s->levels = spa_ws_take(ws, (uint64_t)p->d.nl, sizeof(spa_msda_level));
+    s->zero = spa_ws_take(ws, (uint64_t)p->d.c, sizeof(float));
     s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
     s->vpack = NULL;
     if (!spa_mul_ok(p->pairs, p->d.nk, &n) || !spa_mul_ok(n, p->d.c, &n)) {
@@ -243,13 +260,18 @@ spa_status spa_msda_phase2(void *workspace, uint64_t workspace_size, const spa_e
     r.args = r.s.args;
     spa_msda_args_init(r.args, &e.location, &e.attn_weight, &p.d);
     /* The levels were checked by plan(); read (and check) them once more
-     * into the copy the kernels use. */
-    SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, &r.args->lv));
+     * into the copy the kernels use. The workspace copies (table, zero row,
+     * arguments) are the caller's to leave alone until phase 2 returns. */
+    SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, r.s.levels));
+    r.args->lv = r.s.levels;
+    memset(r.s.zero, 0, (size_t)p.d.c * sizeof(float));
+    r.args->zero = r.s.zero;
+    r.args->tq = p.tile_queries;
     r.args->out = e.output.data;
     memcpy(r.args->os, e.output.strides, sizeof r.args->os);
     r.p = &p;
     r.value = &e.value;
-    r.kernel = kernel_for(e.value.dtype).fn;
+    r.kernel = kernel_for(e.output.dtype).fn;
     spa_run_blocks(&rn, run_pack, &r, p.pack_blocks);
     spa_run_blocks(&rn, run_block, &r, p.blocks);
     return SPA_OK;

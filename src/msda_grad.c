@@ -37,6 +37,8 @@ typedef struct msdag_kernel {
     int64_t ts;
 } msdag_kernel;
 
+
+
 static msdag_kernel kernel_for(int32_t dtype)
 {
     switch (dtype) {
@@ -59,12 +61,15 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
 {
     memset(p, 0, sizeof *p);
     /* rule 2: dtypes, no equality between the float tensors */
-    SPA_REQUIRE(spa_is_float_dtype(value->dtype) && spa_is_float_dtype(location->dtype) &&
-                spa_is_float_dtype(attn_weight->dtype) && spa_is_float_dtype(grad_output->dtype));
-    SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype) &&
-                spa_msda_is_index_dtype(level_start->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(grad_value->dtype) && spa_is_float_dtype(grad_location->dtype) &&
-                spa_is_float_dtype(grad_attn_weight->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(value->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(location->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(attn_weight->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(grad_output->dtype));
+    SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype));
+    SPA_REQUIRE(spa_msda_is_index_dtype(level_start->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(grad_value->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(grad_location->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(grad_attn_weight->dtype));
     const spa_tensor *floats[] = {value, location, attn_weight, grad_output,
                                   grad_value, grad_location, grad_attn_weight};
     SPA_REQUIRE(!spa_any_float64(floats, 7) || SPA_FLOAT64_MSDA_GRAD);
@@ -76,8 +81,9 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_TRY(spa_tensor_check(location, 6));
     SPA_TRY(spa_tensor_check(attn_weight, 5));
     SPA_TRY(spa_tensor_check(grad_output, 3));
-    SPA_REQUIRE(spatial_shape->dims[1] == 2 && location->dims[5] == 2);
-    /* rule 5 */
+    SPA_REQUIRE(spatial_shape->dims[1] == 2);
+    SPA_REQUIRE(location->dims[5] == 2);
+    /* rule 5 has no native counterpart: any sizes whose products fit */
     spa_msda_dims *d = &p->d;
     d->bs = value->dims[0];
     d->nk = value->dims[1];
@@ -86,13 +92,13 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     d->nq = location->dims[1];
     d->nl = spatial_shape->dims[0];
     d->np = location->dims[4];
-    SPA_REQUIRE(d->c % 8 == 0 && d->c <= SPA_MSDA_MAX_C && d->nq < 500000 &&
-                d->nl <= SPA_MSDA_MAX_LEVELS && d->nh <= SPA_MSDA_MAX_HEADS &&
-                d->np <= SPA_MSDA_MAX_POINTS);
+    int64_t gout_row, nlp;
+    SPA_REQUIRE(spa_mul_ok(d->nh, d->c, &gout_row));
+    SPA_REQUIRE(spa_mul_ok(d->nl, d->np, &nlp));
     /* rule 6 */
     const int64_t loc_dims[6] = {d->bs, d->nq, d->nh, d->nl, d->np, 2};
     const int64_t attn_dims[5] = {d->bs, d->nq, d->nh, d->nl, d->np};
-    const int64_t gout_dims[3] = {d->bs, d->nq, d->nh * d->c};
+    const int64_t gout_dims[3] = {d->bs, d->nq, gout_row};
     SPA_REQUIRE(level_start->dims[0] == d->nl);
     SPA_REQUIRE(spa_tensor_dims_are(location, 6, loc_dims));
     SPA_REQUIRE(spa_tensor_dims_are(attn_weight, 5, attn_dims));
@@ -110,15 +116,20 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
         p->empty = 1;
         return SPA_OK;
     }
-    spa_msda_levels lv; /* checked here; phase 2 reads them again into its kernel arguments */
-    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, &lv));
+    /* checked here; phase 2 reads them again into the workspace's table */
+    SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, NULL));
     const msdag_kernel k = kernel_for(value->dtype);
-    const int64_t nlp = d->nl * d->np; /* <= 256 <= ts */
-    p->tile_queries = k.ts / nlp > 0 ? k.ts / nlp : 1;
+    const int64_t ts = spa_msda_tile_samples(k.ts, d->c, SPA_MSDAG_DESC_BYTES, SPA_MSDAG_ROW_BYTES_F32,
+                                             SPA_MSDAG_TILE_BUDGET);
+    p->tile_queries = ts / nlp > 0 ? ts / nlp : 1;
     p->pairs = d->bs * d->nh; /* bounded by value's element count */
     p->per_block = spa_msda_split(p->pairs, &p->blocks);
-    p->scratch_bytes = (uint64_t)(p->tile_queries * nlp) * sizeof(spa_msda_grad_sample) +
-                       5 * SPA_MSDA_MAX_C * sizeof(float);
+    /* per block: the descriptor area, then 5 rows of C floats (value's numel
+     * bounds C), rounded to a cache line */
+    const int64_t desc = spa_msda_desc_bytes(p->tile_queries, nlp, true);
+    SPA_REQUIRE(desc >= 0);
+    SPA_REQUIRE(d->c <= (INT64_MAX / 2 - desc - 64) / 20);
+    p->scratch_bytes = ((uint64_t)(desc + 20 * d->c) + 63) / 64 * 64;
     int64_t slice;
     SPA_REQUIRE(spa_mul_ok(d->nk, d->c, &slice));
     p->slice_floats = (uint64_t)slice;
@@ -139,6 +150,8 @@ static bool same_plan(const msdag_plan *a, const msdag_plan *b)
 
 typedef struct msdag_slices {
     spa_msda_args *args;
+    spa_msda_level *levels; /* [nl] */
+    float *zero;            /* [C] */
     unsigned char *scratch; /* [blocks][scratch_bytes] */
     float *vpack;           /* [pairs][nk][C] */
     float *gacc;            /* [pairs][nk][C] */
@@ -147,6 +160,8 @@ typedef struct msdag_slices {
 static void carve(spa_ws *ws, const msdag_plan *p, msdag_slices *s)
 {
     s->args = spa_ws_take(ws, 1, sizeof(spa_msda_args));
+    s->levels = spa_ws_take(ws, (uint64_t)p->d.nl, sizeof(spa_msda_level));
+    s->zero = spa_ws_take(ws, (uint64_t)p->d.c, sizeof(float));
     s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
     s->vpack = NULL;
     s->gacc = NULL;
@@ -282,8 +297,13 @@ spa_status spa_msda_grad_phase2(void *workspace, uint64_t workspace_size,
     r.args = r.s.args;
     spa_msda_args_init(r.args, &e.location, &e.attn_weight, &p.d);
     /* The levels were checked by plan(); read (and check) them once more
-     * into the copy the kernels use. */
-    SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, &r.args->lv));
+     * into the copy the kernels use. The workspace copies (table, zero row,
+     * arguments) are the caller's to leave alone until phase 2 returns. */
+    SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, r.s.levels));
+    r.args->lv = r.s.levels;
+    memset(r.s.zero, 0, (size_t)p.d.c * sizeof(float));
+    r.args->zero = r.s.zero;
+    r.args->tq = p.tile_queries;
     r.args->gout = e.grad_output.data;
     r.args->gout_dt = e.grad_output.dtype;
     memcpy(r.args->gos, e.grad_output.strides, sizeof r.args->gos);

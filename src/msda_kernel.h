@@ -12,26 +12,21 @@
 #ifndef SPA_MSDA_KERNEL_H
 #define SPA_MSDA_KERNEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "half.h"
 #include "spattn/types.h"
 
-#define SPA_MSDA_MAX_LEVELS 16
-#define SPA_MSDA_MAX_POINTS 16
-#define SPA_MSDA_MAX_HEADS 16
-#define SPA_MSDA_MAX_C 256
-
-/* The level table, copied out of spatialShape / levelStartIndex after the
- * checks (1 <= H, W; start + H*W <= num_keys): kernels use only this copy. */
-typedef struct spa_msda_levels {
-    int64_t h[SPA_MSDA_MAX_LEVELS];
-    int64_t w[SPA_MSDA_MAX_LEVELS];
-    int64_t start[SPA_MSDA_MAX_LEVELS];
-    float fh[SPA_MSDA_MAX_LEVELS]; /* (float)H and (float)W, the factors of spec 5 */
-    float fw[SPA_MSDA_MAX_LEVELS];
-} spa_msda_levels;
+/* One level of the level table, copied out of spatialShape /
+ * levelStartIndex after the checks (1 <= H, W; start + H*W <= num_keys):
+ * kernels use only this copy, which phase 2 writes into the workspace (nl
+ * records, so the level count is bounded by the workspace alone). */
+typedef struct spa_msda_level {
+    int64_t h, w, start;
+    float fh, fw; /* (float)H and (float)W, the factors of spec 5 */
+} spa_msda_level;
 
 /* Kernels read value from a packed f32 copy: the slice of pair (b, h) is
  * [nk][C] contiguous (row k at k*C), so the corners of a sample lie in one
@@ -45,7 +40,7 @@ typedef struct spa_msda_args {
     int32_t attn_dt;
     int64_t as[5];
     /* forward */
-    void *out; /* [bs, nq, nh*C], dtype of the kernel */
+    void *out; /* [bs, nq, nh*C], dtype of the kernel (location and attnWeight: any float dtype) */
     int64_t os[3];
     /* grad */
     const void *gout; /* gradOutput [bs, nq, nh*C] */
@@ -59,7 +54,9 @@ typedef struct spa_msda_args {
     int64_t gas[5];
     /* shape */
     int64_t nk, nq, nh, c, nl, np;
-    spa_msda_levels lv;
+    int64_t tq;               /* queries per tile (phase 1's plan; sizes the descriptor area) */
+    const spa_msda_level *lv; /* [nl], in the workspace */
+    const float *zero;        /* C zeros, in the workspace: outside corners read them */
 } spa_msda_args;
 
 /* The per-sample records below size the kernels' scratch (phase 1 reserves
@@ -82,16 +79,65 @@ typedef struct spa_msda_grad_sample {
     int32_t live;
 } spa_msda_grad_sample;
 
+/* Level constants of the 16 lanes of one chunk position of the staging
+ * (msda_stage.h; lanes past nl*np: level 0's, never live). */
+typedef struct spa_msda_lanes {
+    float fw[16], fh[16];
+    int32_t w[16], h[16], start[16];
+} spa_msda_lanes;
+
+/* A staged forward chunk of 16 samples: per lane the corner rows 00, 01, 10,
+ * 11 (the zero row for corners outside the map), their bilinear weights and
+ * the attention weight; bit i of live: lane i passed the range check. */
+typedef struct spa_msda_chunk {
+    uintptr_t v[4][16];
+    float w[4][16];
+    float a[16];
+    uint32_t live;
+} spa_msda_chunk;
+
+/* A staged grad chunk: the forward's, plus the gradValue rows (a sink row
+ * per corner outside the map) and the fractions. */
+typedef struct spa_msda_gchunk {
+    spa_msda_chunk f;
+    uintptr_t g[4][16];
+    float lx[16], ly[16];
+} spa_msda_gchunk;
+
+/* The gathered coordinates of one chunk: x[16], y[16], a[16]. */
+enum { SPA_MSDA_GATHER_FLOATS = 48 };
+/* The grad's 16-lane sums of d/dx, d/dy, d/da of the 16 samples of a chunk. */
+enum { SPA_MSDA_FOLD_FLOATS = 3 * 256 };
+
+/* The descriptor area of a tile (the front of a block's scratch): tile_queries
+ * * nl*np sample records, and never less than what the kernels lay over it
+ * for one query (forward: its chunks, the lane constants and the gathered
+ * coordinates; grad: one chunk, the fold rows, the lane constants and the
+ * gathered coordinates), whatever nl*np. Phase 1 and the kernels both size
+ * it here; -1 when the size overflows. */
+static inline int64_t spa_msda_desc_bytes(int64_t tq, int64_t nlp, bool grad)
+{
+    const int64_t nch = nlp / 16 + 1, rec = grad ? (int64_t)sizeof(spa_msda_grad_sample) : (int64_t)sizeof(spa_msda_fwd_sample);
+    const int64_t per_nch = (int64_t)sizeof(spa_msda_lanes) + (grad ? 0 : (int64_t)sizeof(spa_msda_chunk));
+    const int64_t fixed = SPA_MSDA_GATHER_FLOATS * (int64_t)sizeof(float) +
+                          (grad ? (int64_t)sizeof(spa_msda_gchunk) + SPA_MSDA_FOLD_FLOATS * (int64_t)sizeof(float) : 0);
+    if (nlp < 0 || tq < 1 || nch > (INT64_MAX / 2 - fixed) / per_nch || nlp > INT64_MAX / 2 / rec / tq)
+        return -1;
+    const int64_t want = tq * nlp * rec, least = nch * per_nch + fixed;
+    return want > least ? want : least;
+}
+
 /* Forward: queries [q0, q1) of pair (b, h), whose packed value slice starts
- * at vpair. scratch: the tile's descriptors (tile_queries * nl * np of them),
- * then one row of C_MAX f32 (the accumulator). */
+ * at vpair. scratch: the tile's descriptors (spa_msda_desc_bytes), then one
+ * row of C f32 (the accumulator). */
 typedef void spa_msda_fwd_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
                                  int64_t q0, int64_t q1, void *scratch);
 
 /* Grad: every query of pair (b, h); vpair is its packed value slice and
  * gpair its f32 gradValue slice, already zero. Adds into gpair, writes
- * gradLocation and gradAttnWeight. scratch: the tile's descriptors, then 5
- * rows of C_MAX f32 (gradOutput row, four sink rows). */
+ * gradLocation and gradAttnWeight. scratch: the tile's descriptors
+ * (spa_msda_desc_bytes), then 5 rows of C f32 (gradOutput row, four sink
+ * rows). */
 typedef void spa_msda_grad_kernel(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair,
                                   float *gpair, void *scratch);
 

@@ -18,25 +18,32 @@ static int64_t index_at(const spa_tensor *t, int64_t i, int64_t j)
 }
 
 spa_status spa_msda_levels_read(const spa_tensor *spatial_shape, const spa_tensor *level_start,
-                                int64_t nl, int64_t nk, spa_msda_levels *lv)
+                                int64_t nl, int64_t nk, spa_msda_level *lv)
 {
-    memset(lv, 0, sizeof *lv);
-    if (nl > SPA_MSDA_MAX_LEVELS)
-        return SPA_ERR_INVALID;
     for (int64_t l = 0; l < nl; l++) {
         const int64_t h = index_at(spatial_shape, l, 0), w = index_at(spatial_shape, l, 1);
         const int64_t start = index_at(level_start, l, 0);
         int64_t area, end;
-        SPA_REQUIRE(h >= 1 && h <= INT32_MAX && w >= 1 && w <= INT32_MAX);
-        SPA_REQUIRE(start >= 0 && start <= INT32_MAX);
-        SPA_REQUIRE(spa_mul_ok(h, w, &area) && spa_add_ok(start, area, &end) && end <= nk);
-        lv->h[l] = h;
-        lv->w[l] = w;
-        lv->start[l] = start;
-        lv->fh[l] = (float)h;
-        lv->fw[l] = (float)w;
+        SPA_REQUIRE(h >= 1);
+        SPA_REQUIRE(h <= INT32_MAX);
+        SPA_REQUIRE(w >= 1);
+        SPA_REQUIRE(w <= INT32_MAX);
+        SPA_REQUIRE(start >= 0);
+        SPA_REQUIRE(start <= INT32_MAX);
+        SPA_REQUIRE(spa_mul_ok(h, w, &area));
+        SPA_REQUIRE(spa_add_ok(start, area, &end));
+        SPA_REQUIRE(end <= nk);
+        if (lv != NULL)
+            lv[l] = (spa_msda_level){h, w, start, (float)h, (float)w};
     }
     return SPA_OK;
+}
+
+int64_t spa_msda_tile_samples(int64_t ts, int64_t c, int64_t desc_bytes, int64_t row_bytes, int64_t budget)
+{
+    while (ts > 16 && (c > budget / row_bytes || ts * desc_bytes + c * row_bytes > budget))
+        ts /= 2;
+    return ts;
 }
 
 int64_t spa_msda_split(int64_t units, uint32_t *blocks)

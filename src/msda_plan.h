@@ -31,9 +31,15 @@ static inline bool spa_msda_same_dims(const spa_msda_dims *a, const spa_msda_dim
 /* spatialShape [nl, 2] and levelStartIndex [nl] contents (INT32 or INT64,
  * any strides), untrusted: every level needs 1 <= H, W <= INT32_MAX,
  * 0 <= start <= INT32_MAX and start + H*W <= nk, computed without overflow.
- * On success fills the level table the kernels use. */
+ * Fills the level table the kernels use (nl records) when lv is not NULL;
+ * a refused level may leave the earlier ones written. */
 spa_status spa_msda_levels_read(const spa_tensor *spatial_shape, const spa_tensor *level_start,
-                                int64_t nl, int64_t nk, spa_msda_levels *lv);
+                                int64_t nl, int64_t nk, spa_msda_level *lv);
+
+/* The samples of a tile for C channels: ts (the kernel's, fitted for C up to
+ * 256) halved while ts * desc_bytes + C * row_bytes exceeds the tile budget,
+ * down to 16. */
+int64_t spa_msda_tile_samples(int64_t ts, int64_t c, int64_t desc_bytes, int64_t row_bytes, int64_t budget);
 
 /* Splits `units` into at most SPA_MSDA_MAX_BLOCKS contiguous ranges; returns
  * the units per block and sets the block count. */

@@ -30,46 +30,18 @@
 #error "the msda chunks hold 16 samples: SPA_VL must divide 16"
 #endif
 
-/* Level constants of the 16 lanes of one chunk position (lanes past nl*np:
- * level 0's, never live). */
-typedef struct spa_msda_lanes {
-    float fw[16], fh[16];
-    int32_t w[16], h[16], start[16];
-} spa_msda_lanes;
-
-/* A staged forward chunk: per lane the corner rows 00, 01, 10, 11 (the zero
- * row for corners outside the map), their bilinear weights and the attention
- * weight; bit i of live: lane i passed the range check. */
-typedef struct spa_msda_chunk {
-    uintptr_t v[4][16];
-    float w[4][16];
-    float a[16];
-    uint32_t live;
-} spa_msda_chunk;
-
-/* A staged grad chunk: the forward's, plus the gradValue rows (a sink row
- * per corner outside the map) and the fractions. */
-typedef struct spa_msda_gchunk {
-    spa_msda_chunk f;
-    uintptr_t g[4][16];
-    float lx[16], ly[16];
-} spa_msda_gchunk;
-
-/* The gathered coordinates of one chunk: x[16], y[16], a[16]. */
-enum { SPA_MSDA_GATHER_FLOATS = 48 };
-
 /* Level constants of the ceil(nl*np / 16) chunk positions. */
-static inline void spa_msda_lanes_init(const spa_msda_levels *lv, int64_t nl, int64_t np, spa_msda_lanes *out)
+static inline void spa_msda_lanes_init(const spa_msda_level *lv, int64_t nl, int64_t np, spa_msda_lanes *out)
 {
     const int64_t nlp = nl * np;
     for (int64_t j0 = 0; j0 < nlp; j0 += 16, out++)
         for (int i = 0; i < 16; i++) {
             const int64_t pos = j0 + i, l = pos < nlp ? spa_div_nat(pos, np) : 0;
-            out->fw[i] = lv->fw[l];
-            out->fh[i] = lv->fh[l];
-            out->w[i] = (int32_t)(lv->w[l] < INT32_MAX ? lv->w[l] : INT32_MAX); /* the wide path reads lv */
-            out->h[i] = (int32_t)(lv->h[l] < INT32_MAX ? lv->h[l] : INT32_MAX);
-            out->start[i] = (int32_t)(lv->start[l] < INT32_MAX ? lv->start[l] : INT32_MAX);
+            out->fw[i] = lv[l].fw;
+            out->fh[i] = lv[l].fh;
+            out->w[i] = (int32_t)(lv[l].w < INT32_MAX ? lv[l].w : INT32_MAX); /* the wide path reads lv */
+            out->h[i] = (int32_t)(lv[l].h < INT32_MAX ? lv[l].h : INT32_MAX);
+            out->start[i] = (int32_t)(lv[l].start < INT32_MAX ? lv[l].start : INT32_MAX);
         }
 }
 
@@ -201,8 +173,8 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
     uint32_t live = 0;
     for (int i = 0; i < 16; i++) {
         const int64_t j = j0 + i, l = j < nlp ? spa_div_nat(j, a->np) : 0;
-        const int64_t ww = a->lv.w[l], hh = a->lv.h[l];
-        const float fw = a->lv.fw[l], fh = a->lv.fh[l];
+        const int64_t ww = a->lv[l].w, hh = a->lv[l].h;
+        const float fw = a->lv[l].fw, fh = a->lv[l].fh;
         const float xs = g[i] * fw, ys = g[16 + i] * fh;
         const float x = xs - 0.5f, y = ys - 0.5f;
         ch->a[i] = g[32 + i];
@@ -219,7 +191,7 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
         const bool in_x0 = (uint64_t)x0 < (uint64_t)ww, in_x1 = (uint64_t)(x0 + 1) < (uint64_t)ww;
         const bool in_y0 = (uint64_t)y0 < (uint64_t)hh, in_y1 = (uint64_t)(y0 + 1) < (uint64_t)hh;
         const bool in[4] = {in_y0 && in_x0, in_y0 && in_x1, in_y1 && in_x0, in_y1 && in_x1};
-        const int64_t k00 = a->lv.start[l] + y0 * ww + x0;
+        const int64_t k00 = a->lv[l].start + y0 * ww + x0;
         const int64_t key[4] = {k00, k00 + 1, k00 + ww, k00 + ww + 1};
         for (int k = 0; k < 4; k++) {
             ch->v[k][i] = in[k] ? (uintptr_t)(o->vbase + key[k] * cl) : (uintptr_t)o->zero;

@@ -21,19 +21,11 @@ SPA_STAMP
 #include "msda_stage.h"
 #include "native_div.h"
 
-enum { TS = MSDA_TS, CMAX = SPA_MSDA_MAX_C, PFQ = 8, FQ = 8 };
-/* the dtype of location and attnWeight, the kernel's */
+enum { PFQ = 8, FQ = 8 };
+/* the dtype of the output, the kernel's; location and attnWeight come in
+ * theirs (most often the same: that case is staged with constant dtypes) */
 enum { DT = m4_ifelse(SPA_DT, `f16', `SPA_FLOAT16', SPA_DT, `bf16', `SPA_BFLOAT16', `SPA_FLOAT32') };
 
-/* Corners outside the map read this row: their value is 0 (spec 5), even
- * where the map itself holds Inf or NaN. */
-static const float zero_row[CMAX];
-
-/* The chunks of one query and the lane constants always fit the descriptor
- * area phase 1 reserves (at least TS / 2 records, whatever nl * np). */
-_Static_assert((TS / 2) * sizeof(spa_msda_fwd_sample) >=
-                   16 * (sizeof(spa_msda_chunk) + sizeof(spa_msda_lanes)) + SPA_MSDA_GATHER_FLOATS * sizeof(float),
-               "msda: the staged chunks of one query must fit the tile");
 m4_divert(-1)
 The register tile of the combine: MSDA_NB accumulator vectors (at most 8, at
 most 128 channels) where NB + 4 + 5 * SPA_VB_VREGS vector registers hold
@@ -85,7 +77,7 @@ m4_define(`MSDA_CALLS', `m4_ifelse(m4_eval($1 >= 1), 1, `    if (c0 + m4_eval($1
 MSDA_CALLS(m4_eval($1 / 2))')')
 m4_divert(0)m4_dnl
 MSDA_GROUPS(MSDA_NB)m4_dnl
-m4_ifelse(m4_eval(SPA_VL > 8), 1, `m4_dnl
+m4_ifelse(m4_eval(SPA_VL > 1), 1, `m4_dnl
 MSDA_GROUP(`tail', 1, `MSDA_TAIL_STEP', `    spa_vf_store_n(acc + c0, s0, n);
 ', ` int64_t n,')m4_dnl
 ')m4_dnl
@@ -98,18 +90,27 @@ static void combine(const spa_msda_chunk *ch, int64_t nch, int64_t cl, float *ac
     for (; c0 + m4_eval(MSDA_NB * SPA_VL) <= cl; c0 += m4_eval(MSDA_NB * SPA_VL))
         group_`'MSDA_NB`'(ch, nch, c0, acc);
 MSDA_CALLS(m4_eval(MSDA_NB / 2))m4_dnl
-m4_ifelse(m4_eval(SPA_VL > 8), 1, `m4_dnl
-    if (c0 < cl) /* C % SPA_VL lanes */
+m4_ifelse(m4_eval(SPA_VL > 1), 1, `m4_dnl
+    if (c0 < cl) /* the last C % SPA_VL channels: partial vectors */
         group_tail(ch, nch, c0, cl - c0, acc);
 ')m4_dnl
+}
+
+/* Stages the chunks of query q (one call site per dtype pair: the common
+ * one, location and attnWeight in the kernel's dtype, with constants). */
+SPA_ISA_INLINE void stage_query(const spa_msda_args *a, const spa_msda_lanes *ln, int64_t nch, int64_t lq,
+                                int32_t ldt, int64_t aq, int32_t adt, bool packed, const spa_msda_stage_out *o,
+                                spa_msda_chunk *ch, float *gat)
+{
+    for (int64_t j = 0; j < nch; j++)
+        spa_msda_stage(a, &ln[j], 16 * j, lq, ldt, aq, adt, packed, o, &ch[j], NULL, gat);
 }
 
 void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, int64_t q0,
                  int64_t q1, void *scratch)
 {
     const int64_t nlp = a->nl * a->np, nch = (nlp + 15) / 16, cl = a->c;
-    const int64_t tq = spa_div_nat(TS, nlp) > 0 ? spa_div_nat(TS, nlp) : 1;
-    const int64_t desc_bytes = tq * nlp * (int64_t)sizeof(spa_msda_fwd_sample);
+    const int64_t desc_bytes = spa_msda_desc_bytes(a->tq, nlp, false);
     float *acc = (float *)(void *)((unsigned char *)scratch + desc_bytes);
     /* in the descriptor area: the chunks of up to FQ queries, the lane
      * constants, the gathered coordinates */
@@ -119,11 +120,12 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
     spa_msda_chunk *ch = scratch;
     spa_msda_lanes *ln = (spa_msda_lanes *)(void *)(ch + ftq * nch);
     float *gat = (float *)(void *)(ln + nch);
-    const spa_msda_stage_out o = {vpair, zero_row, NULL, NULL, 0, (uint32_t)(cl * (int64_t)sizeof(float))};
+    const spa_msda_stage_out o = {vpair, a->zero, NULL, NULL, 0, (uint32_t)(cl * (int64_t)sizeof(float))};
     const bool packed = spa_msda_packed(a);
-    const size_t lsz = SPA_SZ, asz = SPA_SZ;
+    const bool own_dt = a->loc_dt == DT && a->attn_dt == DT;
+    const size_t lsz = a->loc_dt == SPA_FLOAT32 ? 4 : 2, asz = a->attn_dt == SPA_FLOAT32 ? 4 : 2;
     SPA_T *out = a->out;
-    spa_msda_lanes_init(&a->lv, a->nl, a->np, ln);
+    spa_msda_lanes_init(a->lv, a->nl, a->np, ln);
     for (int64_t t0 = q0; t0 < q1; t0 += ftq) {
         const int64_t tn = q1 - t0 < ftq ? q1 - t0 : ftq;
         for (int64_t i = 0; i < tn; i++) {
@@ -142,8 +144,10 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
                 for (int64_t off = 0; off < (a->nl * a->as[3]) * (int64_t)asz; off += 64)
                     SPA_PREFETCH(ap + off);
             }
-            for (int64_t j = 0; j < nch; j++)
-                spa_msda_stage(a, &ln[j], 16 * j, lq, DT, aq, DT, packed, &o, &ch[i * nch + j], NULL, gat);
+            if (own_dt)
+                stage_query(a, ln, nch, lq, DT, aq, DT, packed, &o, &ch[i * nch], gat);
+            else
+                stage_query(a, ln, nch, lq, a->loc_dt, aq, a->attn_dt, packed, &o, &ch[i * nch], gat);
         }
         for (int64_t i = 0; i < tn; i++) {
             combine(&ch[i * nch], nch, cl, acc);

@@ -22,38 +22,18 @@ SPA_STAMP
 #include "msda_kernel.h"
 #include "msda_stage.h"
 
-enum { TS = MSDAG_TS, CMAX = SPA_MSDA_MAX_C, PFQ = 8, FQ = 8, NV = 16 / SPA_VL };
-
-/* Corners outside the map read this row (value 0, spec 6). */
-static const float zero_row[CMAX];
-
-/* the 16-lane sums of d/dx, d/dy, d/da of the 16 samples of a chunk */
-enum { FOLD_FLOATS = 3 * 256 };
-
-/* One chunk, the fold rows, the lane constants of the ceil(nl*np / 16) chunk
- * positions and the gathered coordinates always fit the descriptor area phase
- * 1 reserves, tile_queries * nl*np records (tile_queries = max(1, TS / nl*np)):
- * for nl*np >= TS / 2 the area grows with nl*np faster than the lane
- * constants do; below, it holds more than TS / 2 records and there are at
- * most TS / 32 + 1 chunk positions. */
-#define MSDAG_S sizeof(spa_msda_grad_sample)
-#define MSDAG_L sizeof(spa_msda_lanes)
-#define MSDAG_F (sizeof(spa_msda_gchunk) + (FOLD_FLOATS + SPA_MSDA_GATHER_FLOATS) * sizeof(float))
-_Static_assert((TS / 2) * (MSDAG_S - MSDAG_L / 16) >= MSDAG_F + MSDAG_L &&
-                   (TS / 2 + 1) * MSDAG_S >= MSDAG_F + (TS / 32 + 1 < 16 ? TS / 32 + 1 : 16) * MSDAG_L,
-               "msda_grad: a staged chunk must fit the tile");
-#undef MSDAG_S
-#undef MSDAG_L
-#undef MSDAG_F
+enum { PFQ = 8, FQ = 8, NV = 16 / SPA_VL, FOLD_FLOATS = SPA_MSDA_FOLD_FLOATS };
 
 /* The per-sample constants, broadcast. */
 typedef struct grad_consts {
     spa_vb w0, w1, w2, w3, av, hy, nhy, ly, nly, hx, nhx, lx, nlx, fw, fh;
 } grad_consts;
 
-/* Channels c .. c+n-1 (n = SPA_VL, or fewer for the last 8 channels of a
- * 16-lane ISA) of one sample: the scatter-adds into the four gradValue rows
- * and the lane sums sx, sy, sa. */
+/* Channels c .. c+n-1 (n = SPA_VL, or fewer for the last C % 16 channels)
+ * of one sample: the scatter-adds into the four gradValue rows and the lane
+ * sums sx, sy, sa. A partial step loads and stores only its n channels; its
+ * other lanes keep their sums (an Inf weight times the zeros loaded there
+ * would be NaN), blended through memory with the layer's partial store. */
 SPA_ISA_INLINE void grad_step(int64_t c, int64_t n, const float *grow, const float *const *r, float *const *g,
                               const grad_consts *k, spa_vf *sx, spa_vf *sy, spa_vf *sa)
 {
@@ -79,15 +59,32 @@ SPA_ISA_INLINE void grad_step(int64_t c, int64_t n, const float *grow, const flo
     dy = spa_vf_fmab(dy, v1, k->nlx);
     dy = spa_vf_fmab(dy, v2, k->hx);
     dy = spa_vf_fmab(dy, v3, k->lx);
-    *sa = spa_vf_fma(*sa, gv, val);
-    *sx = spa_vf_fmab(*sx, spa_vf_mul(t, dx), k->fw);
-    *sy = spa_vf_fmab(*sy, spa_vf_mul(t, dy), k->fh);
+    const spa_vf na = spa_vf_fma(*sa, gv, val);
+    const spa_vf nx = spa_vf_fmab(*sx, spa_vf_mul(t, dx), k->fw);
+    const spa_vf ny = spa_vf_fmab(*sy, spa_vf_mul(t, dy), k->fh);
+    if (n == SPA_VL) {
+        *sa = na;
+        *sx = nx;
+        *sy = ny;
+        return;
+    }
+    float keep[3 * SPA_VL];
+    spa_vf_store(keep, *sa);
+    spa_vf_store(keep + SPA_VL, *sx);
+    spa_vf_store(keep + 2 * SPA_VL, *sy);
+    spa_vf_store_n(keep, na, n);
+    spa_vf_store_n(keep + SPA_VL, nx, n);
+    spa_vf_store_n(keep + 2 * SPA_VL, ny, n);
+    *sa = spa_vf_load(keep);
+    *sx = spa_vf_load(keep + SPA_VL);
+    *sy = spa_vf_load(keep + 2 * SPA_VL);
 }
 
 /* One live sample (lane i of chunk e) over all channels: the scatter-adds,
  * and the 16-lane sums (d/dx, d/dy, d/da) before their fold, into fx, fy, fa.
- * Lane vector m of the sums covers channels m*SPA_VL + 16*t; when C % 16 is
- * 8, the last 8 channels go to lanes 0-7. */
+ * Lane vector m of the sums covers channels m*SPA_VL + 16*t; the last
+ * C % 16 channels go to the first lanes, partial vectors where they end
+ * inside one. */
 static inline void grad_sample(const spa_msda_gchunk *e, int i, float fws, float fhs, int64_t cl, const float *grow,
                                float *fx, float *fy, float *fa)
 {
@@ -107,12 +104,11 @@ static inline void grad_sample(const spa_msda_gchunk *e, int i, float fws, float
         spa_vf sx = spa_vf_zero(), sy = sx, sa = sx;
         for (int64_t c = m * SPA_VL; c < cfull; c += 16)
             grad_step(c, SPA_VL, grow, r, g, &k, &sx, &sy, &sa);
-        if (cl > cfull && m * SPA_VL < 8) {
-            if (SPA_VL > 8)
-                grad_step(cfull, 8, grow, r, g, &k, &sx, &sy, &sa);
-            else
-                grad_step(cfull + m * SPA_VL, SPA_VL, grow, r, g, &k, &sx, &sy, &sa);
-        }
+        const int64_t rest = cl - cfull - m * SPA_VL; /* channels of the tail in this vector */
+        if (rest >= SPA_VL)
+            grad_step(cfull + m * SPA_VL, SPA_VL, grow, r, g, &k, &sx, &sy, &sa);
+        else if (rest > 0)
+            grad_step(cfull + m * SPA_VL, rest, grow, r, g, &k, &sx, &sy, &sa);
         spa_vf_store(fx + m * SPA_VL, sx);
         spa_vf_store(fy + m * SPA_VL, sy);
         spa_vf_store(fa + m * SPA_VL, sa);
@@ -185,10 +181,9 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                  void *scratch)
 {
     const int64_t nlp = a->nl * a->np, nch = (nlp + 15) / 16, cl = a->c;
-    const int64_t tq = TS / nlp > 0 ? TS / nlp : 1;
-    const int64_t desc_bytes = tq * nlp * (int64_t)sizeof(spa_msda_grad_sample);
+    const int64_t desc_bytes = spa_msda_desc_bytes(a->tq, nlp, true);
     float *restrict grow = (float *)(void *)((unsigned char *)scratch + desc_bytes);
-    float *sink = grow + CMAX; /* 4 rows */
+    float *sink = grow + cl; /* 4 rows of C */
     /* in the descriptor area: a tile of chunks (pointers first, for their
      * alignment; at most FQ queries' worth), the fold rows, the lane
      * constants, the gathered coordinates */
@@ -200,7 +195,7 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
     float *fold = (float *)(void *)(ch + cap);
     spa_msda_lanes *ln = (spa_msda_lanes *)(void *)(fold + FOLD_FLOATS);
     float *gat = (float *)(void *)(ln + nch);
-    const spa_msda_stage_out o = {vpair, zero_row, gpair, sink, CMAX, (uint32_t)(cl * (int64_t)sizeof(float))};
+    const spa_msda_stage_out o = {vpair, a->zero, gpair, sink, cl, (uint32_t)(cl * (int64_t)sizeof(float))};
     const bool packed = spa_msda_packed(a);
     /* gradLocation and gradAttnWeight laid out like location and attnWeight
      * here: each chunk's results are stored as vectors */
@@ -209,7 +204,7 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
     const size_t lsz = a->loc_dt == SPA_FLOAT32 ? 4 : 2, asz = a->attn_dt == SPA_FLOAT32 ? 4 : 2;
     const size_t gsz = a->gout_dt == SPA_FLOAT32 ? 4 : 2;
     const int64_t gout_bytes = cl * a->gos[2] * (int64_t)gsz;
-    spa_msda_lanes_init(&a->lv, a->nl, a->np, ln);
+    spa_msda_lanes_init(a->lv, a->nl, a->np, ln);
     const int64_t units = a->nq * nch; /* (query, chunk) in order */
     int64_t loaded = -1;               /* the query whose gradOutput row gr is */
     const float *gr = grow;

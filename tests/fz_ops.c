@@ -125,17 +125,20 @@ const fz_op fz_op_nsa_select_grad = {
 
 /* ---- msda ---- */
 /* MultiScaleDeformableAttnFunction. Baseline
- * (spec/msda.md): f32, bs 2, levels 2x3 and 1x2 (nk 8), nh 2, C 16, nq 32,
- * np 3; locations drawn in [-1, 1), so many samples fall off the map. */
+ * (spec/msda.md), inside the native contract but outside the NPU's: value and
+ * output f32, location f16, attnWeight bf16, bs 2, levels 2x3 and 1x2 (nk 8),
+ * nh 2, C 13 (a channel tail), nq 5, np 3 (C, nq and np unique among the
+ * dims, so that mutations reshape them consistently); locations drawn in
+ * [-1, 1), so many samples fall off the map. */
 static const int64_t msda_shape_vals[] = {2, 3, 1, 2};
 static const int64_t msda_start_vals[] = {0, 6};
 static const fz_tensor_spec msda_tensors[] = {
-    {"value", SPA_FLOAT32, 4, {2, 8, 2, 16}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT32, 4, {2, 8, 2, 13}, FZ_IN, false, NULL, 0},
     {"spatialShape", SPA_INT64, 2, {2, 2}, FZ_INDEX, false, msda_shape_vals, 4},
     {"levelStartIndex", SPA_INT64, 1, {2}, FZ_INDEX, false, msda_start_vals, 2},
-    {"location", SPA_FLOAT32, 6, {2, 32, 2, 2, 3, 2}, FZ_IN, false, NULL, 0},
-    {"attnWeight", SPA_FLOAT32, 5, {2, 32, 2, 2, 3}, FZ_IN, false, NULL, 0},
-    {"output", SPA_FLOAT32, 3, {2, 32, 32}, FZ_OUT, false, NULL, 0},
+    {"location", SPA_FLOAT16, 6, {2, 5, 2, 2, 3, 2}, FZ_IN, false, NULL, 0},
+    {"attnWeight", SPA_BFLOAT16, 5, {2, 5, 2, 2, 3}, FZ_IN, false, NULL, 0},
+    {"output", SPA_FLOAT32, 3, {2, 5, 26}, FZ_OUT, false, NULL, 0},
 };
 
 static spa_status msda_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
@@ -151,20 +154,21 @@ const fz_op fz_op_msda = {
 };
 
 /* ---- msda_grad ---- */
-/* MultiScaleDeformableAttentionGrad. * Baseline: the MSDA forward one (f32, bs 2, levels 2x3 and 1x2, nh 2, C 16,
- * nq 32, np 3) with gradOutput [2, 32, 32]. */
+/* MultiScaleDeformableAttentionGrad. Baseline: the MSDA forward one (bs 2,
+ * levels 2x3 and 1x2, nh 2, C 13, nq 5, np 3) with gradOutput [2, 5, 26],
+ * value and gradValue f32, location and gradLocation f16, the rest bf16. */
 static const int64_t msda_grad_shape_vals[] = {2, 3, 1, 2};
 static const int64_t msda_grad_start_vals[] = {0, 6};
 static const fz_tensor_spec msda_grad_tensors[] = {
-    {"value", SPA_FLOAT32, 4, {2, 8, 2, 16}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT32, 4, {2, 8, 2, 13}, FZ_IN, false, NULL, 0},
     {"spatialShape", SPA_INT64, 2, {2, 2}, FZ_INDEX, false, msda_grad_shape_vals, 4},
     {"levelStartIndex", SPA_INT64, 1, {2}, FZ_INDEX, false, msda_grad_start_vals, 2},
-    {"location", SPA_FLOAT32, 6, {2, 32, 2, 2, 3, 2}, FZ_IN, false, NULL, 0},
-    {"attnWeight", SPA_FLOAT32, 5, {2, 32, 2, 2, 3}, FZ_IN, false, NULL, 0},
-    {"gradOutput", SPA_FLOAT32, 3, {2, 32, 32}, FZ_IN, false, NULL, 0},
-    {"gradValue", SPA_FLOAT32, 4, {2, 8, 2, 16}, FZ_OUT, false, NULL, 0},
-    {"gradLocation", SPA_FLOAT32, 6, {2, 32, 2, 2, 3, 2}, FZ_OUT, false, NULL, 0},
-    {"gradAttnWeight", SPA_FLOAT32, 5, {2, 32, 2, 2, 3}, FZ_OUT, false, NULL, 0},
+    {"location", SPA_FLOAT16, 6, {2, 5, 2, 2, 3, 2}, FZ_IN, false, NULL, 0},
+    {"attnWeight", SPA_BFLOAT16, 5, {2, 5, 2, 2, 3}, FZ_IN, false, NULL, 0},
+    {"gradOutput", SPA_BFLOAT16, 3, {2, 5, 26}, FZ_IN, false, NULL, 0},
+    {"gradValue", SPA_FLOAT32, 4, {2, 8, 2, 13}, FZ_OUT, false, NULL, 0},
+    {"gradLocation", SPA_FLOAT16, 6, {2, 5, 2, 2, 3, 2}, FZ_OUT, false, NULL, 0},
+    {"gradAttnWeight", SPA_BFLOAT16, 5, {2, 5, 2, 2, 3}, FZ_OUT, false, NULL, 0},
 };
 
 static spa_status msda_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)

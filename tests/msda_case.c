@@ -40,17 +40,18 @@ void msda_case_draw(msda_case *c, int i, rng *r, bool grad)
     memset(c, 0, sizeof *c);
     c->vdt = float_dts[i % 3];
     c->ldt = c->adt = c->odt = c->gvdt = c->gldt = c->gadt = c->vdt;
-    if (grad && i % 2 == 1) { /* the grad takes any mix of float dtypes */
+    if (grad ? i % 2 == 1 : i % 3 == 2) { /* both take any mix of float dtypes */
         spa_dtype *d[6] = {&c->ldt, &c->adt, &c->odt, &c->gvdt, &c->gldt, &c->gadt};
         for (int k = 0; k < 6; k++)
             *d[k] = float_dts[rng_int(r, 0, 2)];
     }
     c->idt = rng_int(r, 0, 1) ? SPA_INT64 : SPA_INT32;
-    c->c = 8 * (1 + i % 32);
+    c->c = 8 * (1 + i % 32) - (i % 5 == 4 ? rng_int(r, 1, 7) : 0);
     c->bs = rng_int(r, 1, 2);
-    c->nh = draw_count(r, 16);
-    c->nl = draw_count(r, 16);
-    c->np = draw_count(r, 16);
+    const int64_t most = i % 8 == 7 ? 20 : 16;
+    c->nh = draw_count(r, most);
+    c->nl = draw_count(r, most);
+    c->np = draw_count(r, most);
     /* keep every case small: samples x channels bounded */
     while (c->nh * c->nl * c->np * c->c > 16384) {
         if (c->np > 1)
@@ -60,7 +61,7 @@ void msda_case_draw(msda_case *c, int i, rng *r, bool grad)
         else
             c->nh = (c->nh + 1) / 2;
     }
-    c->nq = grad && i % 4 == 3 ? rng_int(r, 1, 40) : rng_int(r, 32, 45);
+    c->nq = i % 4 == 3 ? rng_int(r, 1, 40) : rng_int(r, 32, 45);
     for (int64_t l = 0; l < c->nl; l++) {
         c->h[l] = rng_int(r, 1, 13);
         c->w[l] = rng_int(r, 1, 13);

@@ -5,7 +5,7 @@
 #include "ref/ref_msda.h"
 #include "util.h"
 
-#define MSDA_MAX_LEVELS 16
+#define MSDA_MAX_LEVELS 40
 
 /* Random cases per sweep (fewer on small targets built with SPA_TEST_SMALL). */
 #if defined(SPA_TEST_SMALL) && SPA_TEST_SMALL
@@ -37,10 +37,13 @@ typedef struct msda_io {
     bool grad;
 } msda_io;
 
-/* Case number i of a sweep: C runs through 8..256 every 32 cases, dtypes
- * every 3 (the grad mixes them tensor by tensor), the rest drawn from r:
- * heads, levels and points 1..16 (mostly small), level sizes 1..13, starts
- * packed, with gaps or overlapping, INT32 or INT64 indices, strided views. */
+/* Case number i of a sweep: C runs through 8..256 every 32 cases (every
+ * fifth case a few channels less: tails), dtypes every 3 (mixed tensor by
+ * tensor in every other grad case and every third forward one), the rest
+ * drawn from r: heads, levels and points 1..16 (mostly small; up to 20 every
+ * eighth case), queries 32..45 (1..40 every fourth case), level sizes 1..13,
+ * starts packed, with gaps or overlapping, INT32 or INT64 indices, strided
+ * views. */
 void msda_case_draw(msda_case *c, int i, rng *r, bool grad);
 /* A fixed shape: one dtype everywhere, levels h[l] x w[l] packed from key 0. */
 void msda_case_fixed(msda_case *c, spa_dtype dt, int64_t bs, int64_t nh, int64_t ch, int64_t nq,

@@ -446,6 +446,65 @@ static void mm_huge_level(op_case *c)
     saved_hw = (int64_t)tt_get(&c->tt[1], 0);
     tt_set_int(&c->tt[1], 0, 1065353216); /* float 1.0 bits read as INT32 (seed 004) */
 }
+
+/* The NPU's limits (spec 8.1 rule 2 and 5, 8.2 rule 5), which the native API
+ * lifts: phase 1 only, native SPA_OK and aclnn 161002. The float views are
+ * packed again for their new dims (phase 1 reads no float data). */
+static void msda_npu_limits(const op_api *api, op_case *c, const named_mutation *m, size_t nm)
+{
+    op_case base = *c;
+    for (size_t k = 0; k < nm; k++) {
+        *c = base;
+        case_reset(c);
+        m[k].fn(c);
+        const spa_tensor *nt[MAX_T];
+        aclTensor *at[MAX_T];
+        for (int i = 0; i < c->n; i++) {
+            if (i != 1 && i != 2) /* the index tensors keep their views and data */
+                spa_tensor_init(&c->t[i], c->t[i].dtype, c->t[i].rank, c->t[i].dims, c->t[i].data);
+            nt[i] = &c->t[i];
+            at[i] = acl_of(&c->t[i]);
+        }
+        uint64_t nsize = 0, size = 0;
+        spa_executor nex;
+        aclOpExecutor *ex = NULL;
+        spa_status native = api->native(c, nt, NULL, &nsize, &nex);
+        aclnnStatus acl = api->acl(c, at, NULL, NULL, &size, &ex);
+        if (native != SPA_OK || acl != ACLNN_ERR_PARAM_INVALID)
+            fprintf(stderr, "  %s %s: native %d (want 0: %s), aclnn %d (want 161002)\n", api->name, m[k].name,
+                    (int)native, native != SPA_OK ? spa_executor_reason(&nex, NULL) : "", (int)acl);
+        CU_ASSERT_EQUAL(native, SPA_OK);
+        CU_ASSERT_EQUAL(acl, ACLNN_ERR_PARAM_INVALID);
+        CU_ASSERT_PTR_NULL(ex);
+        for (int i = 0; i < c->n; i++)
+            aclDestroyTensor(at[i]);
+    }
+    *c = base;
+}
+static void mm_c4(op_case *c) { c->t[0].dims[3] = 4; c->t[c->n == 6 ? 5 : 6].dims[c->n == 6 ? 2 : 3] = c->n == 6 ? 8 : 4; if (c->n == 9) c->t[5].dims[2] = 8; }
+static void mm_c264(op_case *c) { c->t[0].dims[3] = 264; c->t[c->n == 6 ? 5 : 6].dims[c->n == 6 ? 2 : 3] = c->n == 6 ? 528 : 264; if (c->n == 9) c->t[5].dims[2] = 528; }
+static void mm_nh17(op_case *c)
+{
+    c->t[0].dims[2] = c->t[3].dims[2] = c->t[4].dims[2] = 17;
+    c->t[5].dims[2] = 17 * 8;
+    if (c->n == 9)
+        c->t[6].dims[2] = c->t[7].dims[2] = c->t[8].dims[2] = 17;
+}
+static void mm_np17(op_case *c)
+{
+    c->t[3].dims[4] = c->t[4].dims[4] = 17;
+    if (c->n == 9)
+        c->t[7].dims[4] = c->t[8].dims[4] = 17;
+}
+static void mm_nq(op_case *c, int64_t nq)
+{
+    c->t[3].dims[1] = c->t[4].dims[1] = c->t[5].dims[1] = nq;
+    if (c->n == 9)
+        c->t[7].dims[1] = c->t[8].dims[1] = nq;
+}
+static void mm_nq31(op_case *c) { mm_nq(c, 31); }
+static void mm_nq0(op_case *c) { mm_nq(c, 0); }
+static void mm_nq500000(op_case *c) { mm_nq(c, 500000); }
 #endif
 
 #if SPA_HAVE_MSDA
@@ -483,6 +542,15 @@ static const named_mutation msda_mutations[] = {
     {"level of 1065353216 rows", mm_huge_level},
 };
 
+static void mm_loc_f16(op_case *c) { c->t[3].dtype = SPA_FLOAT16; }
+static void mm_attn_bf16(op_case *c) { c->t[4].dtype = SPA_BFLOAT16; }
+static void mm_out_f16(op_case *c) { c->t[5].dtype = SPA_FLOAT16; }
+static const named_mutation msda_npu[] = {
+    {"location FLOAT16", mm_loc_f16}, {"attnWeight BFLOAT16", mm_attn_bf16}, {"output FLOAT16", mm_out_f16},
+    {"nq 31", mm_nq31},               {"nq 0", mm_nq0},                     {"C 4", mm_c4},
+    {"C 264", mm_c264},               {"nh 17", mm_nh17},                   {"np 17", mm_np17},
+};
+
 static void test_msda(void)
 {
     static const op_api api = {"MultiScaleDeformableAttnFunction", 0, msda_native, msda_acl,
@@ -492,6 +560,7 @@ static void test_msda(void)
     msda_make(&c, &r);
     run_all(&api, &c, msda_mutations, sizeof msda_mutations / sizeof msda_mutations[0]);
     tt_set_int(&c.tt[1], 0, saved_hw);
+    msda_npu_limits(&api, &c, msda_npu, sizeof msda_npu / sizeof msda_npu[0]);
     case_free(&c);
 }
 #endif
@@ -544,6 +613,10 @@ static const named_mutation msdag_mutations[] = {
     {"gradValue shape", mg_dvalue_shape}, {"level of 1065353216 rows", mm_huge_level},
 };
 
+static const named_mutation msdag_npu[] = {
+    {"C 4", mm_c4}, {"C 264", mm_c264}, {"nq 500000", mm_nq500000}, {"nh 17", mm_nh17}, {"np 17", mm_np17},
+};
+
 static void test_msda_grad(void)
 {
     static const op_api api = {"MultiScaleDeformableAttentionGrad", 0, msdag_native, msdag_acl,
@@ -553,6 +626,7 @@ static void test_msda_grad(void)
     msdag_make(&c, &r);
     run_all(&api, &c, msdag_mutations, sizeof msdag_mutations / sizeof msdag_mutations[0]);
     tt_set_int(&c.tt[1], 0, saved_hw);
+    msda_npu_limits(&api, &c, msdag_npu, sizeof msdag_npu / sizeof msdag_npu[0]);
     case_free(&c);
 }
 #endif
