@@ -32,8 +32,8 @@
 #define SPA_FLOAT64_NSA_COMPRESS_GRAD 0
 #define SPA_FLOAT64_NSA_SELECT 0
 #define SPA_FLOAT64_NSA_SELECT_GRAD 0
-#define SPA_FLOAT64_MSDA 0
-#define SPA_FLOAT64_MSDA_GRAD 0
+#define SPA_FLOAT64_MSDA SPA_HAVE_F64
+#define SPA_FLOAT64_MSDA_GRAD SPA_HAVE_F64
 
 /* The dtype of selected attention's softmax statistics (max, sum) for
  * query dtype dt: float64 with float64 tensors (the grad recomputes P from
