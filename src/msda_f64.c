@@ -142,10 +142,13 @@ static void run_forward(void *arg, uint32_t blk)
     const int64_t tiles = (a->nq + F64_TILE_QUERIES - 1) / F64_TILE_QUERIES;
     void *scratch = r->ws + r->o.scratch + (uint64_t)blk * r->o.scratch_bytes;
     int64_t u, end;
+    /* tile-major: the heads of one batch and query tile one after another,
+     * so that their location, weight and output rows are read and written
+     * while in cache */
     for (range(r->o.per_block, r->o.units, blk, &u, &end); u < end; u++) {
-        const int64_t pair = u / tiles, q0 = u % tiles * F64_TILE_QUERIES;
+        const int64_t h = u % a->nh, bt = u / a->nh, b = bt / tiles, q0 = bt % tiles * F64_TILE_QUERIES;
         const int64_t q1 = q0 + F64_TILE_QUERIES < a->nq ? q0 + F64_TILE_QUERIES : a->nq;
-        SPA_K_MSDA_F64(a, pair / a->nh, pair % a->nh, pair_slice(r, r->o.vpack, pair), q0, q1, scratch);
+        SPA_K_MSDA_F64(a, b, h, pair_slice(r, r->o.vpack, b * a->nh + h), q0, q1, scratch);
     }
 }
 

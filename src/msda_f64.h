@@ -86,6 +86,30 @@ static inline double spa_msda_f64_get(const void *p, int32_t dt, int64_t off)
     }
 }
 
+/* Bytes per element of a float dtype. */
+static inline int64_t spa_msda_f64_esize(int32_t dt)
+{
+    return dt == SPA_FLOAT64 ? 8 : dt == SPA_FLOAT32 ? 4 : 2;
+}
+
+/* A pair reads one short row of location and attnWeight per query, nh rows
+ * apart: too far for the hardware prefetchers to follow across pages, so
+ * the kernels request the rows of query q + SPA_MSDA_F64_PFQ (of pair b, h)
+ * while they work on query q. */
+enum { SPA_MSDA_F64_PFQ = 8 };
+static inline void spa_msda_f64_prefetch_rows(const spa_msda_f64_args *a, int64_t b, int64_t h, int64_t q)
+{
+    if (q + SPA_MSDA_F64_PFQ >= a->nq)
+        return;
+    q += SPA_MSDA_F64_PFQ;
+    const char *lp = (const char *)a->loc + (b * a->ls[0] + q * a->ls[1] + h * a->ls[2]) * spa_msda_f64_esize(a->loc_dt);
+    const char *ap = (const char *)a->attn + (b * a->as[0] + q * a->as[1] + h * a->as[2]) * spa_msda_f64_esize(a->attn_dt);
+    for (int64_t off = 0; off < a->nl * a->ls[3] * spa_msda_f64_esize(a->loc_dt); off += 64)
+        SPA_PREFETCH(lp + off);
+    for (int64_t off = 0; off < a->nl * a->as[3] * spa_msda_f64_esize(a->attn_dt); off += 64)
+        SPA_PREFETCH(ap + off);
+}
+
 /* d rounded to f32 by round-to-odd (truncate, then set the last bit when
  * inexact): rounding that again to a format of at most 22 significand bits
  * (f16, bf16) with RNE is one correct RNE rounding of d (no double

@@ -76,9 +76,11 @@ m4_ifelse(m4_eval(SPA_VDL > 1), 1, `m4_dnl
 ')m4_dnl
 }
 
-/* The live samples of query q, levels then points ascending: their count. */
-static int64_t stage(const spa_msda_f64_args *a, int64_t b, int64_t h, int64_t q, const double *vpair,
-                     spa_msda_f64_sample *s)
+/* The live samples of query q, levels then points ascending: their count.
+ * Location and attnWeight in dtypes ldt and adt (one call site with
+ * constants for the common case, both float64). */
+SPA_ISA_INLINE int64_t stage(const spa_msda_f64_args *a, int64_t b, int64_t h, int64_t q, const double *vpair,
+                             int32_t ldt, int32_t adt, spa_msda_f64_sample *s)
 {
     const int64_t lq = b * a->ls[0] + q * a->ls[1] + h * a->ls[2];
     const int64_t aq = b * a->as[0] + q * a->as[1] + h * a->as[2];
@@ -93,7 +95,7 @@ static int64_t stage(const spa_msda_f64_args *a, int64_t b, int64_t h, int64_t q
             e->w[1] = hy * lx;
             e->w[2] = ly * hx;
             e->w[3] = ly * lx;
-            e->a = spa_msda_f64_get(a->attn, a->attn_dt, aq + l * a->as[3] + p * a->as[4]);
+            e->a = spa_msda_f64_get(a->attn, adt, aq + l * a->as[3] + p * a->as[4]);
             for (int k = 0; k < 4; k++)
                 e->v[k] = in[k] ? vpair + key[k] * a->c : a->zero;
         }
@@ -109,8 +111,11 @@ void MSDAD_KSYM()(const spa_msda_f64_args *a, int64_t b, int64_t h, const double
     double *acc = (double *)(void *)(s + a->nl * a->np);
     /* a float64 output row of unit stride takes the sums directly */
     const bool direct = a->out_dt == SPA_FLOAT64 && a->os[2] == 1;
+    const bool own_dt = a->loc_dt == SPA_FLOAT64 && a->attn_dt == SPA_FLOAT64;
     for (int64_t q = q0; q < q1; q++) {
-        const int64_t ns = stage(a, b, h, q, vpair, s);
+        spa_msda_f64_prefetch_rows(a, b, h, q);
+        const int64_t ns = own_dt ? stage(a, b, h, q, vpair, SPA_FLOAT64, SPA_FLOAT64, s)
+                                  : stage(a, b, h, q, vpair, a->loc_dt, a->attn_dt, s);
         const int64_t off = b * a->os[0] + q * a->os[1] + h * cl * a->os[2];
         if (direct) {
             combine(s, ns, cl, (double *)a->out + off);

@@ -64,7 +64,9 @@ void MSDADG_KSYM()(const spa_msda_f64_args *a, int64_t b, int64_t h, const doubl
 {
     const int64_t cl = a->c;
     double *grow = scratch, *sink = grow + cl;
+    const int32_t ldt = a->loc_dt;
     for (int64_t q = 0; q < a->nq; q++) {
+        spa_msda_f64_prefetch_rows(a, b, h, q);
         gout_row(a, b, h, q, grow);
         const int64_t lq = b * a->ls[0] + q * a->ls[1] + h * a->ls[2];
         const int64_t aq = b * a->as[0] + q * a->as[1] + h * a->as[2];

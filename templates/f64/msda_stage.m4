@@ -7,10 +7,11 @@ the validated table), fw, fh ((double)W, (double)H); it defines x, y and,
 when the sample passes the range check (NaN and +-Inf fail it), lx, ly, hx,
 hy, the four corner keys' validity in[4] (each corner checked against both
 bounds of its axis) and k00, the key of corner 00; a failed check runs
-$1 (a statement: `continue;' or the grad's zero writes and `continue;').
+$1 (a statement: `continue;' or the grad's zero writes and `continue;'). Location is read in dtype ldt
+(a constant where the caller's dtype is float64, so that the reads fold).
 m4_define(`MSDAD_SAMPLE', `const int64_t lo = lq + l * a->ls[3] + p * a->ls[4];
-            const double x = spa_msda_f64_get(a->loc, a->loc_dt, lo) * fw - 0.5;
-            const double y = spa_msda_f64_get(a->loc, a->loc_dt, lo + a->ls[5]) * fh - 0.5;
+            const double x = spa_msda_f64_get(a->loc, ldt, lo) * fw - 0.5;
+            const double y = spa_msda_f64_get(a->loc, ldt, lo + a->ls[5]) * fh - 0.5;
             if (!(y > -1.0 && x > -1.0 && y < fh && x < fw)) {
                 $1
             }
