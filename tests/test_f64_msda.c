@@ -182,10 +182,32 @@ static void test_deterministic_across_runners(void)
     }
 }
 
+/* No query: success; the grad zero-fills gradValue (8-byte elements). */
+static void test_no_query(void)
+{
+    rng r = rng_seed(1905);
+    const int64_t h[2] = {6, 3}, w[2] = {4, 2};
+    for (int grad = 0; grad <= 1; grad++) {
+        msda_case c;
+        msda_case_fixed(&c, SPA_FLOAT64, 2, 2, 5, 0, 2, h, w, 2);
+        c.strided = grad == 1;
+        msda_io io;
+        msda_io_make(&io, &c, &r, grad);
+        if (grad)
+            tt_fill_canary(&io.gv);
+        CU_ASSERT_EQUAL(run(&io, grad, 1, 0), SPA_OK);
+        for (int64_t i = 0; grad && i < tt_numel(&io.gv); i++)
+            CU_ASSERT_EQUAL(tt_get(&io.gv, i), 0.0);
+        CU_ASSERT(msda_io_guards_ok(&io));
+        msda_io_free(&io);
+    }
+}
+
 void suite_f64_msda(void)
 {
     CU_pSuite s = CU_add_suite("f64_msda", NULL, NULL);
     CU_add_test(s, "public test shapes (C 1, 2; 2 and 5 queries)", test_public_shapes);
+    CU_add_test(s, "no query", test_no_query);
     CU_add_test(s, "C 3..3096, tails on every layer", test_channels);
     CU_add_test(s, "float64 mixed with f32, f16, bf16", test_mixed_dtypes);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
