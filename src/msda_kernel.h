@@ -117,10 +117,11 @@ enum { SPA_MSDA_FOLD_FLOATS = 3 * 256 };
  * it here; -1 when the size overflows. */
 static inline int64_t spa_msda_desc_bytes(int64_t tq, int64_t nlp, bool grad)
 {
-    const int64_t nch = nlp / 16 + 1, rec = grad ? (int64_t)sizeof(spa_msda_grad_sample) : (int64_t)sizeof(spa_msda_fwd_sample);
+    const int64_t nch = nlp / 16 + 1; /* chunk positions, at least ceil(nlp / 16) */
+    const int64_t rec = grad ? (int64_t)sizeof(spa_msda_grad_sample) : (int64_t)sizeof(spa_msda_fwd_sample);
     const int64_t per_nch = (int64_t)sizeof(spa_msda_lanes) + (grad ? 0 : (int64_t)sizeof(spa_msda_chunk));
     const int64_t fixed = SPA_MSDA_GATHER_FLOATS * (int64_t)sizeof(float) +
-                          (grad ? (int64_t)sizeof(spa_msda_gchunk) + SPA_MSDA_FOLD_FLOATS * (int64_t)sizeof(float) : 0);
+                          (grad ? (int64_t)(sizeof(spa_msda_gchunk) + SPA_MSDA_FOLD_FLOATS * sizeof(float)) : 0);
     if (nlp < 0 || tq < 1 || nch > (INT64_MAX / 2 - fixed) / per_nch || nlp > INT64_MAX / 2 / rec / tq)
         return -1;
     const int64_t want = tq * nlp * rec, least = nch * per_nch + fixed;

@@ -12,8 +12,9 @@
  * and (level, point) dims are contiguous and the chunk is whole; otherwise
  * the chunk's coordinates are gathered one by one first (lanes past nl*np
  * get NaN, which fails the range check). Keys are 32-bit lanes when
- * num_keys <= INT32_MAX; beyond, each lane is staged in 64-bit scalar code
- * with the same float operations, so the chunk holds the same values. */
+ * num_keys <= INT32_MAX and a row is under 4 GiB; beyond, each lane is
+ * staged in 64-bit scalar code with the same float operations, so the chunk
+ * holds the same values. */
 #ifndef SPA_MSDA_STAGE_H
 #define SPA_MSDA_STAGE_H
 
@@ -92,7 +93,7 @@ typedef struct spa_msda_stage_out {
     float *gbase;       /* grad: the pair's gradValue slice */
     const float *sink;  /* grad: outside corner k adds into sink + k * sink_step */
     int64_t sink_step;
-    uint32_t row_bytes;
+    uint64_t row_bytes; /* the vector staging takes it as 32 bits: the wide path beyond */
 } spa_msda_stage_out;
 
 /* Lanes s .. s+SPA_VL-1 of a chunk from their coordinates; returns their live bits. */
@@ -127,16 +128,17 @@ SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_
     const spa_vi k10 = spa_vi_add(k00, w);
     const spa_vm in00 = spa_vm_and(in_y0, in_x0), in01 = spa_vm_and(in_y0, in_x1);
     const spa_vm in10 = spa_vm_and(in_y1, in_x0), in11 = spa_vm_and(in_y1, in_x1);
+    const uint32_t rb = (uint32_t)o->row_bytes; /* below 2^32 here (spa_msda_stage) */
     const spa_vi k01 = spa_vi_add(k00, ione), k11 = spa_vi_add(k10, ione);
-    spa_vi_rows(ch->v[0] + s, k00, in00, o->vbase, o->row_bytes, o->zero);
-    spa_vi_rows(ch->v[1] + s, k01, in01, o->vbase, o->row_bytes, o->zero);
-    spa_vi_rows(ch->v[2] + s, k10, in10, o->vbase, o->row_bytes, o->zero);
-    spa_vi_rows(ch->v[3] + s, k11, in11, o->vbase, o->row_bytes, o->zero);
+    spa_vi_rows(ch->v[0] + s, k00, in00, o->vbase, rb, o->zero);
+    spa_vi_rows(ch->v[1] + s, k01, in01, o->vbase, rb, o->zero);
+    spa_vi_rows(ch->v[2] + s, k10, in10, o->vbase, rb, o->zero);
+    spa_vi_rows(ch->v[3] + s, k11, in11, o->vbase, rb, o->zero);
     if (gch != NULL) {
-        spa_vi_rows(gch->g[0] + s, k00, in00, o->gbase, o->row_bytes, o->sink);
-        spa_vi_rows(gch->g[1] + s, k01, in01, o->gbase, o->row_bytes, o->sink + o->sink_step);
-        spa_vi_rows(gch->g[2] + s, k10, in10, o->gbase, o->row_bytes, o->sink + 2 * o->sink_step);
-        spa_vi_rows(gch->g[3] + s, k11, in11, o->gbase, o->row_bytes, o->sink + 3 * o->sink_step);
+        spa_vi_rows(gch->g[0] + s, k00, in00, o->gbase, rb, o->sink);
+        spa_vi_rows(gch->g[1] + s, k01, in01, o->gbase, rb, o->sink + o->sink_step);
+        spa_vi_rows(gch->g[2] + s, k10, in10, o->gbase, rb, o->sink + 2 * o->sink_step);
+        spa_vi_rows(gch->g[3] + s, k11, in11, o->gbase, rb, o->sink + 3 * o->sink_step);
         spa_vf_store(gch->lx + s, lx);
         spa_vf_store(gch->ly + s, ly);
     }
@@ -169,7 +171,7 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
                                        const spa_msda_stage_out *o, spa_msda_chunk *ch, spa_msda_gchunk *gch)
 {
     const int64_t nlp = a->nl * a->np;
-    const int64_t cl = o->row_bytes / (int64_t)sizeof(float);
+    const int64_t cl = (int64_t)(o->row_bytes / sizeof(float));
     uint32_t live = 0;
     for (int i = 0; i < 16; i++) {
         const int64_t j = j0 + i, l = j < nlp ? spa_div_nat(j, a->np) : 0;
@@ -215,7 +217,7 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
                                    spa_msda_chunk *ch, spa_msda_gchunk *gch, float *g)
 {
     uint32_t live = 0;
-    if (a->nk > INT32_MAX) {
+    if (a->nk > INT32_MAX || o->row_bytes > UINT32_MAX) {
         spa_msda_gather(a, j0, lq, aq, g);
         spa_msda_stage_wide(a, j0, g, o, ch, gch);
         return;

@@ -120,7 +120,7 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
     spa_msda_chunk *ch = scratch;
     spa_msda_lanes *ln = (spa_msda_lanes *)(void *)(ch + ftq * nch);
     float *gat = (float *)(void *)(ln + nch);
-    const spa_msda_stage_out o = {vpair, a->zero, NULL, NULL, 0, (uint32_t)(cl * (int64_t)sizeof(float))};
+    const spa_msda_stage_out o = {vpair, a->zero, NULL, NULL, 0, (uint64_t)cl * sizeof(float)};
     const bool packed = spa_msda_packed(a);
     const bool own_dt = a->loc_dt == DT && a->attn_dt == DT;
     const size_t lsz = a->loc_dt == SPA_FLOAT32 ? 4 : 2, asz = a->attn_dt == SPA_FLOAT32 ? 4 : 2;

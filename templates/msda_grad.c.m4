@@ -195,7 +195,7 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
     float *fold = (float *)(void *)(ch + cap);
     spa_msda_lanes *ln = (spa_msda_lanes *)(void *)(fold + FOLD_FLOATS);
     float *gat = (float *)(void *)(ln + nch);
-    const spa_msda_stage_out o = {vpair, a->zero, gpair, sink, cl, (uint32_t)(cl * (int64_t)sizeof(float))};
+    const spa_msda_stage_out o = {vpair, a->zero, gpair, sink, cl, (uint64_t)cl * sizeof(float)};
     const bool packed = spa_msda_packed(a);
     /* gradLocation and gradAttnWeight laid out like location and attnWeight
      * here: each chunk's results are stored as vectors */

@@ -461,7 +461,7 @@ static void msda_npu_limits(const op_api *api, op_case *c, const named_mutation 
         aclTensor *at[MAX_T];
         for (int i = 0; i < c->n; i++) {
             if (i != 1 && i != 2) /* the index tensors keep their views and data */
-                spa_tensor_init(&c->t[i], c->t[i].dtype, c->t[i].rank, c->t[i].dims, c->t[i].data);
+                spa_tensor_init(&c->t[i], (spa_dtype)c->t[i].dtype, c->t[i].rank, c->t[i].dims, c->t[i].data);
             nt[i] = &c->t[i];
             at[i] = acl_of(&c->t[i]);
         }

@@ -474,7 +474,7 @@ static void test_validation_rules(void)
         fwd_lifted[k].fn(&a);
         spa_tensor *grown[4] = {&a.v, &a.loc, &a.attn, &a.out}; /* packed again for their new dims */
         for (int j = 0; j < 4; j++)
-            spa_tensor_init(grown[j], grown[j]->dtype, grown[j]->rank, grown[j]->dims, grown[j]->data);
+            spa_tensor_init(grown[j], (spa_dtype)grown[j]->dtype, grown[j]->rank, grown[j]->dims, grown[j]->data);
         uint64_t size = 0;
         spa_executor ex;
         spa_status st = call_phase1(&a, &size, &ex);

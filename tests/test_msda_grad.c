@@ -545,7 +545,7 @@ static void test_validation_rules(void)
         grad_args a = args_of(&io);
         grad_lifted[k].fn(&a);
         for (int j = 0; j < 9; j++) /* packed again for their new dims */
-            spa_tensor_init(&a.t[j], a.t[j].dtype, a.t[j].rank, a.t[j].dims, a.t[j].data);
+            spa_tensor_init(&a.t[j], (spa_dtype)a.t[j].dtype, a.t[j].rank, a.t[j].dims, a.t[j].data);
         uint64_t size = 0;
         spa_executor ex;
         spa_status st = call_phase1(&a, &size, &ex);

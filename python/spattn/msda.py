@@ -5,10 +5,13 @@
     level_start_index   [num_levels]                       int64 or int32
     sampling_locations  [bs, num_queries, num_heads, num_levels, num_points, 2]  (x, y) in [0, 1]
     attention_weights   [bs, num_queries, num_heads, num_levels, num_points]
-    -> output           [bs, num_queries, num_heads * C]
+    -> output           [bs, num_queries, num_heads * C]  in value's dtype
 
-The float tensors share one dtype (the library's rule for the forward). All
-three float inputs get gradients.
+Any sizes (C, queries, heads, levels, points; no NPU limits). The float
+tensors may differ in dtype, as torch.autocast hands them over (e.g. bf16
+value, f32 locations and weights): each is widened to f32, the output is
+in value's dtype and each gradient in its input's dtype. All three float
+inputs get gradients.
 """
 import torch
 

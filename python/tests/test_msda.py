@@ -1,6 +1,8 @@
 """ms_deform_attn / MSDeformAttnFunction against the grid_sample formulation
 in float64: forward and the gradients of value, locations and weights, for
-every dtype, several batches and levels, and non-contiguous inputs."""
+every dtype, mixed dtypes (what torch.autocast hands over), any channel
+count and few queries, several batches and levels, and non-contiguous
+inputs."""
 import unittest
 
 import torch
@@ -25,9 +27,18 @@ def make_case(gen, dtype, bs, nh, c, nq, levels, npts, layout="contiguous"):
     return shapes, starts, value, loc, attn
 
 
+def coarsest(*dtypes):
+    """The least precise of the dtypes: the tolerance of a mixed call."""
+    for d in (torch.bfloat16, torch.float16):
+        if d in dtypes:
+            return d
+    return torch.float32
+
+
 def run_both(case, dtype, shapes, starts, value, loc, attn, gen, fn=None):
     """Forward and backward through spattn and through the reference; compares
-    the output and the three gradients."""
+    the output (in value's dtype) and the three gradients (each in its
+    input's dtype), within dtype's tolerance."""
     ins = [t.detach().requires_grad_() for t in (value, loc, attn)]
     refs64 = [t.detach().double().requires_grad_() for t in (value, loc, attn)]
     if fn is None:
@@ -36,12 +47,13 @@ def run_both(case, dtype, shapes, starts, value, loc, attn, gen, fn=None):
         out = fn(ins[0], shapes, starts, ins[1], ins[2])
     ref = refs.msda_ref(refs64[0], shapes, starts, refs64[1], refs64[2])
     refs.assert_close(case, "output", out, ref, dtype)
-    grad = refs.rand(tuple(out.shape), dtype, gen=gen)
+    case.assertEqual(out.dtype, value.dtype)
+    grad = refs.rand(tuple(out.shape), out.dtype, gen=gen)
     out.backward(grad)
     ref.backward(grad.double())
     for name, t, r in zip(("grad value", "grad locations", "grad weights"), ins, refs64):
         refs.assert_close(case, name, t.grad, r.grad, dtype)
-        case.assertEqual(t.grad.dtype, dtype)
+        case.assertEqual(t.grad.dtype, t.dtype)
 
 
 class TestMSDA(unittest.TestCase):
@@ -67,6 +79,50 @@ class TestMSDA(unittest.TestCase):
             with self.subTest(bs=bs, nh=nh, c=c, levels=levels):
                 run_both(self, torch.float32, *make_case(gen, torch.float32, bs, nh, c, nq,
                                                          levels, npts), gen)
+
+    def test_mixed_dtypes(self):
+        """value, locations and weights each in its own float dtype, as under
+        torch.autocast: output in value's dtype, each gradient in its input's."""
+        gen = torch.Generator().manual_seed(18)
+        f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
+        for dv, dl, da in [(bf16, f32, f32), (f16, f32, bf16), (f32, f16, bf16), (bf16, bf16, f32),
+                           (f16, f16, f32)]:
+            with self.subTest(value=dv, loc=dl, attn=da):
+                shapes, starts, value, loc, attn = make_case(gen, f32, 2, 2, 13, 7,
+                                                             [(5, 4), (2, 3)], 3)
+                run_both(self, coarsest(dv, dl, da), shapes, starts, value.to(dv), loc.to(dl),
+                         attn.to(da), gen)
+
+    def test_autocast(self):
+        """A Deformable-DETR-like head under CPU autocast (bf16 projections,
+        f32 reference points): spattn takes what autocast produces."""
+        gen = torch.Generator().manual_seed(19)
+        torch.manual_seed(19)
+        bs, nq, nh, c, levels, npts = 1, 6, 2, 4, [(4, 4), (2, 2)], 2
+        shapes, starts, value, _, _ = make_case(gen, torch.float32, bs, nh, c, nq, levels, npts)
+        nl = len(levels)
+        proj = torch.nn.Linear(nh * c, nh * c)
+        offsets = torch.nn.Linear(nh * c, nh * nl * npts * 2)
+        weights = torch.nn.Linear(nh * c, nh * nl * npts)
+        query = refs.rand((bs, nq, nh * c), torch.float32, gen=gen)
+        ref_pts = refs.rand((bs, nq, 1, 1, 1, 2), torch.float32, 0.1, 0.9, gen=gen)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            v = proj(value.flatten(2)).view(value.shape)
+            loc = ref_pts + 0.1 * offsets(query).view(bs, nq, nh, nl, npts, 2).tanh()
+            attn = weights(query).view(bs, nq, nh, nl * npts).softmax(-1).view(bs, nq, nh, nl, npts)
+            self.assertEqual(v.dtype, torch.bfloat16)
+            run_both(self, coarsest(v.dtype, loc.dtype, attn.dtype), shapes, starts, v, loc, attn,
+                     gen)
+
+    def test_any_channels_few_queries(self):
+        """C 1, 2 (mmcv's module: embed 3 or 6 over 3 heads), 30 and 71 (off
+        the vector width), and 2 or 5 queries: no NPU limits in the binding."""
+        gen = torch.Generator().manual_seed(20)
+        for dtype in refs.DTYPES:
+            for nh, c, nq in [(3, 1, 5), (3, 2, 5), (2, 30, 2), (2, 71, 2), (1, 2, 2)]:
+                with self.subTest(dtype=dtype, c=c, nq=nq):
+                    case = make_case(gen, dtype, 1, nh, c, nq, [(6, 4), (3, 2)], 2)
+                    run_both(self, dtype, *case, gen)
 
     def test_deformable_detr_signature(self):
         gen = torch.Generator().manual_seed(13)
