@@ -26,6 +26,12 @@ endif
 SIZE ?= size
 include targets/$(TARGET)/target.mk
 ISA ?= scalar
+# The element types the kernels are generated for. f64 (SPA_FLOAT64) has
+# kernels of its own (templates/f64/) over the layer's double lanes (spa_vd);
+# a target may leave it out (the Cortex-M targets do, to save flash): the
+# generated spa_dtypes.h then says SPA_HAVE_F64 0 and every op refuses
+# float64 tensors in phase 1 (161002).
+DTYPES ?= f32 f16 bf16 f64
 ifeq ($(wildcard gen/isa/$(ISA).m4 src/isa/$(ISA).h),)
 $(error no ISA '$(ISA)': pick one of $(patsubst gen/isa/%.m4,%,$(wildcard gen/isa/*.m4)))
 endif
@@ -41,20 +47,27 @@ STACK_INFO := $(if $(findstring clang,$(notdir $(CC))),-fstack-usage,-fcallgraph
 
 # Objects depend on the tools and flags they were built with, so that
 # `make CC=clang check` after `make check` rebuilds instead of reusing.
-CONFIG_ID := $(CC) | $(ISA) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TEST_LDFLAGS) $(TEST_LDLIBS)
+CONFIG_ID := $(CC) | $(ISA) | $(DTYPES) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TEST_LDFLAGS) $(TEST_LDLIBS)
 CONFIG := $(B)/config.id
 $(shell mkdir -p $(B) && { [ -f $(CONFIG) ] && [ "$$(cat $(CONFIG))" = '$(CONFIG_ID)' ] || printf '%s\n' '$(CONFIG_ID)' > $(CONFIG); })
 
-DTYPES := f32 f16 bf16
 OPS := $(patsubst templates/%.c.m4,%,$(wildcard templates/*.c.m4))
+# The ops with a float64 path: one template each in templates/f64/, expanded
+# per ISA against the layer's spa_vd part, with its declarations in
+# gen/tiles/f64/<op>.m4 (the f32-compute tiles of gen/tiles/ do not apply).
+F64_OPS := $(patsubst templates/f64/%.c.m4,%,$(wildcard templates/f64/*.c.m4))
 M4 := m4 -P -E # -E: an m4 warning (a bad eval, say) fails the build
 M4_IN := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/*.m4))
 # micro-kernel templates the op templates include (m4_include)
 M4_INC := $(filter-out templates/common.m4 %.c.m4,$(wildcard templates/*.m4))
+M4_IN_F64 := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/f64/*.m4))
+M4_INC_F64 := $(filter-out %.c.m4,$(wildcard templates/f64/*.m4))
 ISA_H := $(wildcard src/isa/*.h)
 
-GEN_C := $(foreach op,$(OPS),$(foreach dt,$(DTYPES),$(B)/gen/$(op)_$(dt).c))
-GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h
+GEN_C := $(foreach op,$(OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(B)/gen/$(op)_$(dt).c)) \
+	$(if $(filter f64,$(DTYPES)),$(foreach op,$(F64_OPS),$(B)/gen/$(op)_f64.c))
+GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h \
+	$(B)/gen/spa_dtypes.h
 LIB_SRC := $(sort $(wildcard src/*.c))
 # The rule behind every refusal site (tools/reasons.awk): each source is
 # compiled with its number, SPA_SRC_ID, and the table maps (number, line) to
@@ -94,15 +107,29 @@ $(B)/gen/$(1)_$(2).c: templates/$(1).c.m4 $(M4_IN) $(M4_INC)
 	@mkdir -p $$(@D)
 	$(M4) -DSPA_DT=$(2) -DSPA_OP=$(1) $(M4_IN) $$< > $$@.tmp && mv $$@.tmp $$@
 endef
-$(foreach op,$(OPS),$(foreach dt,$(DTYPES),$(eval $(call gen_rules,$(op),$(dt)))))
+$(foreach op,$(OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(eval $(call gen_rules,$(op),$(dt)))))
+
+# float64: templates/f64/<op>.c.m4 against the f64 tile declarations.
+$(B)/gen/%_f64.c: templates/f64/%.c.m4 $(M4_IN_F64) $(M4_INC_F64)
+	@mkdir -p $(@D)
+	$(M4) -DSPA_DT=f64 -DSPA_OP=$* $(M4_IN_F64) $< > $@.tmp && mv $@.tmp $@
+
+$(B)/gen/spa_kernels_f64.h: gen/kernels.m4 $(M4_IN_F64)
+	@mkdir -p $(@D)
+	$(M4) -DSPA_DT=f64 -DSPA_OP=kernels $(M4_IN_F64) $< > $@.tmp && mv $@.tmp $@
 
 $(B)/gen/spa_kernels_%.h: gen/kernels.m4 $(M4_IN)
 	@mkdir -p $(@D)
 	$(M4) -DSPA_DT=$* -DSPA_OP=kernels $(M4_IN) $< > $@.tmp && mv $@.tmp $@
 
-$(B)/gen/spa_kernels.h: Makefile
+$(B)/gen/spa_kernels.h: Makefile $(CONFIG)
 	@mkdir -p $(@D)
-	printf '/* Generated: every kernel of every dtype. */\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)' > $@
+	printf '/* Generated: every kernel of every dtype. */\n#include "spa_dtypes.h"\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)' > $@
+
+# Which element types this build has kernels for (src/f64.h, the tests).
+$(B)/gen/spa_dtypes.h: Makefile $(CONFIG)
+	@mkdir -p $(@D)
+	printf '/* Generated: the element types of this build (DTYPES $(DTYPES)). */\n#define SPA_HAVE_F64 $(if $(filter f64,$(DTYPES)),1,0)\n' > $@
 
 # The ISA layer the target's kernels use (src/isa/<isa>.h): included by
 # half.h, never by operator code.
@@ -216,7 +243,7 @@ $(B)/tests/suites.inc: Makefile $(wildcard tests/test_*.c)
 	@mkdir -p $(@D)
 	printf '$(foreach s,$(TEST_SUITES),SPA_SUITE($(s))\n)' > $@
 
-$(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/*.h src/*.h) $(ISA_H) $(B)/gen/spa_isa.h \
+$(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/*.h src/*.h) $(ISA_H) $(B)/gen/spa_isa.h $(B)/gen/spa_dtypes.h \
 		$(B)/tests/suites.inc $(CONFIG) \
 		| $(if $(CUNIT_FROM_SOURCE),$(B)/cunit/libcunit.a)
 	@mkdir -p $(@D)

@@ -92,18 +92,19 @@ static int in_list(const char *list, const char *word)
 int bench_wanted(spa_dtype dt, const char *shape)
 {
     const char *d = getenv("BENCH_DTYPE"), *s = getenv("BENCH_SHAPE");
-    return (d == NULL || *d == '\0' || in_list(d, bench_dtype_name(dt))) &&
+    /* f64 only when asked for by name: the default run keeps its figures */
+    return (d == NULL || *d == '\0' ? dt != SPA_FLOAT64 : in_list(d, bench_dtype_name(dt))) &&
            (s == NULL || *s == '\0' || in_list(s, shape));
 }
 
 const char *bench_dtype_name(spa_dtype dt)
 {
-    return dt == SPA_FLOAT32 ? "f32" : dt == SPA_FLOAT16 ? "f16" : dt == SPA_BFLOAT16 ? "bf16" : "?";
+    return dt == SPA_FLOAT32 ? "f32" : dt == SPA_FLOAT16 ? "f16" : dt == SPA_BFLOAT16 ? "bf16" : dt == SPA_FLOAT64 ? "f64" : "?";
 }
 
 size_t bench_dtype_size(spa_dtype dt)
 {
-    return dt == SPA_FLOAT32 || dt == SPA_INT32 ? 4 : dt == SPA_INT64 ? 8 : dt == SPA_UINT8 || dt == SPA_BOOL ? 1 : 2;
+    return dt == SPA_FLOAT32 || dt == SPA_INT32 ? 4 : dt == SPA_INT64 || dt == SPA_FLOAT64 ? 8 : dt == SPA_UINT8 || dt == SPA_BOOL ? 1 : 2;
 }
 
 /* STREAM triad measured now with the same pool, so that a figure taken on a
@@ -189,7 +190,10 @@ void *bench_alloc_random(spa_dtype dt, size_t count, uint64_t seed)
         float v = (float)((double)(splitmix(&seed) >> 11) * 0x1p-52 - 1.0);
         uint32_t u;
         memcpy(&u, &v, 4);
-        if (dt == SPA_FLOAT32) {
+        if (dt == SPA_FLOAT64) {
+            const double dv = (double)(splitmix(&seed) >> 11) * 0x1p-52 - 1.0;
+            memcpy(p + i * 8, &dv, 8);
+        } else if (dt == SPA_FLOAT32) {
             memcpy(p + i * 4, &v, 4);
         } else if (dt == SPA_BFLOAT16) {
             uint16_t h = (uint16_t)(u >> 16);

@@ -77,7 +77,10 @@ static void *alloc_locations(spa_dtype dt, size_t count, uint64_t seed, int enco
         float v = location_value(i, encoder, &s);
         uint32_t u;
         memcpy(&u, &v, 4);
-        if (dt == SPA_FLOAT32) {
+        if (dt == SPA_FLOAT64) {
+            const double d = v;
+            memcpy(p + i * 8, &d, 8);
+        } else if (dt == SPA_FLOAT32) {
             memcpy(p + i * 4, &v, 4);
         } else if (dt == SPA_BFLOAT16) {
             uint16_t h = (uint16_t)(u >> 16);
@@ -161,16 +164,18 @@ static void bench_dtype(spa_dtype dt, int grad, int encoder)
 
 void bench_msda(void)
 {
-    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+    /* f64 only where BENCH_DTYPE names it (bench_wanted) */
+    static const spa_dtype dts[4] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT64};
     for (int encoder = 1; encoder >= 0; encoder--)
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             bench_dtype(dts[k], 0, encoder);
 }
 
 void bench_msda_grad(void)
 {
-    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+    /* f64 only where BENCH_DTYPE names it (bench_wanted) */
+    static const spa_dtype dts[4] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT64};
     for (int encoder = 1; encoder >= 0; encoder--)
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             bench_dtype(dts[k], 1, encoder);
 }

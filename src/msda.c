@@ -8,6 +8,8 @@
 
 #include "msda_plan.h"
 #include "native_div.h"
+#include "f64.h"
+#include "msda_f64.h"
 #include "spa_kernels.h"
 #include "spattn/msda.h"
 
@@ -20,6 +22,8 @@ typedef struct msda_plan {
     int64_t pairs;
     int64_t pack_units, pack_per_block; /* the packing step: (batch, run of keys) units */
     uint32_t pack_blocks;
+    int32_t f64;        /* some float tensor is float64: the float64 path (msda_f64.h) */
+    uint64_t f64_bytes; /* its workspace */
 } msda_plan;
 
 typedef struct msda_exec {
@@ -63,6 +67,8 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_REQUIRE(spa_is_float_dtype(location->dtype));
     SPA_REQUIRE(spa_is_float_dtype(attn_weight->dtype));
     SPA_REQUIRE(spa_is_float_dtype(output->dtype));
+    const spa_tensor *floats[] = {value, location, attn_weight, output};
+    SPA_REQUIRE(!spa_any_float64(floats, 4) || SPA_FLOAT64_MSDA);
     /* rule 3: ranks (and descriptor sanity: dims, strides, spans, data) */
     SPA_TRY(spa_tensor_check(value, 4));
     SPA_TRY(spa_tensor_check(spatial_shape, 2));
@@ -105,6 +111,11 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     }
     /* checked here; phase 2 reads them again into the workspace's table */
     SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, NULL));
+    if (spa_any_float64(floats, 4)) {
+        p->f64 = 1;
+        SPA_REQUIRE(spa_msda_f64_bytes(d->bs, d->nk, d->nh, d->c, d->nq, d->nl, d->np, false, &p->f64_bytes));
+        return SPA_OK;
+    }
     const msda_kernel k = kernel_for(output->dtype);
     const int64_t ts = spa_msda_tile_samples(k.ts, d->c, SPA_MSDA_DESC_BYTES, k.row_bytes, SPA_MSDA_TILE_BUDGET);
     p->tile_queries = ts / nlp > 0 ? ts / nlp : 1;
@@ -130,7 +141,7 @@ static bool same_plan(const msda_plan *a, const msda_plan *b)
            a->per_block == b->per_block && a->blocks == b->blocks &&
            a->scratch_bytes == b->scratch_bytes && a->pairs == b->pairs &&
            a->pack_units == b->pack_units && a->pack_per_block == b->pack_per_block &&
-           a->pack_blocks == b->pack_blocks;
+           a->pack_blocks == b->pack_blocks && a->f64 == b->f64 && a->f64_bytes == b->f64_bytes;
 }
 
 typedef struct msda_slices {
@@ -139,6 +150,7 @@ typedef struct msda_slices {
     float *zero;            /* [C] */
     unsigned char *scratch; /* [blocks][scratch_bytes] */
     float *vpack;           /* [pairs][nk][C] */
+    void *f64;              /* the float64 path's slice, in place of zero, scratch and vpack */
 } msda_slices;
 
 static void carve(spa_ws *ws, const msda_plan *p, msda_slices *s)
@@ -146,6 +158,10 @@ static void carve(spa_ws *ws, const msda_plan *p, msda_slices *s)
     int64_t n = 0;
     s->args = spa_ws_take(ws, 1, sizeof(spa_msda_args));
     s->levels = spa_ws_take(ws, (uint64_t)p->d.nl, sizeof(spa_msda_level));
+    if (p->f64) {
+        s->f64 = spa_ws_take(ws, p->f64_bytes, 1);
+        return;
+    }
     s->zero = spa_ws_take(ws, (uint64_t)p->d.c, sizeof(float));
     s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
     s->vpack = NULL;
@@ -260,6 +276,10 @@ spa_status spa_msda_phase2(void *workspace, uint64_t workspace_size, const spa_e
      * into the copy the kernels use. The workspace copies (table, zero row,
      * arguments) are the caller's to leave alone until phase 2 returns. */
     SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, r.s.levels));
+    if (p.f64) {
+        spa_msda_f64_forward(&e.value, &e.location, &e.attn_weight, &e.output, r.s.levels, r.s.f64, &rn);
+        return SPA_OK;
+    }
     r.args->lv = r.s.levels;
     memset(r.s.zero, 0, (size_t)p.d.c * sizeof(float));
     r.args->zero = r.s.zero;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "msda_plan.h"
+#include "f64.h"
+#include "msda_f64.h"
 #include "spa_kernels.h"
 #include "spattn/msda.h"
 
@@ -21,6 +23,8 @@ typedef struct msdag_plan {
     uint32_t blocks;
     int64_t key_units, key_per_block; /* packing and storing: (batch, run of keys) units */
     uint32_t key_blocks;
+    int32_t f64;        /* some float tensor is float64: the float64 path (msda_f64.h) */
+    uint64_t f64_bytes; /* its workspace */
 } msdag_plan;
 
 typedef struct msdag_exec {
@@ -69,6 +73,9 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_REQUIRE(spa_is_float_dtype(grad_value->dtype));
     SPA_REQUIRE(spa_is_float_dtype(grad_location->dtype));
     SPA_REQUIRE(spa_is_float_dtype(grad_attn_weight->dtype));
+    const spa_tensor *floats[] = {value, location, attn_weight, grad_output,
+                                  grad_value, grad_location, grad_attn_weight};
+    SPA_REQUIRE(!spa_any_float64(floats, 7) || SPA_FLOAT64_MSDA_GRAD);
     /* rule 3 (FRACTAL_NZ): descriptors carry no format; everything is ND. */
     /* rule 4: ranks (and descriptor sanity: dims, strides, spans, data) */
     SPA_TRY(spa_tensor_check(value, 4));
@@ -114,6 +121,11 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     }
     /* checked here; phase 2 reads them again into the workspace's table */
     SPA_TRY(spa_msda_levels_read(spatial_shape, level_start, d->nl, d->nk, NULL));
+    if (spa_any_float64(floats, 7)) {
+        p->f64 = 1;
+        SPA_REQUIRE(spa_msda_f64_bytes(d->bs, d->nk, d->nh, d->c, d->nq, d->nl, d->np, true, &p->f64_bytes));
+        return SPA_OK;
+    }
     const msdag_kernel k = kernel_for(value->dtype);
     const int64_t ts = spa_msda_tile_samples(k.ts, d->c, SPA_MSDAG_DESC_BYTES, SPA_MSDAG_ROW_BYTES_F32,
                                              SPA_MSDAG_TILE_BUDGET);
@@ -141,7 +153,7 @@ static bool same_plan(const msdag_plan *a, const msdag_plan *b)
            a->pairs == b->pairs && a->per_block == b->per_block &&
            a->scratch_bytes == b->scratch_bytes && a->blocks == b->blocks &&
            a->key_units == b->key_units && a->key_per_block == b->key_per_block &&
-           a->key_blocks == b->key_blocks;
+           a->key_blocks == b->key_blocks && a->f64 == b->f64 && a->f64_bytes == b->f64_bytes;
 }
 
 typedef struct msdag_slices {
@@ -151,12 +163,17 @@ typedef struct msdag_slices {
     unsigned char *scratch; /* [blocks][scratch_bytes] */
     float *vpack;           /* [pairs][nk][C] */
     float *gacc;            /* [pairs][nk][C] */
+    void *f64;              /* the float64 path's slice, in place of zero, scratch and the slices */
 } msdag_slices;
 
 static void carve(spa_ws *ws, const msdag_plan *p, msdag_slices *s)
 {
     s->args = spa_ws_take(ws, 1, sizeof(spa_msda_args));
     s->levels = spa_ws_take(ws, (uint64_t)p->d.nl, sizeof(spa_msda_level));
+    if (p->f64) {
+        s->f64 = spa_ws_take(ws, p->f64_bytes, 1);
+        return;
+    }
     s->zero = spa_ws_take(ws, (uint64_t)p->d.c, sizeof(float));
     s->scratch = spa_ws_take(ws, p->blocks, p->scratch_bytes);
     s->vpack = NULL;
@@ -296,6 +313,11 @@ spa_status spa_msda_grad_phase2(void *workspace, uint64_t workspace_size,
      * into the copy the kernels use. The workspace copies (table, zero row,
      * arguments) are the caller's to leave alone until phase 2 returns. */
     SPA_TRY(spa_msda_levels_read(&e.spatial_shape, &e.level_start, p.d.nl, p.d.nk, r.s.levels));
+    if (p.f64) {
+        spa_msda_f64_backward(&e.value, &e.location, &e.attn_weight, &e.grad_output, &e.grad_value,
+                              &e.grad_location, &e.grad_attn_weight, r.s.levels, r.s.f64, &rn);
+        return SPA_OK;
+    }
     r.args->lv = r.s.levels;
     memset(r.s.zero, 0, (size_t)p.d.c * sizeof(float));
     r.args->zero = r.s.zero;

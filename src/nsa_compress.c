@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "nsa_compress_plan.h"
+#include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
 
@@ -43,6 +44,7 @@ static spa_status plan(const spa_tensor *input, const spa_tensor *weight, const 
     SPA_TRY(spa_nsac_check_common(input, weight, seq, layout, bs, st, seq_type, &e->shape));
     SPA_TRY(spa_tensor_check_output(output, 3));
     SPA_REQUIRE(output->dtype == input->dtype);
+    SPA_REQUIRE(input->dtype != SPA_FLOAT64 || SPA_FLOAT64_NSA_COMPRESS);
     const int64_t want[3] = {e->shape.windows, e->shape.heads, e->shape.dim};
     SPA_REQUIRE(spa_tensor_dims_are(output, 3, want));
     const nsac_kernel k = kernel_for(input->dtype);

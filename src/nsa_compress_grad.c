@@ -6,6 +6,7 @@
 
 #include "half.h"
 #include "nsa_compress_plan.h"
+#include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
 
@@ -54,6 +55,7 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
     SPA_REQUIRE(output_grad->dtype == dt);
     SPA_REQUIRE(input_grad->dtype == dt);
     SPA_REQUIRE(weight_grad->dtype == dt);
+    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_NSA_COMPRESS_GRAD);
     const int64_t dy_dims[3] = {e->shape.windows, e->shape.heads, e->shape.dim};
     SPA_REQUIRE(spa_tensor_dims_are(output_grad, 3, dy_dims));
     SPA_REQUIRE(spa_tensor_dims_are(input_grad, 3, input->dims));

@@ -7,6 +7,7 @@
 
 #include "nsa_select_pack.h"
 #include "nsa_select_plan.h"
+#include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
 
@@ -76,9 +77,10 @@ static spa_status check_args(const nsas_exec *e, const char *layout, spa_nsas_sh
     SPA_TRY(spa_tensor_check_output(&e->mx, 3));
     SPA_TRY(spa_tensor_check_output(&e->sm, 3));
     SPA_TRY(spa_tensor_check_output(&e->o, 3));
-    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32);
-    SPA_REQUIRE(e->sm.dtype == SPA_FLOAT32);
+    SPA_REQUIRE(e->mx.dtype == spa_nsas_stat_dtype(e->q.dtype));
+    SPA_REQUIRE(e->sm.dtype == spa_nsas_stat_dtype(e->q.dtype));
     SPA_REQUIRE(e->o.dtype == e->q.dtype);
+    SPA_REQUIRE(e->q.dtype != SPA_FLOAT64 || SPA_FLOAT64_NSA_SELECT);
     const int64_t stat_dims[3] = {sh->t1, sh->n1, 8}, o_dims[3] = {sh->t1, sh->n1, sh->dv};
     SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims));
     SPA_REQUIRE(spa_tensor_dims_are(&e->sm, 3, stat_dims));

@@ -16,6 +16,7 @@
 #include "half.h"
 #include "nsa_select_pack.h"
 #include "nsa_select_plan.h"
+#include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
 
@@ -126,8 +127,9 @@ static spa_status check_args(const nsasg_exec *e, const char *layout, spa_nsas_s
     SPA_REQUIRE(e->dq.dtype == dt);
     SPA_REQUIRE(e->dk.dtype == dt);
     SPA_REQUIRE(e->dv.dtype == dt);
-    SPA_REQUIRE(e->mx.dtype == SPA_FLOAT32);
-    SPA_REQUIRE(e->sm.dtype == SPA_FLOAT32);
+    SPA_REQUIRE(e->mx.dtype == spa_nsas_stat_dtype(dt));
+    SPA_REQUIRE(e->sm.dtype == spa_nsas_stat_dtype(dt));
+    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_NSA_SELECT_GRAD);
     const int64_t o_dims[3] = {sh->t1, sh->n1, sh->dv}, stat_dims[3] = {sh->t1, sh->n1, 8};
     SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
     SPA_REQUIRE(spa_tensor_dims_are(&e->dy, 3, o_dims));

@@ -32,6 +32,7 @@ size_t spa_dtype_size(int32_t dtype)
     case SPA_BOOL:
         return 1;
     case SPA_INT64:
+    case SPA_FLOAT64:
         return 8;
     default:
         return 0;
@@ -40,7 +41,8 @@ size_t spa_dtype_size(int32_t dtype)
 
 bool spa_is_float_dtype(int32_t dtype)
 {
-    return dtype == SPA_FLOAT32 || dtype == SPA_FLOAT16 || dtype == SPA_BFLOAT16;
+    return dtype == SPA_FLOAT32 || dtype == SPA_FLOAT16 || dtype == SPA_BFLOAT16 ||
+           dtype == SPA_FLOAT64;
 }
 
 /* Largest element offset addressed, or -1 when the tensor is empty. */

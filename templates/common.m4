@@ -2,7 +2,10 @@ m4_divert(-1)
 Common macros of every kernel template. Expanded with GNU m4 -P, so builtins
 read m4_*; our macros are SPA_UPPER_CASE and nothing else in C text expands.
 
-Inputs (m4 -D): SPA_DT = f32 | f16 | bf16, SPA_OP = the op name.
+Inputs (m4 -D): SPA_DT = f32 | f16 | bf16 | f64, SPA_OP = the op name.
+f64 is not an f32-compute dtype: its kernels are templates of their own
+(templates/f64/), computing in double lanes (spa_vd, SPA_VDL per vector),
+and use only SPA_T, SPA_SZ, SPA_VLOAD / SPA_VSTORE and SPA_KSYM here.
 m4_changecom(`/*', `*/')
 m4_ifdef(`SPA_DT', `', `m4_errprint(`spattn gen: SPA_DT is not defined
 ')m4_m4exit(1)')
@@ -44,6 +47,13 @@ m4_ifelse(SPA_DT, `f32', `
   m4_define(`SPA_WIDEN_FINITE_RUN', `spa_bf16_widen_finite_run($@)')
   m4_define(`SPA_NARROW_RUN', `spa_bf16_narrow_run($@)')
   m4_define(`SPA_NARROW_STREAM_RUN', `spa_bf16_narrow_stream_run($@)')
+', SPA_DT, `f64', `
+  m4_define(`SPA_T', `double')
+  m4_define(`SPA_SZ', 8)
+  m4_define(`SPA_LOAD', `($1)')
+  m4_define(`SPA_STORE', `($1)')
+  m4_define(`SPA_VLOAD', `spa_vd_load($1)')
+  m4_define(`SPA_VSTORE', `spa_vd_store($1, $2)')
 ', `m4_errprint(`spattn gen: unknown SPA_DT 'SPA_DT`
 ')m4_m4exit(1)')
 

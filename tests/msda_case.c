@@ -99,6 +99,10 @@ void msda_case_fixed(msda_case *c, spa_dtype dt, int64_t bs, int64_t nh, int64_t
 
 void msda_set_float(ttensor *t, int64_t flat, double v)
 {
+    if (t->t.dtype == SPA_FLOAT64) { /* exact */
+        memcpy((unsigned char *)t->t.data + tt_offset(t, flat) * 8, &v, 8);
+        return;
+    }
     unsigned char *p = (unsigned char *)t->t.data + tt_offset(t, flat) * (t->t.dtype == SPA_FLOAT32 ? 4 : 2);
     float f = (float)v;
     uint32_t u;

@@ -378,6 +378,8 @@ static void test_compress_codes_as_native(void)
         } else {
             /* the message names the call, the code and the native rule */
             const char *rule = a.null_ex ? "" : spa_executor_reason(&nex, NULL);
+            if (fwd_mutations[k].fn == m_dtype_double)
+                rule = "ACL_DOUBLE"; /* the wrapper's own rule: CANN takes no double */
             char code[16];
             snprintf(code, sizeof code, "%d", (int)got);
             CU_ASSERT_PTR_NOT_NULL_FATAL(msg);

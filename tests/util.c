@@ -44,6 +44,7 @@ const char *dtype_name(spa_dtype dt)
     case SPA_FLOAT32: return "f32";
     case SPA_FLOAT16: return "f16";
     case SPA_BFLOAT16: return "bf16";
+    case SPA_FLOAT64: return "f64";
     case SPA_INT32: return "i32";
     case SPA_INT64: return "i64";
     case SPA_UINT8: return "u8";
@@ -57,7 +58,7 @@ static size_t esize(int32_t dt)
     switch (dt) {
     case SPA_FLOAT32: case SPA_INT32: return 4;
     case SPA_FLOAT16: case SPA_BFLOAT16: return 2;
-    case SPA_INT64: return 8;
+    case SPA_INT64: case SPA_FLOAT64: return 8;
     default: return 1;
     }
 }
@@ -130,6 +131,7 @@ double tt_get(const ttensor *tt, int64_t flat)
     case SPA_BFLOAT16: { uint16_t h; memcpy(&h, p, 2); return ref_bf16_to_double(h); }
     case SPA_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
     case SPA_INT64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case SPA_FLOAT64: { double v; memcpy(&v, p, 8); return v; }
     default: return *p;
     }
 }
@@ -149,7 +151,9 @@ void tt_set_int(ttensor *tt, int64_t flat, int64_t v)
 static void store_random(unsigned char *p, int32_t dt, rng *r, double lo, double hi)
 {
     double v = lo + (hi - lo) * rng_unit(r);
-    if (dt == SPA_FLOAT32) {
+    if (dt == SPA_FLOAT64) {
+        memcpy(p, &v, 8); /* all 53 bits random: no value the f32 path could hold */
+    } else if (dt == SPA_FLOAT32) {
         float f = (float)v;
         memcpy(p, &f, 4);
     } else if (dt == SPA_BFLOAT16) {
@@ -258,8 +262,12 @@ void tws_free(tws *w)
 tol tol_for(spa_dtype dt, double f32_atol)
 {
     tol t = {f32_atol, 0.0, 0x1p-150};
-    if (dt == SPA_FLOAT32) {
-        t.rtol = 0x1p-22;
+    if (dt == SPA_FLOAT64) {
+        /* f64 sums against the fp64 reference: both near 2^-53 per term */
+        t.atol = 1e-12;
+        t.rtol = 1e-12;
+        t.floor = 0x1p-1074;
+    } else if (dt == SPA_FLOAT32) {
     } else if (dt == SPA_FLOAT16) {
         t.rtol = 0x1p-10; /* one RNE rounding: 2^-11, with margin */
         t.floor = 0x1p-25;

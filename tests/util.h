@@ -68,6 +68,7 @@ typedef struct tol {
     double atol, rtol;
     double floor; /* half the spacing of the dtype's subnormals */
 } tol;
+/* SPA_FLOAT64: 1e-12 relative to mag and to |ref| (f32_atol unused). */
 tol tol_for(spa_dtype dt, double f32_atol);
 /* Compares n values; reports the first few mismatches under `what`.
  * Where mag is exactly 0 (no term at all) got must be exactly +0. */

@@ -3,6 +3,8 @@ The avx2 instruction set (src/isa/avx2.h): lanes of f32 per vector and the
 vector registers the micro-kernels' register tiles are sized from.
 m4_define(`SPA_ISA', `avx2')
 m4_define(`SPA_VL', 8)
+Lanes of double per spa_vd (the float64 kernels; __m256d).
+m4_define(`SPA_VDL', 4)
 m4_define(`SPA_VREGS', 16)
 Software prefetch of the rows the compress kernels read next: the x86 cores
 these builds were measured on gained from it.

@@ -3,6 +3,8 @@ The avx512 instruction set (src/isa/avx512.h): lanes of f32 per vector and the
 vector registers the micro-kernels' register tiles are sized from.
 m4_define(`SPA_ISA', `avx512')
 m4_define(`SPA_VL', 16)
+Lanes of double per spa_vd (the float64 kernels; __m512d).
+m4_define(`SPA_VDL', 8)
 m4_define(`SPA_VREGS', 32)
 Software prefetch of the rows the compress kernels read next: the x86 cores
 these builds were measured on gained from it.

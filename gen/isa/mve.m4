@@ -4,6 +4,8 @@ vector and the vector registers the micro-kernels' register tiles are sized
 from (eight Q registers).
 m4_define(`SPA_ISA', `mve')
 m4_define(`SPA_VL', 4)
+Lanes of double per spa_vd (the float64 kernels; one double: Helium has no double lanes).
+m4_define(`SPA_VDL', 1)
 m4_define(`SPA_VREGS', 8)
 The broadcast operand of spa_vf_fmab stays in a core register (vfma.f32 q,
 q, r): it takes no vector register of a tile.

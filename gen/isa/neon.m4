@@ -3,6 +3,8 @@ The neon instruction set (src/isa/neon.h): lanes of f32 per vector and the
 vector registers the micro-kernels' register tiles are sized from.
 m4_define(`SPA_ISA', `neon')
 m4_define(`SPA_VL', 4)
+Lanes of double per spa_vd (the float64 kernels; float64x2_t).
+m4_define(`SPA_VDL', 2)
 m4_define(`SPA_VREGS', 32)
 No software prefetch: the compress kernels walk token-major rows, one
 sequential stream that the hardware prefetchers of these cores follow; each

@@ -28,6 +28,7 @@ typedef enum spa_dtype {
     SPA_INT32 = 3,
     SPA_UINT8 = 4,
     SPA_INT64 = 9,
+    SPA_FLOAT64 = 11, /* ACL_DOUBLE; built unless the target's DTYPES leaves f64 out */
     SPA_BOOL = 12,
     SPA_BFLOAT16 = 27
 } spa_dtype;

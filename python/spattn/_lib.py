@@ -28,10 +28,11 @@ DTYPES = {
     torch.int32: 3,
     torch.uint8: 4,
     torch.int64: 9,
+    torch.float64: 11,  # where the build has the op's float64 path (else refused)
     torch.bool: 12,
     torch.bfloat16: 27,
 }
-FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 class SpattnError(RuntimeError):

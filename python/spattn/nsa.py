@@ -94,8 +94,10 @@ class _Select(torch.autograd.Function):
         _, skv = _ends("cu_seqlens_kv", cu_kv)
         t1, n1 = q.shape[0], q.shape[1]
         out = _lib.new_output((t1, n1, v.shape[2]), q.dtype)
-        mx = _lib.new_output((t1, n1, 8), torch.float32)
-        sm = _lib.new_output((t1, n1, 8), torch.float32)
+        # float64 statistics with float64 inputs (the grad recomputes P from them)
+        stat = torch.float64 if q.dtype == torch.float64 else torch.float32
+        mx = _lib.new_output((t1, n1, 8), stat)
+        sm = _lib.new_output((t1, n1, 8), stat)
         d = _lib.describe
         mask = d(_MASK) if causal else None
         mode = 2 if causal else 0

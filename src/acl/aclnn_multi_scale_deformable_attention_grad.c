@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "acl_internal.h"
+#include "acl_double.h"
 
 /* The first CANN-only rule the inputs break, NULL when none does (or when a
  * tensor is missing or of the wrong rank: the native checks answer those
@@ -39,6 +39,9 @@ aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
     spa_acl_call c;
     spa_tensor v, shape, start, loc, attn, dy, dv, dloc, dattn;
     spa_acl_call_begin(&c, executor);
+    const aclTensor *floats[] = {value, spatialShape, levelStartIndex, location, attnWeight, gradOutput, gradValue, gradLocation, gradAttnWeight};
+    if (spa_acl_any_double(floats, 9)) /* CANN takes no double: before its other rules */
+        return spa_acl_refuse_double(&c, "aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize", spa_msda_grad, workspaceSize, executor);
     const spa_tensor *t[9] = {
         spa_acl_call_tensor(&c, value, &v),        spa_acl_call_tensor(&c, spatialShape, &shape),
         spa_acl_call_tensor(&c, levelStartIndex, &start), spa_acl_call_tensor(&c, location, &loc),

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "acl_internal.h"
+#include "acl_double.h"
 
 /* The first CANN-only rule the inputs break, NULL when none does (or when a
  * tensor is missing or of the wrong rank: the native checks answer those
@@ -46,6 +46,9 @@ aclnnStatus aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize(
     spa_acl_call c;
     spa_tensor v, shape, start, loc, attn, out;
     spa_acl_call_begin(&c, executor);
+    const aclTensor *floats[] = {value, spatialShape, levelStartIndex, location, attnWeight, output};
+    if (spa_acl_any_double(floats, 6)) /* CANN takes no double: before its other rules */
+        return spa_acl_refuse_double(&c, "aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize", spa_msda, workspaceSize, executor);
     const spa_tensor *tv = spa_acl_call_tensor(&c, value, &v), *tshape = spa_acl_call_tensor(&c, spatialShape, &shape);
     const spa_tensor *tstart = spa_acl_call_tensor(&c, levelStartIndex, &start);
     const spa_tensor *tloc = spa_acl_call_tensor(&c, location, &loc), *tattn = spa_acl_call_tensor(&c, attnWeight, &attn);

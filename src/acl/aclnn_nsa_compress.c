@@ -3,6 +3,7 @@
 
 #include "acl_internal.h"
 #include "aclnn_nsa_compress_rules.h"
+#include "acl_double.h"
 
 aclnnStatus aclnnNsaCompressGetWorkspaceSize(const aclTensor *input, const aclTensor *weight,
                                              const aclIntArray *actSeqLenOptional,
@@ -21,6 +22,9 @@ aclnnStatus aclnnNsaCompressGetWorkspaceSize(const aclTensor *input, const aclTe
     spa_acl_call c;
     spa_tensor x, w, y;
     spa_acl_call_begin(&c, executor);
+    const aclTensor *floats[] = {input, weight, output};
+    if (spa_acl_any_double(floats, 3))
+        return spa_acl_refuse_double(&c, "aclnnNsaCompressGetWorkspaceSize", spa_nsa_compress, workspaceSize, executor);
     spa_status st = spa_nsa_compress_get_workspace_size(
         spa_acl_call_tensor(&c, input, &x), spa_acl_call_tensor(&c, weight, &w),
         spa_acl_call_array(&c, actSeqLenOptional), layoutOptional, compressBlockSize,

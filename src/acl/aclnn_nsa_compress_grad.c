@@ -3,6 +3,7 @@
 
 #include "acl_internal.h"
 #include "aclnn_nsa_compress_rules.h"
+#include "acl_double.h"
 
 aclnnStatus aclnnNsaCompressGradGetWorkspaceSize(
     const aclTensor *outputGrad, const aclTensor *input, const aclTensor *weight,
@@ -21,6 +22,9 @@ aclnnStatus aclnnNsaCompressGradGetWorkspaceSize(
     spa_acl_call c;
     spa_tensor dy, x, w, dx, dw;
     spa_acl_call_begin(&c, executor);
+    const aclTensor *floats[] = {outputGrad, input, weight, inputGradOut, weightGradOut};
+    if (spa_acl_any_double(floats, 5))
+        return spa_acl_refuse_double(&c, "aclnnNsaCompressGradGetWorkspaceSize", spa_nsa_compress_grad, workspaceSize, executor);
     spa_status st = spa_nsa_compress_grad_get_workspace_size(
         spa_acl_call_tensor(&c, outputGrad, &dy), spa_acl_call_tensor(&c, input, &x), spa_acl_call_tensor(&c, weight, &w),
         spa_acl_call_array(&c, actSeqLenOptionalOptional), compressBlockSize, compressStride,

@@ -3,6 +3,7 @@
 
 #include "acl_internal.h"
 #include "aclnn_nsa_selected_rules.h"
+#include "acl_double.h"
 
 aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     const aclTensor *query, const aclTensor *key, const aclTensor *value,
@@ -16,6 +17,9 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     spa_acl_call c;
     spa_tensor q, k, v, idx, mask, mx, sm, out;
     spa_acl_call_begin(&c, executor);
+    const aclTensor *floats[] = {query, key, value, topkIndices, attenMaskOptional, softmaxMaxOut, softmaxSumOut, attentionOut};
+    if (spa_acl_any_double(floats, 8))
+        return spa_acl_refuse_double(&c, "aclnnNsaSelectedAttentionGetWorkspaceSize", spa_nsa_select, workspaceSize, executor);
     const spa_int_array *seq_q = spa_acl_call_array(&c, actualSeqQLenOptional);
     const spa_int_array *seq_kv = spa_acl_call_array(&c, actualSeqKvLenOptional);
     spa_status st = spa_nsa_select_get_workspace_size(

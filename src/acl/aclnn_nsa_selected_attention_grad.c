@@ -3,6 +3,7 @@
 
 #include "acl_internal.h"
 #include "aclnn_nsa_selected_rules.h"
+#include "acl_double.h"
 
 aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     const aclTensor *query, const aclTensor *key, const aclTensor *value,
@@ -17,6 +18,9 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     spa_acl_call c;
     spa_tensor q, k, v, o, dy, mx, sm, idx, mask, dq, dk, dv;
     spa_acl_call_begin(&c, executor);
+    const aclTensor *floats[] = {query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, dqOut, dkOut, dvOut};
+    if (spa_acl_any_double(floats, 10))
+        return spa_acl_refuse_double(&c, "aclnnNsaSelectedAttentionGradGetWorkspaceSize", spa_nsa_select_grad, workspaceSize, executor);
     const spa_int_array *seq_q = spa_acl_call_array(&c, actualSeqQLenOptional);
     const spa_int_array *seq_kv = spa_acl_call_array(&c, actualSeqKvLenOptional);
     spa_status st = spa_nsa_select_grad_get_workspace_size(

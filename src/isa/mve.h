@@ -428,4 +428,7 @@ SPA_ISA_INLINE void spa_isa_fold16(const float *v, float *out)
 
 SPA_ISA_INLINE int spa_isa_ctz32(uint32_t x) { return __builtin_ctz(x); }
 
+/* float64 lanes (spa_vd) for the float64 kernels. */
+#include "f64_scalar.h"
+
 #endif

@@ -161,4 +161,7 @@ SPA_ISA_INLINE int spa_isa_ctz32(uint32_t x)
     return pos[((x & (0u - x)) * 0x077CB531u) >> 27];
 }
 
+/* float64 lanes (spa_vd) for the float64 kernels. */
+#include "f64_scalar.h"
+
 #endif

@@ -8,6 +8,9 @@ BOARD_LD := targets/cortex-m55/mps3-an547.ld
 # Kernels on the Helium layer (src/isa/mve.h, gen/isa/mve.m4).
 ISA := mve
 include targets/bare-arm/semihost.mk
+# No float64 kernels: they would add flash for a dtype these boards' models
+# do not train in; float64 tensors are refused (161002).
+DTYPES := f32 f16 bf16
 # The NSA kernels without GCC's scheduling before register allocation: with
 # eight Q registers it hoists the loads of a micro-kernel's unrolled steps
 # and spills the accumulators (more instructions, and a third more stack).
