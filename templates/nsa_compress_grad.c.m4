@@ -374,6 +374,19 @@ __attribute__((noinline)) static void token_tail(const float *xt, int64_t c0, in
     }
 }
 
+m4_ifelse(SPA_IS_F32, 1, `', `
+/* token_tail of a unit-stride 16-bit input row: its tail widened first
+ * (here, not in the kernel frame) */
+__attribute__((noinline)) static void token_tail_d(const SPA_T *xr, int64_t c0, int64_t d_len, int64_t nw,
+                                                   const float *const *dy, const float *wv, float *lanes, float *acc)
+{
+    float xt[LANES];
+    for (int64_t e = 0; e < d_len - c0; e++)
+        xt[e] = SPA_LOAD(xr[e]);
+    token_tail(xt, c0, d_len, nw, dy, wv, lanes, acc);
+}
+')m4_dnl
+
 m4_ifelse(NSACG_FINITE, 1, `
 /* dst[0..n) = widen(src[k * stride]); whether every value was finite */
 static inline bool widen_row_finite(float *dst, const SPA_T *src, int64_t stride, int64_t n)
@@ -405,12 +418,15 @@ static inline float fold16(const float *l)
     return spa_vf_hsum(v[0]);
 }
 
-void NSACG_KSYM()(const spa_nsac_args *a_in, int64_t bstart, int64_t row0, int64_t nwin,
-                 int64_t t0, int64_t t1, float *wpart, float *scratch)
+/* Channels [c0, c0 + TC) of every head (all of them where D <= TC). */
+static void grad_slice(const spa_nsac_args *a_in, int64_t c0, int64_t bstart, int64_t row0, int64_t nwin,
+                       int64_t t0, int64_t t1, float *wpart, float *scratch)
 {
     /* a private copy: the compiler need not reload the strides after every
      * store through the float pointers below */
-    const spa_nsac_args args = *a_in;
+    spa_nsac_args args = *a_in;
+    if (a_in->d > TC)
+        spa_nsac_slice(&args, c0, a_in->d - c0 < TC ? a_in->d - c0 : TC, SPA_SZ);
     const spa_nsac_args *const a = &args;
     const SPA_T *x = a->x;
     const SPA_T *w = a->w;
@@ -580,13 +596,10 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                         token_row_d(xr, d_len, nw, dyk, wv, lanes, dst);
                     else
                         token_row_f(xf, d_len, nw, dyk, wv, lanes, dst);
-                    if (d_tail != 0) {
-                        float xt[LANES]; /* the tail of a unit-stride row, widened */
-                        if (a->xs2 == 1)
-                            for (int64_t e = 0; e < d_tail; e++)
-                                xt[e] = SPA_LOAD(xr[d_blocks + e]);
-                        token_tail(a->xs2 == 1 ? xt : xf + d_blocks, d_blocks, d_len, nw, dyk, wv, lanes, dst);
-                    }
+                    if (d_tail != 0 && a->xs2 == 1)
+                        token_tail_d(xr + d_blocks, d_blocks, d_len, nw, dyk, wv, lanes, dst);
+                    else if (d_tail != 0)
+                        token_tail(xf + d_blocks, d_blocks, d_len, nw, dyk, wv, lanes, dst);
 ')m4_dnl
                     for (int64_t k = 0; k < nw; k++)
                         wpart[(p - (klo + k) * st) * heads + h] += fold16(lanes + 16 * k);
@@ -601,5 +614,16 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             }
         }
     }
+}
+
+void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t nwin,
+                 int64_t t0, int64_t t1, float *wpart, float *scratch)
+{
+    /* heads wider than the tile: slices of TC channels, their weight
+     * partials added in channel order (spa_nsac_slice) */
+    int64_t c0 = 0;
+    do
+        grad_slice(a, c0, bstart, row0, nwin, t0, t1, wpart, scratch);
+    while ((c0 += TC) < a->d);
     spa_stream_fence();
 }
