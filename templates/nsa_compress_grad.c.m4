@@ -419,7 +419,7 @@ static inline float fold16(const float *l)
 }
 
 /* Channels [c0, c0 + TC) of every head (all of them where D <= TC). */
-static void grad_slice(const spa_nsac_args *a_in, int64_t c0, int64_t bstart, int64_t row0, int64_t nwin,
+SPA_ISA_INLINE void grad_slice(const spa_nsac_args *a_in, int64_t c0, int64_t bstart, int64_t row0, int64_t nwin,
                        int64_t t0, int64_t t1, float *wpart, float *scratch)
 {
     /* a private copy: the compiler need not reload the strides after every
