@@ -100,7 +100,7 @@ typedef struct nsac_run {
     spa_nsac_table tab;
     float *scratch;
     spa_nsac_fwd_kernel *kernel;
-    size_t elem; /* bytes per element */
+    int64_t elem; /* bytes per element */
 } nsac_run;
 
 /* One block: its windows, split where they cross a batch boundary. */
@@ -120,8 +120,8 @@ static void run_block(void *arg, uint32_t blk)
                 r->kernel(&r->args, tok0, k, batch_end - k, scratch);
             else
                 for (int64_t c0 = 0; c0 < e->shape.dim; c0 += e->slice) {
-                    const int64_t width = e->shape.dim - c0 < e->slice ? e->shape.dim - c0 : e->slice;
-                    const spa_nsac_args sl = spa_nsac_slice(&r->args, c0, width, r->elem);
+                    spa_nsac_args sl = r->args;
+                    spa_nsac_slice(&sl, c0, e->shape.dim - c0 < e->slice ? e->shape.dim - c0 : e->slice, r->elem);
                     r->kernel(&sl, tok0, k, batch_end - k, scratch);
                 }
         }
@@ -156,7 +156,7 @@ spa_status spa_nsa_compress_phase2(void *workspace, uint64_t workspace_size,
     r.e = &e;
     r.args = spa_nsac_args_of(&e.input, &e.weight, &e.output, NULL, e.bs, e.st);
     r.kernel = kernel_for(e.input.dtype).fn;
-    r.elem = spa_dtype_size(e.input.dtype);
+    r.elem = (int64_t)spa_dtype_size(e.input.dtype);
     spa_run_blocks(&rn, run_block, &r, e.blocks);
     return SPA_OK;
 }

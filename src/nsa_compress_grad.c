@@ -17,8 +17,6 @@ typedef struct nsacg_exec {
     int64_t bs, st, seq_type;
     spa_nsac_shape shape;
     int64_t per_block; /* tokens per block */
-    int64_t slice;     /* channels per kernel call: heads wider than the tile run in slices */
-    int64_t tt, dy_rows, nw_max; /* the kernel's tile (spa_nsac_args) */
     uint32_t blocks;
     uint64_t scratch_floats;
 } nsacg_exec;
@@ -39,6 +37,25 @@ static nsacg_kernel kernel_for(int32_t dtype)
     default:
         return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_F32, SPA_NSACG_TT_F32, SPA_NSACG_TC_F32};
     }
+}
+
+/* The kernel's tile (spa_nsac_args tt, dy_rows, nw_max), from the shape:
+ * TT tokens, fewer where the outputGrad rows touching them would pass the
+ * rows the generation-time budget staged (TT / 16 + 8: st 16, bs 128), down
+ * to one token, whose rows are its windows. With no window at all nothing
+ * is staged (and bs may exceed T). */
+static void tile_of(const nsacg_exec *e, int64_t tt_gen, spa_nsac_args *t)
+{
+    t->tt = tt_gen;
+    t->dy_rows = t->nw_max = 0;
+    if (e->shape.windows == 0)
+        return;
+    t->dy_rows = spa_nsacg_rows(t->tt, e->bs, e->st);
+    while (t->tt > 1 && t->dy_rows > tt_gen / 16 + 8) {
+        t->tt /= 2;
+        t->dy_rows = spa_nsacg_rows(t->tt, e->bs, e->st);
+    }
+    t->nw_max = spa_nsacg_nw_max(e->bs, e->st);
 }
 
 static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
@@ -70,27 +87,16 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
     e->bs = bs;
     e->st = st;
     e->seq_type = seq_type;
-    e->slice = e->shape.dim < k.tc ? e->shape.dim : k.tc;
-    /* The tile: TT tokens, fewer where the outputGrad rows touching them
-     * would pass the rows the generation-time budget staged (TT / 16 + 8:
-     * st 16, bs 128), down to one token, whose rows are its windows. With
-     * no window at all nothing is staged (and bs may exceed T). */
-    e->tt = k.tt;
-    if (e->shape.windows > 0) {
-        e->dy_rows = spa_nsacg_rows(e->tt, bs, st);
-        while (e->tt > 1 && e->dy_rows > k.tt / 16 + 8) {
-            e->tt /= 2;
-            e->dy_rows = spa_nsacg_rows(e->tt, bs, st);
-        }
-        e->nw_max = spa_nsacg_nw_max(bs, st);
-    }
+    /* heads wider than the tile's channels run as slices of it (the kernel) */
+    const int64_t slice = e->shape.dim < k.tc ? e->shape.dim : k.tc;
+    spa_nsac_args t;
+    tile_of(e, k.tt, &t);
     /* The scratch is about 1043 floats a window of a token at most (rows of
      * <= 1024 channels + lanes, weight, pointer): keep its arithmetic and the
      * workspace product (blocks x scratch x 4) within 64 bits. */
-    SPA_REQUIRE(e->nw_max <= ((int64_t)1 << 40));
-    e->per_block = spa_nsac_split(e->shape.tokens, e->tt, &e->blocks);
-    e->scratch_floats =
-        (uint64_t)spa_nsac_grad_scratch(e->shape.heads, e->slice, e->dy_rows, e->nw_max, k.tc);
+    SPA_REQUIRE(t.nw_max <= ((int64_t)1 << 40));
+    e->per_block = spa_nsac_split(e->shape.tokens, t.tt, &e->blocks);
+    e->scratch_floats = (uint64_t)spa_nsac_grad_scratch(e->shape.heads, slice, t.dy_rows, t.nw_max, k.tc);
     return SPA_OK;
 }
 
@@ -135,7 +141,6 @@ typedef struct nsacg_run {
     spa_nsac_args args;
     nsacg_slices s;
     spa_nsac_grad_kernel *kernel;
-    size_t elem; /* bytes per element */
 } nsacg_run;
 
 /* Step 1, one block of tokens, split where it crosses a batch boundary. */
@@ -153,15 +158,9 @@ static void run_token_block(void *arg, uint32_t blk)
     int64_t b = spa_nsac_batch_of(r->s.tab.start + 1, e->shape.batches, t);
     while (t < end) {
         const int64_t batch_end = r->s.tab.start[b + 1] < end ? r->s.tab.start[b + 1] : end;
-        const int64_t nwin = r->s.tab.row[b + 1] - r->s.tab.row[b];
-        if (batch_end > t && e->slice == e->shape.dim)
-            r->kernel(&r->args, r->s.tab.start[b], r->s.tab.row[b], nwin, t, batch_end, wpart, scratch);
-        else if (batch_end > t)
-            for (int64_t c0 = 0; c0 < e->shape.dim; c0 += e->slice) {
-                const int64_t width = e->shape.dim - c0 < e->slice ? e->shape.dim - c0 : e->slice;
-                const spa_nsac_args sl = spa_nsac_slice(&r->args, c0, width, r->elem);
-                r->kernel(&sl, r->s.tab.start[b], r->s.tab.row[b], nwin, t, batch_end, wpart, scratch);
-            }
+        if (batch_end > t)
+            r->kernel(&r->args, r->s.tab.start[b], r->s.tab.row[b],
+                      r->s.tab.row[b + 1] - r->s.tab.row[b], t, batch_end, wpart, scratch);
         t = batch_end;
         b++;
     }
@@ -216,11 +215,8 @@ spa_status spa_nsa_compress_grad_phase2(void *workspace, uint64_t workspace_size
     SPA_TRY(spa_nsac_table_fill(&e.seq, e.seq_type, e.bs, e.st, &e.shape, &r.s.tab));
     r.e = &e;
     r.args = spa_nsac_args_of(&e.input, &e.weight, &e.output_grad, &e.input_grad, e.bs, e.st);
-    r.args.tt = e.tt;
-    r.args.dy_rows = e.dy_rows;
-    r.args.nw_max = e.nw_max;
+    tile_of(&e, kernel_for(e.input.dtype).tt, &r.args);
     r.kernel = kernel_for(e.input.dtype).fn;
-    r.elem = spa_dtype_size(e.input.dtype);
     spa_run_blocks(&rn, run_token_block, &r, e.blocks);
     spa_run_blocks(&rn, run_weight_row, &r, (uint32_t)e.bs);
     return SPA_OK;

@@ -20,6 +20,20 @@ typedef struct spa_nsac_args {
     int64_t tt, dy_rows, nw_max;
 } spa_nsac_args;
 
+/* Channels [c0, c0 + width) of every head, as the arguments of their own
+ * call (elem: bytes per element). The ops are independent per channel (the
+ * grad's weight partials add up over the slices), so heads wider than a
+ * kernel tile run slice by slice and the scratch stays the tile's. */
+static inline void spa_nsac_slice(spa_nsac_args *s, int64_t c0, int64_t width, int64_t elem)
+{
+    /* channel c0 of the first token and head: inside every tensor (c0 < D) */
+    s->x = (const char *)s->x + c0 * s->xs2 * elem;
+    s->y = (char *)s->y + c0 * s->ys2 * elem;
+    if (s->dx != NULL)
+        s->dx = (char *)s->dx + c0 * s->dxs2 * elem;
+    s->d = width;
+}
+
 /* Grad: windows covering one token at most, and outputGrad rows touching
  * tt consecutive tokens at most (bs <= T, so nothing overflows). */
 static inline int64_t spa_nsacg_nw_max(int64_t bs, int64_t st)

@@ -133,15 +133,3 @@ spa_nsac_args spa_nsac_args_of(const spa_tensor *x, const spa_tensor *w, const s
     a.st = st;
     return a;
 }
-
-spa_nsac_args spa_nsac_slice(const spa_nsac_args *a, int64_t c0, int64_t width, size_t elem)
-{
-    spa_nsac_args s = *a;
-    /* channel c0 of the first token and head: inside every tensor (c0 < D) */
-    s.x = (const char *)a->x + c0 * a->xs2 * (int64_t)elem;
-    s.y = (char *)a->y + c0 * a->ys2 * (int64_t)elem;
-    if (a->dx != NULL)
-        s.dx = (char *)a->dx + c0 * a->dxs2 * (int64_t)elem;
-    s.d = width;
-    return s;
-}

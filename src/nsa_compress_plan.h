@@ -52,10 +52,4 @@ int64_t spa_nsac_split(int64_t units, int64_t granule, uint32_t *blocks);
 spa_nsac_args spa_nsac_args_of(const spa_tensor *x, const spa_tensor *w, const spa_tensor *y,
                                const spa_tensor *dx, int64_t bs, int64_t st);
 
-/* Channels [c0, c0 + width) of every head, as arguments of their own
- * (elem: bytes per element). The ops are independent per channel (the
- * grad's weight partials add up over the slices), so heads wider than the
- * kernels' tile run slice by slice and the scratch stays the tile's. */
-spa_nsac_args spa_nsac_slice(const spa_nsac_args *a, int64_t c0, int64_t width, size_t elem);
-
 #endif

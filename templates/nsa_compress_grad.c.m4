@@ -350,8 +350,9 @@ NSACG_ROW(`_d', `SPA_T')m4_dnl
  * vectors (xt: the tail's input, widened). inputGrad as the blocks form it
  * (window 0's product, then the others' added in order) and each window's
  * products added into its 16 lanes (lane c - c0), zeroed first where no
- * block ran (c0 == 0). */
-static void token_tail(const float *xt, int64_t c0, int64_t d_len, int64_t nw, const float *const *dy,
+ * block ran (c0 == 0). Out of line: inlined, it costs the two-window
+ * tokens registers (1% more instructions on NEON). */
+__attribute__((noinline)) static void token_tail(const float *xt, int64_t c0, int64_t d_len, int64_t nw, const float *const *dy,
                        const float *wv, float *lanes, float *acc)
 {
     if (c0 == 0)
@@ -372,6 +373,19 @@ static void token_tail(const float *xt, int64_t c0, int64_t d_len, int64_t nw, c
         spa_vf_store_n(acc + c, d, n);
     }
 }
+
+m4_ifelse(SPA_IS_F32, 1, `', `
+/* token_tail of a unit-stride 16-bit input row: its tail widened first
+ * (here, not in the kernel frame) */
+__attribute__((noinline)) static void token_tail_d(const SPA_T *xr, int64_t c0, int64_t d_len, int64_t nw,
+                                                   const float *const *dy, const float *wv, float *lanes, float *acc)
+{
+    float xt[LANES];
+    for (int64_t e = 0; e < d_len - c0; e++)
+        xt[e] = SPA_LOAD(xr[e]);
+    token_tail(xt, c0, d_len, nw, dy, wv, lanes, acc);
+}
+')m4_dnl
 
 m4_ifelse(NSACG_FINITE, 1, `
 /* dst[0..n) = widen(src[k * stride]); whether every value was finite */
@@ -404,12 +418,15 @@ static inline float fold16(const float *l)
     return spa_vf_hsum(v[0]);
 }
 
-void NSACG_KSYM()(const spa_nsac_args *a_in, int64_t bstart, int64_t row0, int64_t nwin,
-                 int64_t t0, int64_t t1, float *wpart, float *scratch)
+/* Channels [c0, c0 + TC) of every head (all of them where D <= TC). */
+SPA_ISA_INLINE void grad_slice(const spa_nsac_args *a_in, int64_t c0, int64_t bstart, int64_t row0, int64_t nwin,
+                       int64_t t0, int64_t t1, float *wpart, float *scratch)
 {
     /* a private copy: the compiler need not reload the strides after every
      * store through the float pointers below */
-    const spa_nsac_args args = *a_in;
+    spa_nsac_args args = *a_in;
+    if (a_in->d > TC)
+        spa_nsac_slice(&args, c0, a_in->d - c0 < TC ? a_in->d - c0 : TC, SPA_SZ);
     const spa_nsac_args *const a = &args;
     const SPA_T *x = a->x;
     const SPA_T *w = a->w;
@@ -424,20 +441,10 @@ void NSACG_KSYM()(const spa_nsac_args *a_in, int64_t bstart, int64_t row0, int64
     float *dyf = scratch;
     float *xf = dyf + a->dy_rows * group * d_len;
     float *acc = xf + d_len;
-    /* the dot-product lanes, weights and outputGrad rows of a token's windows */
+    /* the dot-product lanes, weights and outputGrad rows of a token's windows
+     * (set where a token's windows are more: token_arrays) */
     float lanes_stack[SPA_NSACG_NW_STACK * LANES], wv_stack[SPA_NSACG_NW_STACK];
     const float *dyk_stack[SPA_NSACG_NW_STACK];
-    float *lanes = lanes_stack, *wv = wv_stack;
-    const float **dyk = dyk_stack;
-    if (a->nw_max > SPA_NSACG_NW_STACK) {
-        float *big = dyf + (a->dy_rows + 2) * group * d_len;
-        lanes = big;
-        wv = big + LANES * a->nw_max;
-        /* pointers at an even float offset: 8-byte aligned (the scratch is 64) */
-        const int64_t off = (big - scratch) + (LANES + 1) * a->nw_max;
-        dyk = (const float **)(void *)(scratch + off + off % 2);
-    }
-    const int64_t d_tail = d_len % LANES, d_blocks = d_len - d_tail; /* token_row: 16-channel blocks */
     /* f32 unit-stride outputGrad rows are read in place, others staged widened */
     const bool dy_in_place = SPA_IS_F32 && a->ys2 == 1;
     const bool dx_in_place = SPA_IS_F32 && a->dxs2 == 1 && SPA_VF_STREAM_ALIGN == 0;
@@ -479,7 +486,7 @@ m4_ifelse(NSACG_FINITE, 1, `m4_dnl
                 const int64_t khi = spa_div_nat(p, st) < nwin - 1 ? spa_div_nat(p, st) : nwin - 1;
                 const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= nw_max */
 m4_ifelse(NSACG_PAIR_FITS, 1, `m4_dnl
-                if (nw == 2 && d_tail == 0) { /* pair rows: 16-channel groups */
+                if (nw == 2 && d_len % LANES == 0) { /* pair rows: 16-channel groups */
                     /* the two windows (rows and weights), then head by head,
                      * every pointer stepping by its head stride */
                     const int64_t j0 = p - klo * st, j1 = j0 - st;
@@ -549,6 +556,19 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                     continue;
                 }
 ')m4_dnl
+                /* set here, not live across the two-window tokens above */
+                float *lanes = lanes_stack, *wv = wv_stack;
+                const float **dyk = dyk_stack;
+                if (nw > SPA_NSACG_NW_STACK) {
+                    /* past the rows, xf and acc: lanes, weights, then the
+                     * pointers at an even float offset (8-byte aligned: the
+                     * scratch is) */
+                    const int64_t at = (a->dy_rows + 2) * group * d_len, pat = at + (LANES + 1) * a->nw_max;
+                    lanes = scratch + at;
+                    wv = lanes + LANES * a->nw_max;
+                    dyk = (const float **)(void *)(scratch + pat + pat % 2);
+                }
+                const int64_t d_tail = d_len % LANES, d_blocks = d_len - d_tail; /* token_row: 16-channel blocks */
                 for (int64_t hh = 0; hh < hn; hh++) {
                     const int64_t h = h0 + hh;
                     const SPA_T *xr = x + (bstart + p) * a->xs0 + h * a->xs1;
@@ -576,13 +596,10 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                         token_row_d(xr, d_len, nw, dyk, wv, lanes, dst);
                     else
                         token_row_f(xf, d_len, nw, dyk, wv, lanes, dst);
-                    if (d_tail != 0) {
-                        float xt[LANES]; /* the tail of a unit-stride row, widened */
-                        if (a->xs2 == 1)
-                            for (int64_t e = 0; e < d_tail; e++)
-                                xt[e] = SPA_LOAD(xr[d_blocks + e]);
-                        token_tail(a->xs2 == 1 ? xt : xf + d_blocks, d_blocks, d_len, nw, dyk, wv, lanes, dst);
-                    }
+                    if (d_tail != 0 && a->xs2 == 1)
+                        token_tail_d(xr + d_blocks, d_blocks, d_len, nw, dyk, wv, lanes, dst);
+                    else if (d_tail != 0)
+                        token_tail(xf + d_blocks, d_blocks, d_len, nw, dyk, wv, lanes, dst);
 ')m4_dnl
                     for (int64_t k = 0; k < nw; k++)
                         wpart[(p - (klo + k) * st) * heads + h] += fold16(lanes + 16 * k);
@@ -597,5 +614,16 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             }
         }
     }
+}
+
+void NSACG_KSYM()(const spa_nsac_args *a, int64_t bstart, int64_t row0, int64_t nwin,
+                 int64_t t0, int64_t t1, float *wpart, float *scratch)
+{
+    /* heads wider than the tile: slices of TC channels, their weight
+     * partials added in channel order (spa_nsac_slice) */
+    int64_t c0 = 0;
+    do
+        grad_slice(a, c0, bstart, row0, nwin, t0, t1, wpart, scratch);
+    while ((c0 += TC) < a->d);
     spa_stream_fence();
 }

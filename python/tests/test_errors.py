@@ -53,7 +53,7 @@ class TestErrors(unittest.TestCase):
 
     def test_nsa_refusals_name_rule(self):
         x, w = torch.rand(64, 2, 16), torch.rand(32, 2)
-        self.assert_refused(lambda: spattn.nsa_compress(x, w, [64], 32, 24), "st % 16 == 0")
+        self.assert_refused(lambda: spattn.nsa_compress(x, w, [64], 32, 48), "bs >= st")
         self.assert_refused(lambda: spattn.nsa_compress(x, w, [60], 32, 16), "total == input->dims[0]")
         self.assert_refused(lambda: spattn.nsa_compress(x, w, [64, 30], 32, 16), "spa_seq_check")
         self.assert_refused(lambda: spattn.nsa_compress(x, torch.rand(16, 2), [64], 32, 16),
