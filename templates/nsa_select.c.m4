@@ -40,6 +40,23 @@ static inline void nsas_vstore_tail(SPA_T *p, spa_vf v, int64_t n)
 #define NSAS_VLOAD_TAIL(p, n) nsas_vload_tail((p), (n))
 #define NSAS_VSTORE_TAIL(p, v, n) nsas_vstore_tail((p), (v), (n))
 ')m4_dnl
+#if defined(__GNUC__)
+#define NSAS_TAIL_PATH __attribute__((noinline, cold))
+#else
+#define NSAS_TAIL_PATH
+#endif
+
+/* The head-dim tails of a query row (into qt, zero-filled) and of an output
+ * row (from ot): out of line, so that the aligned common case compiles as
+ * if they were not there. */
+static NSAS_TAIL_PATH void nsas_q_tail(float *qt, int64_t gp, const SPA_T *qr, int64_t n)
+{
+    spa_vf_scatter(qt, gp, NSAS_VLOAD_TAIL(qr, n));
+}
+static NSAS_TAIL_PATH void nsas_o_tail(SPA_T *orow, const float *ot, int64_t gp, int64_t n)
+{
+    NSAS_VSTORE_TAIL(orow, spa_vf_gather(ot, gp), n);
+}
 
 enum { TK = NSAS_TK };
 /* The rows of one call of the micro-kernels: TK, or a whole block where the
@@ -118,7 +135,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 for (ptrdiff_t d = 0; d < d_full; d += SPA_VL)
                     spa_vf_scatter(qt + d * gp_ + g, GP, SPA_VLOAD(qr + d));
                 if (d_full < d_) /* zero-filled: the tail rows of qt stay 0 */
-                    spa_vf_scatter(qt + d_full * gp_ + g, GP, NSAS_VLOAD_TAIL(qr + d_full, d_ - d_full));
+                    nsas_q_tail(qt + d_full * gp_ + g, GP, qr + d_full, d_ - d_full);
             } else
                 for (int64_t d = 0; d < D; d++)
                     qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
@@ -183,7 +200,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                 for (ptrdiff_t e = 0; e < dv_full; e += SPA_VL)
                     SPA_VSTORE(orow + e, spa_vf_gather(ot + e * gp_ + g, GP));
                 if (dv_full < dv_)
-                    NSAS_VSTORE_TAIL(orow + dv_full, spa_vf_gather(ot + dv_full * gp_ + g, GP), dv_ - dv_full);
+                    nsas_o_tail(orow + dv_full, ot + dv_full * gp_ + g, GP, dv_ - dv_full);
             } else
                 for (int64_t e = 0; e < DV; e++)
                     orow[e * a->os2] = SPA_STORE(ot[e * GP + g]);

@@ -26,6 +26,21 @@ m4_dnl NSASG_ROUND_ROWS(x, n): P or dS rounded to the dtype in place (nothing fo
 m4_define(`NSASG_ROUND_ROWS', m4_ifelse(SPA_DT, `f32', `', `spa_nsas_round($1, $2, 'm4_ifelse(SPA_DT, `bf16', 1, 0)`);'))m4_dnl
 enum { TK = NSASG_TK };
 
+#if defined(__GNUC__)
+#define NSASG_TAIL_PATH __attribute__((noinline, cold))
+#else
+#define NSASG_TAIL_PATH
+#endif
+
+/* Rows [r0, nr) of a [nr][gp] tile set to x (r0 < 0: from row 0): the rows of
+ * a partial last block past the batch's KV. Out of line, so that the whole
+ * blocks of the common case compile as if it were not there. */
+static NSASG_TAIL_PATH void nsasg_fill_rows(float *tile, int64_t r0, int64_t nr, int64_t gp, float x)
+{
+    for (int64_t i = (r0 < 0 ? 0 : r0) * gp; i < nr * gp; i++)
+        tile[i] = x;
+}
+
 void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                   int64_t kstart, int64_t kvlen, int64_t kvlo, float *dkp, float *dvp, float *scratch)
 {
@@ -119,27 +134,27 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                 /* S = Q Kᵀ */
                 spa_nsas_scores_pitch(kr, a->kfr, nr, qt, DP, GP, pt, &pfk);
                 spa_nsas_pf_rest(&pfk);
-                /* z' - m, with z' = MASKVAL where key position p > s, -inf
-                 * past the batch's KV (P = 0 there, whatever m) */
-                const spa_vf scv = spa_vf_set1(a->scale), maskv = spa_vf_set1(-FLT_MAX),
-                             outside = spa_vf_set1(-INFINITY);
+                /* z' - m, with z' = MASKVAL where key position p > s */
+                const spa_vf scv = spa_vf_set1(a->scale), maskv = spa_vf_set1(-FLT_MAX);
                 for (int64_t r = 0; r < nr; r++) {
                     float *z = pt + r * GP;
-                    const int64_t pos = p0 + j0 + r;
-                    const int masked = a->causal && pos > s;
+                    const int masked = a->causal && p0 + j0 + r > s;
                     for (int64_t l = 0; l < GP; l += SPA_VL) {
                         const spa_vf m = spa_vf_load(mrow + l);
-                        spa_vf_store(z + l, pos >= kvlen ? outside
-                                            : masked     ? spa_vf_sub(maskv, m)
-                                                         : spa_vf_sub(spa_vf_mul(scv, spa_vf_load(z + l)), m));
+                        spa_vf_store(z + l, masked ? spa_vf_sub(maskv, m)
+                                                   : spa_vf_sub(spa_vf_mul(scv, spa_vf_load(z + l)), m));
                     }
                 }
+                /* rows past the batch's KV (a partial last block): -inf, so
+                 * P = 0 whatever m, and dS = 0 below (their dP is 0: zero V rows) */
+                const int64_t inside = kvlen - (p0 + j0);
+                if (inside < nr)
+                    nsasg_fill_rows(pt, inside, nr, GP, -INFINITY);
                 spa_nsas_exp_row(pt, nr * GP);
-                /* P = exp(.) * (1/l); dS = P (dP - D), 0 where masked or outside */
+                /* P = exp(.) * (1/l); dS = P (dP - D), 0 where masked */
                 for (int64_t r = 0; r < nr; r++) {
                     float *p = pt + r * GP, *dp = ds + r * GP;
-                    const int64_t pos = p0 + j0 + r;
-                    const spa_vf keep = spa_vf_set1((a->causal && pos > s) || pos >= kvlen ? 0.0f : 1.0f);
+                    const spa_vf keep = spa_vf_set1(a->causal && p0 + j0 + r > s ? 0.0f : 1.0f);
                     for (int64_t l = 0; l < GP; l += SPA_VL) {
                         const spa_vf pv = spa_vf_mul(spa_vf_load(p + l), spa_vf_load(lrow + l));
                         const spa_vf dsv = spa_vf_mul(keep, spa_vf_mul(pv, spa_vf_sub(spa_vf_load(dp + l),

@@ -126,9 +126,9 @@ static spa_status run_grad(const nsas_case *c, nsas_io *io, int runner, size_t s
 
 /* Grad inputs: random O and dY; softmax statistics of the fp64 forward,
  * stored as the f32 the forward would write. */
-static void make_inputs(const nsas_case *c, nsas_io *io, rng *r)
+/* o random, softmaxMax / softmaxSum the reference's for the inputs in io. */
+static void fill_stats(const nsas_case *c, nsas_io *io, rng *r)
 {
-    nsas_io_make(io, c, r);
     tt_fill_random(&io->o, r, -1.0, 1.0);
     double *q = tt_to_doubles(&io->q), *k = tt_to_doubles(&io->k), *v = tt_to_doubles(&io->v);
     const int64_t no = c->t1 * c->n1 * c->dv, ns = c->t1 * c->n1;
@@ -139,6 +139,12 @@ static void make_inputs(const nsas_case *c, nsas_io *io, rng *r)
     nsas_io_set_stat(&io->mx, mx, ns);
     nsas_io_set_stat(&io->sm, sm, ns);
     free(q), free(k), free(v), free(o), free(om), free(mx), free(mm), free(sm), free(sg);
+}
+
+static void make_inputs(const nsas_case *c, nsas_io *io, rng *r)
+{
+    nsas_io_make(io, c, r);
+    fill_stats(c, io, r);
 }
 
 static int64_t compare_with_ref(const nsas_case *c, const nsas_io *io)
@@ -211,16 +217,19 @@ static void test_features(void)
 static void test_fully_masked(void)
 {
     rng r = rng_seed(404);
-    const int64_t ql[1] = {3}, kl[1] = {96};
-    for (int k = 0; k < 3; k++) {
+    const int64_t ql[1] = {3};
+    for (int k = 0; k < 6; k++) {
         static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+        /* KV 90 from k 3: block 5 is partial (10 rows), its 6 rows past the
+         * end stay out of the average */
+        const int64_t kl[1] = {k < 3 ? 96 : 90};
         nsas_case c;
-        nsas_case_fixed(&c, dts[k], 4, 2, 32, 32, 16, 3, 1, ql, kl, 2, true, &r, true);
+        nsas_case_fixed(&c, dts[k % 3], 4, 2, 32, 32, 16, 3, 1, ql, kl, 2, true, &r, true);
         for (int64_t i = 0; i < c.t1 * c.n2 * c.kc; i++)
             c.idx[i] = (int32_t)(1 + i % 5);
         nsas_io io;
         make_inputs(&c, &io, &r);
-        CU_ASSERT_EQUAL(run_grad(&c, &io, k, 5), SPA_OK);
+        CU_ASSERT_EQUAL(run_grad(&c, &io, k % 3, 5), SPA_OK);
         CU_ASSERT_EQUAL(compare_with_ref(&c, &io), 0);
         for (int64_t i = 0; i < tt_numel(&io.dq); i++)
             CU_ASSERT(tt_get(&io.dq, i) == 0.0 && !signbit(tt_get(&io.dq, i)));
@@ -228,6 +237,34 @@ static void test_fully_masked(void)
             CU_ASSERT(tt_get(&io.dk, i) == 0.0 && !signbit(tt_get(&io.dk, i)));
         for (int64_t i = 0; i < tt_numel(&io.dv); i++)
             CU_ASSERT(isfinite(tt_get(&io.dv, i)));
+        nsas_io_free(&io);
+        nsas_case_free(&c);
+    }
+}
+
+/* A partial last block, no mask, every score very negative (q, k ~ 1,
+ * scale -4: m about -110): the rows past the batch's KV must weigh exactly 0
+ * in the grad too (exp(-m) overflows), so dq stays finite and matches. */
+static void test_partial_block_low_scores(void)
+{
+    rng r = rng_seed(409);
+    const int64_t ql[1] = {4}, kl[1] = {40};
+    for (int k = 0; k < 3; k++) {
+        static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+        nsas_case c;
+        nsas_case_fixed(&c, dts[k], 4, 2, 32, 32, 16, 2, 1, ql, kl, 0, false, &r, true);
+        c.scale = -4.0;
+        for (int64_t i = 0; i < c.t1 * c.n2 * c.kc; i++)
+            c.idx[i] = (int32_t)(2 - i % 2); /* block 2 (8 of 16 rows) and block 1 */
+        nsas_io io;
+        nsas_io_make(&io, &c, &r);
+        tt_fill_random(&io.q, &r, 0.9, 1.0);
+        tt_fill_random(&io.k, &r, 0.9, 1.0);
+        fill_stats(&c, &io, &r);
+        CU_ASSERT_EQUAL(run_grad(&c, &io, k, 3), SPA_OK);
+        CU_ASSERT_EQUAL(compare_with_ref(&c, &io), 0);
+        for (int64_t i = 0; i < tt_numel(&io.dq); i++)
+            CU_ASSERT(isfinite(tt_get(&io.dq, i)));
         nsas_io_free(&io);
         nsas_case_free(&c);
     }
@@ -596,6 +633,7 @@ void suite_nsa_select_grad(void)
     if (!SPA_TEST_SMALL)
         CU_add_test(s, "named features", test_features);
     CU_add_test(s, "fully masked rows", test_fully_masked);
+    CU_add_test(s, "partial block, very negative scores", test_partial_block_low_scores);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
     CU_add_test(s, "upstream example", test_upstream_example);
     CU_add_test(s, "validation rules", test_validation_rules);
