@@ -1,6 +1,6 @@
 """Multi-scale deformable attention with the shapes of Deformable-DETR and mmcv.
 
-    value               [bs, num_keys, num_heads, C]       f32, f16 or bf16
+    value               [bs, num_keys, num_heads, C]       f32, f16, bf16 or f64
     spatial_shapes      [num_levels, 2] rows (H, W)        int64 or int32
     level_start_index   [num_levels]                       int64 or int32
     sampling_locations  [bs, num_queries, num_heads, num_levels, num_points, 2]  (x, y) in [0, 1]
@@ -9,9 +9,9 @@
 
 Any sizes (C, queries, heads, levels, points; no NPU limits). The float
 tensors may differ in dtype, as torch.autocast hands them over (e.g. bf16
-value, f32 locations and weights): each is widened to f32, the output is
-in value's dtype and each gradient in its input's dtype. All three float
-inputs get gradients.
+value, f32 locations and weights): each is widened to f32 (to f64 when any
+is float64), the output is in value's dtype and each gradient in its input's
+dtype. All three float inputs get gradients.
 """
 import torch
 
