@@ -9,6 +9,7 @@
 
 #include "f64.h"
 #include "nsac_case.h"
+#include "nsas_case.h"
 #include "spa_kernels.h"
 
 /* Phase 1 refused float64 with 161002 and a reason naming the op's flag. */
@@ -201,6 +202,292 @@ static void nsac_deterministic(int grad)
 static void test_nsac_deterministic(void) { nsac_deterministic(0); }
 static void test_nsacg_deterministic(void) { nsac_deterministic(1); }
 
+/* ---------------- NsaSelectedAttention / Grad ---------------- */
+
+/* nsas_io_make with float64 softmax statistics (the float64 ops' rule). */
+static void nsas_io_make_f64(nsas_io *io, const nsas_case *c, rng *r)
+{
+    nsas_io_make(io, c, r);
+    const int64_t sd[3] = {c->t1, c->n1, 8};
+    tt_free(&io->mx), tt_free(&io->sm);
+    tt_make(&io->mx, SPA_FLOAT64, 3, sd, c->strided, r);
+    tt_make(&io->sm, SPA_FLOAT64, 3, sd, c->strided, r);
+}
+
+static ref_nsas_problem nsas_problem_f64(const nsas_case *c)
+{
+    ref_nsas_problem p = nsas_case_problem(c);
+    p.scale = c->scale; /* float64: scaleValue as given */
+    p.round = REF_ROUND_NONE;
+    return p;
+}
+
+static spa_status nsas_fwd(const nsas_case *c, nsas_io *io, int runner, size_t skew, spa_executor *ex)
+{
+    uint64_t size = 0;
+    spa_status st = spa_nsa_select_get_workspace_size(
+        &io->q.t, &io->k.t, &io->v.t, &io->topk.t, c->has_mask ? &io->mask.t : NULL, &c->sq, &c->skv,
+        c->scale, c->n1, "TND", c->sparse_mode, c->bs, c->kc, &io->mx.t, &io->sm.t, &io->o.t, &size, ex);
+    if (st != SPA_OK)
+        return st;
+    tws ws;
+    tws_make(&ws, size, skew);
+    st = spa_nsa_select(ws.ptr, ws.size, ex, test_runner(runner));
+    CU_ASSERT(tws_guard_ok(&ws));
+    tws_free(&ws);
+    return st;
+}
+
+static spa_status nsas_grad(const nsas_case *c, nsas_io *io, int runner, size_t skew, spa_executor *ex)
+{
+    uint64_t size = 0;
+    spa_status st = spa_nsa_select_grad_get_workspace_size(
+        &io->q.t, &io->k.t, &io->v.t, &io->o.t, &io->dy.t, &io->mx.t, &io->sm.t, &io->topk.t, &c->sq,
+        &c->skv, c->has_mask ? &io->mask.t : NULL, c->scale, c->bs, c->kc, c->n1, "TND",
+        c->sparse_mode, &io->dq.t, &io->dk.t, &io->dv.t, &size, ex);
+    if (st != SPA_OK)
+        return st;
+    tws ws;
+    tws_make(&ws, size, skew);
+    st = spa_nsa_select_grad(ws.ptr, ws.size, ex, test_runner(runner));
+    CU_ASSERT(tws_guard_ok(&ws));
+    tws_free(&ws);
+    return st;
+}
+
+/* Statistics: all 8 lanes equal and within 1e-12 of the reference. */
+static int64_t nsas_check_stat(const char *what, const ttensor *tt, const double *ref, int64_t count)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const double got = tt_get(tt, i * 8);
+        bool ok = got == ref[i] || fabs(got - ref[i]) <= 1e-12 * fabs(ref[i]);
+        for (int64_t l = 1; l < 8; l++)
+            ok = ok && tt_get(tt, i * 8 + l) == got;
+        if (!ok && bad++ < 5)
+            fprintf(stderr, "  %s[%lld]: got %.17g want %.17g\n", what, (long long)i, got, ref[i]);
+    }
+    return bad;
+}
+
+static int64_t nsas_compare_fwd(const nsas_case *c, const nsas_io *io)
+{
+    double *q = tt_to_doubles(&io->q), *k = tt_to_doubles(&io->k), *v = tt_to_doubles(&io->v);
+    double *got = tt_to_doubles(&io->o);
+    const int64_t no = c->t1 * c->n1 * c->dv, ns = c->t1 * c->n1;
+    double *o = malloc(sizeof(double) * (size_t)(no + 1)), *om = malloc(sizeof(double) * (size_t)(no + 1));
+    double *mx = malloc(sizeof(double) * (size_t)(ns + 1)), *mxm = malloc(sizeof(double) * (size_t)(ns + 1));
+    double *sm = malloc(sizeof(double) * (size_t)(ns + 1)), *smm = malloc(sizeof(double) * (size_t)(ns + 1));
+    ref_nsas_problem p = nsas_problem_f64(c);
+    ref_nsa_select(&p, q, k, v, o, om, mx, mxm, sm, smm);
+    int64_t bad = check_close("o", got, o, om, no, tol_for(SPA_FLOAT64, 0.0));
+    bad += nsas_check_stat("max", &io->mx, mx, ns) + nsas_check_stat("sum", &io->sm, sm, ns);
+    free(q), free(k), free(v), free(got), free(o), free(om), free(mx), free(mxm), free(sm), free(smm);
+    return bad;
+}
+
+/* The grad against the reference, from the statistics and output the
+ * forward wrote (io->mx, sm, o). */
+static int64_t nsas_compare_grad(const nsas_case *c, const nsas_io *io)
+{
+    double *q = tt_to_doubles(&io->q), *k = tt_to_doubles(&io->k), *v = tt_to_doubles(&io->v);
+    double *o = tt_to_doubles(&io->o), *dy = tt_to_doubles(&io->dy);
+    double *dq = tt_to_doubles(&io->dq), *dk = tt_to_doubles(&io->dk), *dv = tt_to_doubles(&io->dv);
+    const int64_t ns = c->t1 * c->n1, nq = c->t1 * c->n1 * c->d, nk = c->t2 * c->n2 * c->d,
+                  nv = c->t2 * c->n2 * c->dv;
+    double *mx = malloc(sizeof(double) * (size_t)(ns + 1)), *sm = malloc(sizeof(double) * (size_t)(ns + 1));
+    for (int64_t i = 0; i < ns; i++)
+        mx[i] = tt_get(&io->mx, i * 8), sm[i] = tt_get(&io->sm, i * 8);
+    double *r[6];
+    const int64_t len[6] = {nq, nq, nk, nk, nv, nv};
+    for (int i = 0; i < 6; i++)
+        r[i] = malloc(sizeof(double) * (size_t)(len[i] + 1));
+    ref_nsas_problem p = nsas_problem_f64(c);
+    ref_nsa_select_grad(&p, q, k, v, o, dy, mx, sm, r[0], r[1], r[2], r[3], r[4], r[5]);
+    const tol t = tol_for(SPA_FLOAT64, 0.0);
+    int64_t bad = check_close("dq", dq, r[0], r[1], nq, t) + check_close("dk", dk, r[2], r[3], nk, t) +
+                  check_close("dv", dv, r[4], r[5], nv, t);
+    for (int i = 0; i < 6; i++)
+        free(r[i]);
+    free(q), free(k), free(v), free(o), free(dy), free(dq), free(dk), free(dv), free(mx), free(sm);
+    return bad;
+}
+
+/* Forward, then (grad) the grad from its outputs; a build without the path
+ * must refuse float64 naming its flag. */
+static void nsas_case_run(const nsas_case *c, int i, int grad, rng *r)
+{
+    nsas_io io;
+    nsas_io_make_f64(&io, c, r);
+    spa_executor ex;
+    char desc[320];
+    nsas_case_describe(c, desc, sizeof desc);
+    spa_status st = nsas_fwd(c, &io, i % N_RUNNERS, (size_t)rng_int(r, 0, 63), &ex);
+    if (!SPA_FLOAT64_NSA_SELECT) {
+        expect_f64_refusal(st, &ex, "SPA_FLOAT64_NSA_SELECT");
+    } else if (!grad) {
+        case_verdict("f64 select", i, desc, st, nsas_compare_fwd(c, &io),
+                     tt_guard_ok(&io.o) && tt_guard_ok(&io.mx) && tt_guard_ok(&io.sm));
+    } else if (st == SPA_OK) {
+        st = nsas_grad(c, &io, (i + 1) % N_RUNNERS, (size_t)rng_int(r, 0, 63), &ex);
+        if (!SPA_FLOAT64_NSA_SELECT_GRAD)
+            expect_f64_refusal(st, &ex, "SPA_FLOAT64_NSA_SELECT_GRAD");
+        else
+            case_verdict("f64 select grad", i, desc, st, nsas_compare_grad(c, &io),
+                         tt_guard_ok(&io.dq) && tt_guard_ok(&io.dk) && tt_guard_ok(&io.dv));
+    }
+    nsas_io_free(&io);
+}
+
+/* The f32 suites' random sweep and named features (GQA ratios, causal with
+ * Sq < Skv and Sq > Skv, duplicates, the largest K and head dims), in float64. */
+static void nsas_sweep(int grad)
+{
+    rng r = rng_seed(grad ? 6412 : 6411);
+    for (int i = 0; i < TEST_SIZE(16, 4); i++) {
+        nsas_case c;
+        nsas_case_draw(&c, i, &r);
+        c.dt = SPA_FLOAT64;
+        nsas_case_run(&c, i, grad, &r);
+        nsas_case_free(&c);
+    }
+    for (int i = 0; i < nsas_feature_count(); i++) {
+        nsas_case c;
+        nsas_case_feature(&c, i, &r);
+        c.dt = SPA_FLOAT64;
+        nsas_case_run(&c, 100 + i, grad, &r);
+        nsas_case_free(&c);
+    }
+}
+static void test_nsas_random(void) { nsas_sweep(0); }
+static void test_nsasg_random(void) { nsas_sweep(1); }
+
+/* Head dims with tails on every layer (D 48 and 100, Dv 36), blocks of 5,
+ * several G, causal and not: through the kernels where the op's rules do not
+ * take the shape yet. */
+#if SPA_FLOAT64_NSA_SELECT && SPA_FLOAT64_NSA_SELECT_GRAD
+static void nsas_kernels(const nsas_case *c, nsas_io *io)
+{
+    spa_nsas_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.n2 = c->n2, sh.g = c->n1 / c->n2, sh.gp = 1, sh.d = c->d, sh.dv = c->dv, sh.bs = c->bs,
+    sh.kc = c->kc, sh.t1 = c->t1, sh.t2 = c->t2, sh.causal = nsas_case_causal(c);
+    const spa_nsas_args a = spa_nsas_args_of(&sh, &io->q.t, c->idx, &io->o.t, &io->mx.t, &io->sm.t,
+                                             &io->dy.t, &io->dq.t, c->scale);
+    const spa_nsas_f64_args f = spa_nsas_f64_args_of(&a, &io->k.t, &io->v.t, c->scale);
+    double *scratch = malloc(sizeof(double) * (size_t)(3 * c->kc * c->bs + 1));
+    double *dkp = calloc((size_t)(c->t2 * (c->d + c->dv) + 1), sizeof(double));
+    for (int64_t n2 = 0; n2 < c->n2; n2++)
+        for (int64_t b = 0; b < c->batches; b++)
+            SPA_K_NSA_SELECT_F64(&f, n2, c->qstart[b], c->qstart[b] + c->qlen[b], c->qstart[b],
+                                 c->kstart[b], c->klen[b], scratch);
+    for (int64_t n2 = 0; n2 < c->n2; n2++) {
+        memset(dkp, 0, sizeof(double) * (size_t)(c->t2 * (c->d + c->dv)));
+        for (int64_t b = 0; b < c->batches; b++)
+            SPA_K_NSA_SELECT_GRAD_F64(&f, n2, c->qstart[b], c->qstart[b] + c->qlen[b], c->qstart[b],
+                                      c->kstart[b], c->klen[b], 0, dkp, dkp + c->t2 * c->d, scratch);
+        for (int64_t row = 0; row < c->t2; row++) /* dk = scale * partial, dv = partial */
+            for (int64_t e = 0; e < c->d + c->dv; e++) {
+                const bool is_k = e < c->d;
+                ttensor *out = is_k ? &io->dk : &io->dv;
+                const int64_t col = is_k ? e : e - c->d, w = is_k ? c->d : c->dv;
+                const double x = is_k ? c->scale * dkp[row * c->d + e] + 0.0
+                                      : dkp[c->t2 * c->d + row * c->dv + col];
+                memcpy((double *)out->t.data + tt_offset(out, (row * c->n2 + n2) * w + col), &x, sizeof x);
+            }
+    }
+    free(scratch), free(dkp);
+}
+
+static void test_nsas_kernel_tails(void)
+{
+    static const int64_t shapes[][6] = {/* n1, n2, d, dv, bs, causal */
+                                        {4, 2, 48, 48, 16, 0}, {6, 2, 100, 36, 5, 1},
+                                        {3, 1, 1, 3, 7, 1}, {8, 1, 100, 100, 5, 0}};
+    rng r = rng_seed(6413);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t ql[2] = {9, 6}, kl[2] = {30, 41};
+        nsas_case c;
+        nsas_case_fixed(&c, SPA_FLOAT64, shapes[i][0], shapes[i][1], 16, 16, 16, 2, 2, ql, kl,
+                        shapes[i][5] ? 2 : 0, shapes[i][5] != 0, &r, true);
+        c.d = shapes[i][2], c.dv = shapes[i][3], c.bs = shapes[i][4];
+        nsas_case_draw_indices(&c, &r, true);
+        c.strided = i % 2 == 1;
+        nsas_io io;
+        nsas_io_make_f64(&io, &c, &r);
+        nsas_kernels(&c, &io);
+        CU_ASSERT_EQUAL(nsas_compare_fwd(&c, &io), 0);
+        CU_ASSERT_EQUAL(nsas_compare_grad(&c, &io), 0);
+        nsas_io_free(&io);
+        nsas_case_free(&c);
+    }
+}
+
+/* A topk slot of -1 selects nothing: the kernels give what they give with
+ * that slot left out (same bytes). */
+static void test_nsas_padding_slot(void)
+{
+    rng r = rng_seed(6414);
+    const int64_t ql[1] = {12}, kl[1] = {64};
+    nsas_case c;
+    nsas_case_fixed(&c, SPA_FLOAT64, 4, 2, 32, 32, 16, 3, 1, ql, kl, 2, true, &r, false);
+    nsas_io io, io2;
+    nsas_io_make_f64(&io, &c, &r);
+    rng r2 = rng_seed(6414);
+    nsas_case c2;
+    nsas_case_fixed(&c2, SPA_FLOAT64, 4, 2, 32, 32, 16, 3, 1, ql, kl, 2, true, &r2, false);
+    nsas_io_make_f64(&io2, &c2, &r2);
+    /* c: slots (a, -1, b); c2: slots (a, b), as K = 2 */
+    for (int64_t t = 0; t < c.t1 * c.n2; t++)
+        c.idx[t * 3 + 1] = -1;
+    c2.kc = 2;
+    for (int64_t t = 0; t < c.t1 * c.n2; t++)
+        c2.idx[t * 2] = c.idx[t * 3], c2.idx[t * 2 + 1] = c.idx[t * 3 + 2];
+    nsas_kernels(&c, &io);
+    nsas_kernels(&c2, &io2);
+    ttensor *outs[5][2] = {{&io.o, &io2.o}, {&io.mx, &io2.mx}, {&io.dq, &io2.dq}, {&io.dk, &io2.dk}, {&io.dv, &io2.dv}};
+    for (int k = 0; k < 5; k++)
+        for (int64_t e = 0; e < tt_numel(outs[k][0]); e++)
+            CU_ASSERT_EQUAL(tt_get(outs[k][0], e), tt_get(outs[k][1], e));
+    nsas_io_free(&io), nsas_io_free(&io2);
+    nsas_case_free(&c), nsas_case_free(&c2);
+}
+#endif
+
+/* Bit-identical outputs for every runner. */
+static void test_nsas_deterministic(void)
+{
+    rng r = rng_seed(6415);
+    const int64_t ql[2] = {TEST_SIZE(70, 20), 33}, kl[2] = {256, 97};
+    nsas_case c;
+    nsas_case_fixed(&c, SPA_FLOAT64, 8, 2, 48, 32, 16, 4, 2, ql, kl, 2, true, &r, true);
+    nsas_io io;
+    nsas_io_make_f64(&io, &c, &r);
+    spa_executor ex;
+    spa_status st = nsas_fwd(&c, &io, 0, 0, &ex);
+    if (!SPA_FLOAT64_NSA_SELECT || !SPA_FLOAT64_NSA_SELECT_GRAD) {
+        CU_ASSERT_EQUAL(st, SPA_ERR_INVALID);
+        nsas_io_free(&io), nsas_case_free(&c);
+        return;
+    }
+    CU_ASSERT_EQUAL(nsas_grad(&c, &io, 0, 0, &ex), SPA_OK);
+    ttensor *outs[6] = {&io.o, &io.mx, &io.sm, &io.dq, &io.dk, &io.dv};
+    unsigned char *first[6];
+    for (int k = 0; k < 6; k++)
+        first[k] = tt_snapshot(outs[k]);
+    for (int run = 1; run < N_RUNNERS; run++) {
+        for (int k = 0; k < 6; k++)
+            tt_fill_canary(outs[k]);
+        CU_ASSERT_EQUAL(nsas_fwd(&c, &io, run, (size_t)run * 8, &ex), SPA_OK);
+        CU_ASSERT_EQUAL(nsas_grad(&c, &io, run, (size_t)run * 8, &ex), SPA_OK);
+        for (int k = 0; k < 6; k++)
+            CU_ASSERT(tt_same_bytes(outs[k], first[k]));
+    }
+    for (int k = 0; k < 6; k++)
+        free(first[k]);
+    nsas_io_free(&io), nsas_case_free(&c);
+}
+
 void suite_f64_nsa(void);
 void suite_f64_nsa(void)
 {
@@ -213,4 +500,12 @@ void suite_f64_nsa(void)
     s = CU_add_suite("f64_nsa_compress_grad", NULL, NULL);
     CU_add_test(s, "random shapes vs fp64 reference", test_nsacg_random);
     CU_add_test(s, "bit-identical across runners", test_nsacg_deterministic);
+    s = CU_add_suite("f64_nsa_select", NULL, NULL);
+    CU_add_test(s, "random shapes and features vs fp64 reference", test_nsas_random);
+    CU_add_test(s, "grad: random shapes and features vs fp64 reference", test_nsasg_random);
+    CU_add_test(s, "forward and grad bit-identical across runners", test_nsas_deterministic);
+#if SPA_FLOAT64_NSA_SELECT && SPA_FLOAT64_NSA_SELECT_GRAD
+    CU_add_test(s, "kernels: D tails, any block, several G, causal", test_nsas_kernel_tails);
+    CU_add_test(s, "kernels: a topk slot of -1 selects nothing", test_nsas_padding_slot);
+#endif
 }
