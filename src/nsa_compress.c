@@ -31,7 +31,7 @@ static nsac_kernel kernel_for(int32_t dtype)
     case SPA_BFLOAT16:
         return (nsac_kernel){SPA_K_NSA_COMPRESS_BF16, SPA_NSAC_TW_BF16, SPA_NSAC_TC_BF16};
 #if SPA_FLOAT64_NSA_COMPRESS
-    case SPA_FLOAT64: /* templates/f64/nsa_compress.c.m4: no scratch */
+    case SPA_FLOAT64: /* templates/f64/nsa_compress.c.m4: scratch of one window row */
         return (nsac_kernel){SPA_K_NSA_COMPRESS_F64, SPA_NSAC_TW_F64, 0};
 #endif
     default:
@@ -59,7 +59,8 @@ static spa_status plan(const spa_tensor *input, const spa_tensor *weight, const 
     e->st = st;
     e->seq_type = seq_type;
     e->per_block = spa_nsac_split(e->shape.windows, k.tw, &e->blocks);
-    e->scratch_floats = k.tc == 0 ? 0 : (uint32_t)spa_nsac_fwd_scratch(e->shape.heads, e->shape.dim, k.tw, k.tc);
+    e->scratch_floats = input->dtype == SPA_FLOAT64 ? (uint32_t)(2 * e->shape.heads * e->shape.dim)
+                                                    : (uint32_t)spa_nsac_fwd_scratch(e->shape.heads, e->shape.dim, k.tw, k.tc);
     return SPA_OK;
 }
 
