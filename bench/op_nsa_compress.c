@@ -86,14 +86,14 @@ static void bench_dtype(spa_dtype dt, int grad)
 
 void bench_nsa_compress(void)
 {
-    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
-    for (int k = 0; k < 3; k++)
+    static const spa_dtype dts[4] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT64};
+    for (int k = 0; k < 4; k++)
         bench_dtype(dts[k], 0);
 }
 
 void bench_nsa_compress_grad(void)
 {
-    static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
-    for (int k = 0; k < 3; k++)
+    static const spa_dtype dts[4] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT64};
+    for (int k = 0; k < 4; k++)
         bench_dtype(dts[k], 1);
 }

@@ -79,12 +79,13 @@ static void bench_shape(spa_dtype dt, const char *shape, int64_t t, int64_t d, i
     void *v = bench_alloc_random(dt, (size_t)(t * N2 * dv), 3);
     int32_t *idx = random_topk(t, 4);
     void *o = bench_alloc_zero((size_t)(t * N1 * dv) * es);
-    float *mx = bench_alloc_zero((size_t)(t * N1 * 8) * sizeof(float));
-    float *sm = bench_alloc_zero((size_t)(t * N1 * 8) * sizeof(float));
+    const spa_dtype st = dt == SPA_FLOAT64 ? SPA_FLOAT64 : SPA_FLOAT32; /* the statistics' dtype */
+    void *mx = bench_alloc_zero((size_t)(t * N1 * 8) * bench_dtype_size(st));
+    void *sm = bench_alloc_zero((size_t)(t * N1 * 8) * bench_dtype_size(st));
     spa_tensor tq = bench_tensor(dt, 3, qd, q), tk = bench_tensor(dt, 3, kd, k),
                tv = bench_tensor(dt, 3, vd, v), ti = bench_tensor(SPA_INT32, 3, id, idx),
-               to = bench_tensor(dt, 3, od, o), tmx = bench_tensor(SPA_FLOAT32, 3, sd, mx),
-               tsm = bench_tensor(SPA_FLOAT32, 3, sd, sm);
+               to = bench_tensor(dt, 3, od, o), tmx = bench_tensor(st, 3, sd, mx),
+               tsm = bench_tensor(st, 3, sd, sm);
     const double scale = 1.0 / 11.3137;
     nsas_bench b;
     if (spa_nsa_select_get_workspace_size(&tq, &tk, &tv, &ti, NULL, &seq, &seq, scale, N1, "TND", 0,
@@ -126,11 +127,11 @@ static void bench_shape(spa_dtype dt, const char *shape, int64_t t, int64_t d, i
     free(q), free(k), free(v), free(idx), free(o), free(mx), free(sm);
 }
 
-static const spa_dtype bench_dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+static const spa_dtype bench_dts[4] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT64};
 
 void bench_nsa_select(void)
 {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         bench_shape(bench_dts[i], "bench", 4096, 128, 128, 0);
         bench_shape(bench_dts[i], "bench_half", 2048, 128, 128, 0);
         bench_shape(bench_dts[i], "bench_d192", 2048, 192, 128, 0);
@@ -139,7 +140,7 @@ void bench_nsa_select(void)
 
 void bench_nsa_select_grad(void)
 {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         bench_shape(bench_dts[i], "bench_half", 2048, 128, 128, 1);
         bench_shape(bench_dts[i], "bench_d192", 2048, 192, 128, 1);
     }

@@ -31,6 +31,10 @@ static nsac_kernel kernel_for(int32_t dtype)
         return (nsac_kernel){SPA_K_NSA_COMPRESS_F16, SPA_NSAC_TW_F16, SPA_NSAC_TC_F16};
     case SPA_BFLOAT16:
         return (nsac_kernel){SPA_K_NSA_COMPRESS_BF16, SPA_NSAC_TW_BF16, SPA_NSAC_TC_BF16};
+#if SPA_FLOAT64_NSA_COMPRESS
+    case SPA_FLOAT64: /* templates/f64/nsa_compress.c.m4: scratch of one window row */
+        return (nsac_kernel){SPA_K_NSA_COMPRESS_F64, SPA_NSAC_TW_F64, 0};
+#endif
     default:
         return (nsac_kernel){SPA_K_NSA_COMPRESS_F32, SPA_NSAC_TW_F32, SPA_NSAC_TC_F32};
     }
@@ -56,9 +60,15 @@ static spa_status plan(const spa_tensor *input, const spa_tensor *weight, const 
     e->st = st;
     e->seq_type = seq_type;
     e->per_block = spa_nsac_split(e->shape.windows, k.tw, &e->blocks);
-    e->slice = e->shape.dim < k.tc ? e->shape.dim : k.tc;
-    /* <= (TW + 1) * tc floats: the slice keeps it the tile's */
-    e->scratch_floats = (uint32_t)spa_nsac_fwd_scratch(e->shape.heads, e->slice, k.tw, k.tc);
+    if (input->dtype == SPA_FLOAT64) { /* nsa_compress_f64.c: one double row of a token's heads */
+        SPA_REQUIRE(e->shape.heads <= (int64_t)(UINT32_MAX / 4) / e->shape.dim);
+        e->slice = e->shape.dim;
+        e->scratch_floats = (uint32_t)(2 * e->shape.heads * e->shape.dim);
+    } else {
+        e->slice = e->shape.dim < k.tc ? e->shape.dim : k.tc;
+        /* <= (TW + 1) * tc floats: the slice keeps it the tile's */
+        e->scratch_floats = (uint32_t)spa_nsac_fwd_scratch(e->shape.heads, e->slice, k.tw, k.tc);
+    }
     return SPA_OK;
 }
 

@@ -34,6 +34,10 @@ static nsacg_kernel kernel_for(int32_t dtype)
         return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_F16, SPA_NSACG_TT_F16, SPA_NSACG_TC_F16};
     case SPA_BFLOAT16:
         return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_BF16, SPA_NSACG_TT_BF16, SPA_NSACG_TC_BF16};
+#if SPA_FLOAT64_NSA_COMPRESS_GRAD
+    case SPA_FLOAT64: /* nsa_compress_f64.c: its own kernel type, no scratch */
+        return (nsacg_kernel){NULL, SPA_NSACG_TT_F64, 0};
+#endif
     default:
         return (nsacg_kernel){SPA_K_NSA_COMPRESS_GRAD_F32, SPA_NSACG_TT_F32, SPA_NSACG_TC_F32};
     }
@@ -88,7 +92,7 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
     e->st = st;
     e->seq_type = seq_type;
     /* heads wider than the tile's channels run as slices of it (the kernel) */
-    const int64_t slice = e->shape.dim < k.tc ? e->shape.dim : k.tc;
+    const int64_t slice = e->shape.dim < k.tc || k.tc == 0 ? e->shape.dim : k.tc; /* tc 0: float64 */
     spa_nsac_args t;
     tile_of(e, k.tt, &t);
     /* The scratch is about 1043 floats a window of a token at most (rows of
@@ -96,7 +100,7 @@ static spa_status plan(const spa_tensor *output_grad, const spa_tensor *input,
      * workspace product (blocks x scratch x 4) within 64 bits. */
     SPA_REQUIRE(t.nw_max <= ((int64_t)1 << 40));
     e->per_block = spa_nsac_split(e->shape.tokens, t.tt, &e->blocks);
-    e->scratch_floats = (uint64_t)spa_nsac_grad_scratch(e->shape.heads, slice, t.dy_rows, t.nw_max, k.tc);
+    e->scratch_floats = k.tc == 0 ? 0 : (uint64_t)spa_nsac_grad_scratch(e->shape.heads, slice, t.dy_rows, t.nw_max, k.tc);
     return SPA_OK;
 }
 
@@ -110,7 +114,8 @@ static void carve(spa_ws *ws, const nsacg_exec *e, nsacg_slices *s)
 {
     spa_nsac_table_take(ws, e->shape.batches, &s->tab);
     s->scratch = spa_ws_take(ws, (uint64_t)e->blocks * e->scratch_floats, sizeof(float));
-    s->wpart = spa_ws_take(ws, (uint64_t)e->blocks * (uint64_t)(e->bs * e->shape.heads), sizeof(float));
+    s->wpart = spa_ws_take(ws, (uint64_t)e->blocks * (uint64_t)(e->bs * e->shape.heads),
+                           e->input.dtype == SPA_FLOAT64 ? sizeof(double) : sizeof(float));
 }
 
 static spa_status phase1(
@@ -217,6 +222,13 @@ spa_status spa_nsa_compress_grad_phase2(void *workspace, uint64_t workspace_size
     r.args = spa_nsac_args_of(&e.input, &e.weight, &e.output_grad, &e.input_grad, e.bs, e.st);
     tile_of(&e, kernel_for(e.input.dtype).tt, &r.args);
     r.kernel = kernel_for(e.input.dtype).fn;
+#if SPA_FLOAT64_NSA_COMPRESS_GRAD
+    if (e.input.dtype == SPA_FLOAT64) {
+        spa_nsac_grad_f64_run(&rn, &r.args, &r.s.tab, &e.shape, e.per_block, e.blocks,
+                              (double *)(void *)r.s.wpart, &e.weight_grad);
+        return SPA_OK;
+    }
+#endif
     spa_run_blocks(&rn, run_token_block, &r, e.blocks);
     spa_run_blocks(&rn, run_weight_row, &r, (uint32_t)e.bs);
     return SPA_OK;

@@ -104,6 +104,12 @@ static void make_plan(const nsas_exec *e, const spa_nsas_shape *sh, nsas_plan *p
     p->scratch_floats = (uint64_t)(sh->dp * gp + sh->kc * sh->bs * gp + sh->dvp * gp + 2 * gp);
     p->kpack_floats = spa_nsas_pack_floats(&e->k, sh);
     p->vpack_floats = spa_nsas_pack_floats(&e->v, sh);
+#if SPA_FLOAT64_NSA_SELECT
+    if (e->q.dtype == SPA_FLOAT64) { /* nsa_select_f64.c: k and v in place, 8-byte scratch words */
+        p->scratch_floats = 2 * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(sh->kc, sh->bs);
+        p->kpack_floats = p->vpack_floats = 0;
+    }
+#endif
 }
 
 typedef struct nsas_slices {
@@ -237,6 +243,13 @@ spa_status spa_nsa_select_phase2(void *workspace, uint64_t workspace_size,
     r.scratch = slices.scratch;
     r.args = spa_nsas_args_of(&p.sh, &e.q, tr.idx, &e.o, &e.mx, &e.sm, NULL, NULL, e.scale);
     r.kernel = kernel_for(e.q.dtype);
+#if SPA_FLOAT64_NSA_SELECT
+    if (e.q.dtype == SPA_FLOAT64) {
+        const spa_nsas_f64_args f = spa_nsas_f64_args_of(&r.args, &e.k, &e.v, e.scale);
+        spa_nsas_f64_forward(&rn, &f, &tr, p.sh.t1, p.per_block, p.blocks, (double *)(void *)slices.scratch);
+        return SPA_OK;
+    }
+#endif
     for (r.h2 = 0; r.h2 < p.sh.n2 && p.sh.t1 > 0; r.h2++) {
         spa_nsas_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, slices.kpack, slices.vpack, r.h2,
                              &rn);

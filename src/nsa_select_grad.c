@@ -66,6 +66,10 @@ static nsasg_kernel kernel_for(int32_t dtype)
         return (nsasg_kernel){SPA_K_NSA_SELECT_GRAD_F16, SPA_NSASG_TK_F16};
     case SPA_BFLOAT16:
         return (nsasg_kernel){SPA_K_NSA_SELECT_GRAD_BF16, SPA_NSASG_TK_BF16};
+#if SPA_FLOAT64_NSA_SELECT_GRAD
+    case SPA_FLOAT64: /* nsa_select_f64.c, called from phase 2 */
+        return (nsasg_kernel){NULL, 1};
+#endif
     default:
         return (nsasg_kernel){SPA_K_NSA_SELECT_GRAD_F32, SPA_NSASG_TK_F32};
     }
@@ -167,6 +171,13 @@ static void make_plan(const nsasg_exec *e, const spa_nsas_shape *sh, const spa_i
                                    sh->g * sh->dvp + 2 * tk * gp + 3 * gp);
     p->kpack_floats = spa_nsas_pack_floats(&e->k, sh);
     p->vpack_floats = spa_nsas_pack_floats(&e->v, sh);
+#if SPA_FLOAT64_NSA_SELECT_GRAD
+    if (e->q.dtype == SPA_FLOAT64) { /* nsa_select_f64.c: double partials, k and v in place */
+        p->partial_floats *= 2;
+        p->scratch_floats = 2 * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(sh->kc, sh->bs);
+        p->kpack_floats = p->vpack_floats = 0;
+    }
+#endif
 }
 
 typedef struct nsasg_slices {
@@ -399,6 +410,16 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     r.tr = &tr;
     r.args = spa_nsas_args_of(&p.sh, &e.q, tr.idx, &e.o, &e.mx, &e.sm, &e.dy, &e.dq, e.scale);
     r.kernel = kernel_for(e.q.dtype).fn;
+#if SPA_FLOAT64_NSA_SELECT_GRAD
+    if (e.q.dtype == SPA_FLOAT64) {
+        const spa_nsas_f64_args f = spa_nsas_f64_args_of(&r.args, &e.k, &e.v, e.scale);
+        const spa_nsas_f64_grad_plan gp = {p.ranges, p.per_range, p.sh.t1, p.sh.t2, r.s.offset,
+                                           r.s.kvlo, r.s.kvhi, (double *)(void *)r.s.partial,
+                                           (double *)(void *)r.s.scratch, &e.dk, &e.dv};
+        spa_nsas_f64_grad(&rn, &f, &tr, &gp);
+        return SPA_OK;
+    }
+#endif
     const int64_t tasks = (p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
     for (r.h2 = 0; r.h2 < p.sh.n2; r.h2++) {
         if (p.sh.t1 > 0) {

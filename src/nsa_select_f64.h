@@ -1,0 +1,89 @@
+/* NsaSelectedAttention(+Grad) in float64: the kernel contract (templates/f64/
+ * nsa_select*.c.m4) and the phase-2 drivers (nsa_select_f64.c). Key and
+ * value are read in place through their strides (no f32 packing); the
+ * softmax statistics are float64 [T1, N1, 8]. */
+#ifndef SPA_NSA_SELECT_F64_H
+#define SPA_NSA_SELECT_F64_H
+
+#include <float.h>
+
+#include "nsa_select_plan.h"
+
+typedef struct spa_nsas_f64_args {
+    spa_nsas_args a; /* q, idx (the trusted copy), o, mx, sm, dy, dq and the shape */
+    const double *k; /* key [T2, N2, D] */
+    int64_t ks0, ks1, ks2;
+    const double *v; /* value [T2, N2, Dv] */
+    int64_t vs0, vs1, vs2;
+    double scale; /* scaleValue itself: no f32 rounding */
+} spa_nsas_f64_args;
+
+/* The positions query token t (in-batch position s = t - qstart) attends to
+ * with kv head n2, in the order of the spec (slot i of topk, then j < bs):
+ * rows[c] the absolute KV row kstart + idx*bs + j, or -(row + 1) where the
+ * causal mask hides it (position > s). A slot < 0 selects nothing and a
+ * block is clipped to the batch's klen KV rows, so c < kc * bs. Returns the
+ * count. */
+static inline int64_t spa_nsas_f64_positions(const spa_nsas_args *a, int64_t n2, int64_t t,
+                                             int64_t qstart, int64_t kstart, int64_t klen,
+                                             int64_t *rows)
+{
+    const int32_t *idx = a->idx + t * a->is0 + n2 * a->is1;
+    const int64_t s = t - qstart;
+    int64_t c = 0;
+    for (int64_t i = 0; i < a->kc; i++) {
+        const int64_t blk = idx[i * a->is2];
+        if (blk < 0)
+            continue;
+        for (int64_t j = 0; j < a->bs && blk * a->bs + j < klen; j++) {
+            const int64_t p = blk * a->bs + j;
+            rows[c++] = a->causal && p > s ? -(kstart + p + 1) : kstart + p;
+        }
+    }
+    return c;
+}
+
+/* The score of a masked position, in the scaled domain (spec/nsa.md 3.2). */
+#define SPA_NSAS_F64_MASKED (-(double)FLT_MAX)
+
+/* Forward: query tokens [t0, t1) of kv head n2, in the batch whose queries
+ * start at qstart and whose klen KV rows start at kstart; scratch: 2*kc*bs
+ * doubles. Writes attentionOut, softmaxMax and softmaxSum of those tokens. */
+typedef void spa_nsas_fwd_f64_kernel(const spa_nsas_f64_args *f, int64_t n2, int64_t t0, int64_t t1,
+                                     int64_t qstart, int64_t kstart, int64_t klen, double *scratch);
+
+/* Grad: the same tokens; writes dq and adds sum dS*q (unscaled) and P*dY into
+ * the partial rows dkp [rows][d], dvp [rows][dv] (row 0: KV row kvlo);
+ * scratch: 3*kc*bs doubles. */
+typedef void spa_nsas_grad_f64_kernel(const spa_nsas_f64_args *f, int64_t n2, int64_t t0,
+                                      int64_t t1, int64_t qstart, int64_t kstart, int64_t klen,
+                                      int64_t kvlo, double *dkp, double *dvp, double *scratch);
+
+/* 8-byte words of scratch per block. */
+#define SPA_NSAS_F64_FWD_SCRATCH(kc, bs) (2 * (kc) * (bs))
+#define SPA_NSAS_F64_GRAD_SCRATCH(kc, bs) (3 * (kc) * (bs))
+
+spa_nsas_f64_args spa_nsas_f64_args_of(const spa_nsas_args *a, const spa_tensor *k,
+                                       const spa_tensor *v, double scale);
+
+/* Forward phase 2, everything checked and copied (tr): blocks of per_block
+ * query tokens, each over every kv head; scratch [blocks][FWD_SCRATCH]. */
+void spa_nsas_f64_forward(const spa_runner *rn, const spa_nsas_f64_args *f,
+                          const spa_nsas_trusted *tr, int64_t t1, int64_t per_block,
+                          uint32_t blocks, double *scratch);
+
+/* Grad phase 2: the token ranges and partial table of nsa_select_grad.c
+ * (offsets in doubles), per kv head step 1 (ranges into their partials) then
+ * step 2 (each KV row sums the partials covering it in range order; dk
+ * scaled), as the f32 driver does. */
+typedef struct spa_nsas_f64_grad_plan {
+    int64_t ranges, per_range, t1, t2;
+    const uint64_t *offset;
+    const int64_t *kvlo, *kvhi;
+    double *partial, *scratch; /* scratch [ranges][GRAD_SCRATCH] */
+    const spa_tensor *dk, *dv;
+} spa_nsas_f64_grad_plan;
+void spa_nsas_f64_grad(const spa_runner *rn, const spa_nsas_f64_args *f,
+                       const spa_nsas_trusted *tr, const spa_nsas_f64_grad_plan *gp);
+
+#endif
