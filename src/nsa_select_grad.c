@@ -212,19 +212,28 @@ static uint64_t planned_bytes(const nsasg_plan *p)
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
 }
 
-/* Where each token range's partial lies and which kernel rows it covers. */
-static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, nsasg_slices *s)
+/* Where each token range's partial lies and which rows it covers: kernel
+ * rows of dp + dvp floats for the f32 kernels; for the float64 path
+ * (nsa_select_f64.c, which reads key and value in place) KV rows of d + dv
+ * doubles, which the plan's partial (kernel rows, doubled) always holds. */
+static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, bool kv_rows, nsasg_slices *s)
 {
     uint64_t off = 0;
     for (int64_t b = 0; b < p->ranges; b++) {
         int64_t t0, t1, lo = 0, hi = 0;
         range_tokens(p, b, &t0, &t1);
-        if (t0 < t1)
+        if (t0 < t1 && kv_rows) {
+            int64_t ks, ke;
+            spa_nsas_batch(&tr->skva, spa_nsas_batch_of(&tr->sqa, t0), &lo, &ke);
+            spa_nsas_batch(&tr->skva, spa_nsas_batch_of(&tr->sqa, t1 - 1), &ks, &hi);
+        } else if (t0 < t1) {
             range_kv(&tr->sqa, &tr->skva, p->sh.bs, t0, t1, &lo, &hi);
+        }
         s->offset[b] = off;
         s->kvlo[b] = lo;
         s->kvhi[b] = hi;
-        off += (uint64_t)(hi - lo) * (uint64_t)(p->sh.dp + p->sh.dvp);
+        off += (uint64_t)(hi - lo) *
+               (uint64_t)(kv_rows ? p->sh.d + p->sh.dv : p->sh.dp + p->sh.dvp);
     }
 }
 
@@ -404,7 +413,7 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     nsasg_run r;
     carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
-    fill_table(&p, &tr, &r.s);
+    fill_table(&p, &tr, e.q.dtype == SPA_FLOAT64, &r.s);
     r.e = &e;
     r.p = &p;
     r.tr = &tr;
