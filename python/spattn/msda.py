@@ -15,7 +15,8 @@ dtype. All three float inputs get gradients.
 """
 import torch
 
-from . import _lib
+from . import _lib, _onnx
+from ._autograd import first_order_only
 
 
 def _index(name, t):
@@ -63,6 +64,18 @@ class MSDeformAttnFunction(torch.autograd.Function):
         return out
 
     @staticmethod
+    def symbolic(g, value, value_spatial_shapes, value_level_start_index, sampling_locations,
+                 attention_weights, im2col_step=64):
+        # ONNX: the node of mmdeploy's ONNX Runtime custom op, its inputs in
+        # its order and im2col_step as an attribute (never the result of the
+        # example run baked in as a constant).
+        return g.op("mmdeploy::MMCVMultiScaleDeformableAttention", value,
+                    _onnx.as_value(g, value_spatial_shapes),
+                    _onnx.as_value(g, value_level_start_index), sampling_locations,
+                    attention_weights, im2col_step_i=int(im2col_step))
+
+    @staticmethod
+    @first_order_only
     def backward(ctx, grad_output):
         value, shapes, starts, loc, attn = ctx.saved_tensors
         gv, gl, ga = _backward(value, shapes, starts, loc, attn, grad_output)

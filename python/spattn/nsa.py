@@ -7,7 +7,8 @@ work), as a tensor or a sequence of ints.
 """
 import torch
 
-from . import _lib
+from . import _lib, _onnx
+from ._autograd import first_order_only
 
 
 def _ends(name, cu):
@@ -49,6 +50,11 @@ class _Compress(torch.autograd.Function):
         return out
 
     @staticmethod
+    def symbolic(g, *args):
+        return _onnx.refuse("nsa_compress")
+
+    @staticmethod
+    @first_order_only
     def backward(ctx, grad_out):
         x, weight = ctx.saved_tensors
         gx = _lib.new_output(x.shape, x.dtype)
@@ -111,6 +117,11 @@ class _Select(torch.autograd.Function):
         return out, mx0, sm0
 
     @staticmethod
+    def symbolic(g, *args):
+        return _onnx.refuse("nsa_selected_attention")
+
+    @staticmethod
+    @first_order_only
     def backward(ctx, grad_out, _grad_max, _grad_sum):
         q, k, v, topk, out, mx, sm = ctx.saved_tensors
         dq = _lib.new_output(q.shape, q.dtype)

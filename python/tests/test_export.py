@@ -1,0 +1,107 @@
+"""What PyTorch does around an operator must never be silently wrong: ONNX
+export writes the op's node with its inputs (or refuses), and a second
+derivative raises instead of coming back as zero."""
+import io
+import unittest
+import warnings
+
+import torch
+
+import spattn
+
+try:
+    import onnx
+except ImportError:  # python3-onnx: only the node test needs it
+    onnx = None
+
+SHAPES = torch.tensor([[6, 4], [3, 2]])
+STARTS = torch.tensor([0, 24])
+
+
+def msda_inputs(requires_grad=False):
+    g = torch.Generator().manual_seed(7)
+    v = torch.randn(1, 30, 2, 8, generator=g)
+    loc = torch.rand(1, 5, 2, 2, 2, 2, generator=g)
+    attn = torch.rand(1, 5, 2, 2, 2, generator=g)
+    return [t.requires_grad_(requires_grad) for t in (v, loc, attn)]
+
+
+class MsdaModule(torch.nn.Module):
+    def forward(self, value, shapes, starts, loc, attn):
+        return spattn.MSDeformAttnFunction.apply(value, shapes, starts, loc, attn, 64)
+
+
+class CompressModule(torch.nn.Module):
+    def forward(self, x, w):
+        return spattn.nsa_compress(x, w, [40], 16, 8)
+
+
+class SelectModule(torch.nn.Module):
+    def forward(self, q, k, v, topk):
+        return spattn.nsa_selected_attention(q, k, v, topk, [8], [32], 0.25, 16)
+
+
+def export(module, args):
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, f, opset_version=13, custom_opsets={"mmdeploy": 1})
+    return f.getvalue()
+
+
+class TestOnnx(unittest.TestCase):
+    @unittest.skipIf(onnx is None, "python3-onnx is not installed")
+    def test_msda_is_mmdeploys_node_over_the_graph_inputs(self):
+        v, loc, attn = msda_inputs()
+        model = onnx.load_from_string(export(MsdaModule(), (v, SHAPES, STARTS, loc, attn)))
+        nodes = [n for n in model.graph.node if n.op_type != "Constant"]
+        self.assertEqual(len(nodes), 1)
+        node = nodes[0]
+        self.assertEqual((node.domain, node.op_type),
+                         ("mmdeploy", "MMCVMultiScaleDeformableAttention"))
+        graph_inputs = [i.name for i in model.graph.input]
+        self.assertEqual(len(graph_inputs), 5)
+        self.assertEqual(list(node.input), graph_inputs)  # mmdeploy's input order
+        self.assertEqual([(a.name, a.i) for a in node.attribute], [("im2col_step", 64)])
+        self.assertEqual(list(node.output), [o.name for o in model.graph.output])
+        # nothing of the output's shape is baked into the file
+        self.assertFalse(any(list(i.dims) == [1, 5, 16] for i in model.graph.initializer))
+
+    def test_nsa_ops_refuse_export(self):
+        x, w = torch.randn(40, 2, 16), torch.randn(16, 2)
+        with self.assertRaisesRegex(RuntimeError, "nsa_compress has no ONNX operator"):
+            export(CompressModule(), (x, w))
+        q, k = torch.randn(8, 2, 16), torch.randn(32, 1, 16)
+        topk = torch.zeros(8, 1, 2, dtype=torch.int32)
+        topk[:, :, 1] = 1
+        with self.assertRaisesRegex(RuntimeError, "nsa_selected_attention has no ONNX operator"):
+            export(SelectModule(), (q, k, k.clone(), topk))
+
+
+class TestSecondDerivative(unittest.TestCase):
+    def assert_refuses_graph(self, out, inputs):
+        with self.assertRaisesRegex(RuntimeError, "second derivatives are not implemented"):
+            torch.autograd.grad(out.sum(), inputs, create_graph=True, retain_graph=True)
+        first = torch.autograd.grad(out.sum(), inputs)  # first derivatives still work
+        self.assertTrue(all(g is not None and torch.isfinite(g).all() for g in first))
+
+    def test_msda(self):
+        v, loc, attn = msda_inputs(requires_grad=True)
+        self.assert_refuses_graph(spattn.ms_deform_attn(v, SHAPES, STARTS, loc, attn),
+                                  [v, loc, attn])
+
+    def test_nsa_compress(self):
+        x, w = torch.randn(40, 2, 16, requires_grad=True), torch.randn(16, 2, requires_grad=True)
+        self.assert_refuses_graph(spattn.nsa_compress(x, w, [40], 16, 8), [x, w])
+
+    def test_nsa_selected_attention(self):
+        q = torch.randn(8, 2, 16, requires_grad=True)
+        k = torch.randn(32, 1, 16, requires_grad=True)
+        v = torch.randn(32, 1, 16, requires_grad=True)
+        topk = torch.tensor([[[0, 1]]] * 8, dtype=torch.int32)
+        out = spattn.nsa_selected_attention(q, k, v, topk, [8], [32], 0.25, 16)
+        self.assert_refuses_graph(out, [q, k, v])
+
+
+if __name__ == "__main__":
+    unittest.main()
