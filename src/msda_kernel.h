@@ -176,6 +176,14 @@ static inline void spa_msda_store(void *p, int32_t dt, int64_t off, float v)
     }
 }
 
+/* Rare paths (other dtypes, channel tails) kept out of line, so that the
+ * common one keeps its code and registers. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SPA_MSDA_COLD __attribute__((noinline, cold))
+#else
+#define SPA_MSDA_COLD
+#endif
+
 /* Prefetch hint for the corner rows of a later sample (no-op elsewhere,
  * and where the ISA layer takes no hints, SPA_ISA_PREFETCH 0). */
 #if (defined(__GNUC__) || defined(__clang__)) && SPA_ISA_PREFETCH

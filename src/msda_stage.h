@@ -94,7 +94,14 @@ typedef struct spa_msda_stage_out {
     const float *sink;  /* grad: outside corner k adds into sink + k * sink_step */
     int64_t sink_step;
     uint64_t row_bytes; /* the vector staging takes it as 32 bits: the wide path beyond */
+    bool wide;          /* num_keys > INT32_MAX or row_bytes > UINT32_MAX (spa_msda_stage_wide) */
 } spa_msda_stage_out;
+
+/* Whether a call stages on the 64-bit path (see spa_msda_stage_out.wide). */
+static inline bool spa_msda_wide(const spa_msda_args *a, uint64_t row_bytes)
+{
+    return a->nk > INT32_MAX || row_bytes > UINT32_MAX;
+}
 
 /* Lanes s .. s+SPA_VL-1 of a chunk from their coordinates; returns their live bits. */
 SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_vf xn, spa_vf yn, spa_vf an,
@@ -217,7 +224,7 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
                                    spa_msda_chunk *ch, spa_msda_gchunk *gch, float *g)
 {
     uint32_t live = 0;
-    if (a->nk > INT32_MAX || o->row_bytes > UINT32_MAX) {
+    if (o->wide) {
         spa_msda_gather(a, j0, lq, aq, g);
         spa_msda_stage_wide(a, j0, g, o, ch, gch);
         return;

@@ -106,6 +106,14 @@ SPA_ISA_INLINE void stage_query(const spa_msda_args *a, const spa_msda_lanes *ln
         spa_msda_stage(a, &ln[j], 16 * j, lq, ldt, aq, adt, packed, o, &ch[j], NULL, gat);
 }
 
+/* The same for location and attnWeight in dtypes other than the kernel's:
+ * out of line, so that the common case above keeps its code and registers. */
+SPA_MSDA_COLD static void stage_query_mixed(const spa_msda_args *a, const spa_msda_lanes *ln, int64_t nch, int64_t lq, int64_t aq,
+                              bool packed, const spa_msda_stage_out *o, spa_msda_chunk *ch, float *gat)
+{
+    stage_query(a, ln, nch, lq, a->loc_dt, aq, a->attn_dt, packed, o, ch, gat);
+}
+
 void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, int64_t q0,
                  int64_t q1, void *scratch)
 {
@@ -120,10 +128,12 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
     spa_msda_chunk *ch = scratch;
     spa_msda_lanes *ln = (spa_msda_lanes *)(void *)(ch + ftq * nch);
     float *gat = (float *)(void *)(ln + nch);
-    const spa_msda_stage_out o = {vpair, a->zero, NULL, NULL, 0, (uint64_t)cl * sizeof(float)};
+    const uint64_t row_bytes = (uint64_t)cl * sizeof(float);
+    const spa_msda_stage_out o = {vpair, a->zero, NULL, NULL, 0, row_bytes, spa_msda_wide(a, row_bytes)};
     const bool packed = spa_msda_packed(a);
     const bool own_dt = a->loc_dt == DT && a->attn_dt == DT;
     const size_t lsz = a->loc_dt == SPA_FLOAT32 ? 4 : 2, asz = a->attn_dt == SPA_FLOAT32 ? 4 : 2;
+    const int64_t lbytes = a->nl * a->ls[3] * (int64_t)lsz, abytes = a->nl * a->as[3] * (int64_t)asz;
     SPA_T *out = a->out;
     spa_msda_lanes_init(a->lv, a->nl, a->np, ln);
     for (int64_t t0 = q0; t0 < q1; t0 += ftq) {
@@ -139,15 +149,15 @@ void MSDA_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpai
             if (q + PFQ < a->nq) {
                 const char *lp = (const char *)a->loc + (size_t)(lq + PFQ * a->ls[1]) * lsz;
                 const char *ap = (const char *)a->attn + (size_t)(aq + PFQ * a->as[1]) * asz;
-                for (int64_t off = 0; off < (a->nl * a->ls[3]) * (int64_t)lsz; off += 64)
+                for (int64_t off = 0; off < lbytes; off += 64)
                     SPA_PREFETCH(lp + off);
-                for (int64_t off = 0; off < (a->nl * a->as[3]) * (int64_t)asz; off += 64)
+                for (int64_t off = 0; off < abytes; off += 64)
                     SPA_PREFETCH(ap + off);
             }
             if (own_dt)
                 stage_query(a, ln, nch, lq, DT, aq, DT, packed, &o, &ch[i * nch], gat);
             else
-                stage_query(a, ln, nch, lq, a->loc_dt, aq, a->attn_dt, packed, &o, &ch[i * nch], gat);
+                stage_query_mixed(a, ln, nch, lq, aq, packed, &o, &ch[i * nch], gat);
         }
         for (int64_t i = 0; i < tn; i++) {
             combine(&ch[i * nch], nch, cl, acc);

@@ -31,9 +31,7 @@ typedef struct grad_consts {
 
 /* Channels c .. c+n-1 (n = SPA_VL, or fewer for the last C % 16 channels)
  * of one sample: the scatter-adds into the four gradValue rows and the lane
- * sums sx, sy, sa. A partial step loads and stores only its n channels; its
- * other lanes keep their sums (an Inf weight times the zeros loaded there
- * would be NaN), blended through memory with the layer's partial store. */
+ * sums sx, sy, sa. A partial step loads and stores only its n channels. */
 SPA_ISA_INLINE void grad_step(int64_t c, int64_t n, const float *grow, const float *const *r, float *const *g,
                               const grad_consts *k, spa_vf *sx, spa_vf *sy, spa_vf *sa)
 {
@@ -59,15 +57,19 @@ SPA_ISA_INLINE void grad_step(int64_t c, int64_t n, const float *grow, const flo
     dy = spa_vf_fmab(dy, v1, k->nlx);
     dy = spa_vf_fmab(dy, v2, k->hx);
     dy = spa_vf_fmab(dy, v3, k->lx);
-    const spa_vf na = spa_vf_fma(*sa, gv, val);
-    const spa_vf nx = spa_vf_fmab(*sx, spa_vf_mul(t, dx), k->fw);
-    const spa_vf ny = spa_vf_fmab(*sy, spa_vf_mul(t, dy), k->fh);
-    if (n == SPA_VL) {
-        *sa = na;
-        *sx = nx;
-        *sy = ny;
-        return;
-    }
+    *sa = spa_vf_fma(*sa, gv, val);
+    *sx = spa_vf_fmab(*sx, spa_vf_mul(t, dx), k->fw);
+    *sy = spa_vf_fmab(*sy, spa_vf_mul(t, dy), k->fh);
+}
+
+/* The partial step of the last n < SPA_VL channels: the other lanes keep
+ * their sums (an Inf weight times the zeros loaded there would be NaN),
+ * blended through memory with the layer's partial store. */
+SPA_ISA_INLINE void grad_step_part(int64_t c, int64_t n, const float *grow, const float *const *r,
+                                float *const *g, const grad_consts *k, spa_vf *sx, spa_vf *sy, spa_vf *sa)
+{
+    spa_vf nx = *sx, ny = *sy, na = *sa;
+    grad_step(c, n, grow, r, g, k, &nx, &ny, &na);
     float keep[3 * SPA_VL];
     spa_vf_store(keep, *sa);
     spa_vf_store(keep + SPA_VL, *sx);
@@ -98,17 +100,24 @@ static inline void grad_sample(const spa_msda_gchunk *e, int i, float fws, float
                            spa_vb_load(cs + 1), spa_vb_load(cs + 2), spa_vb_load(cs + 3),
                            spa_vb_load(cs + 4), spa_vb_load(cs + 5), spa_vb_load(cs + 6),
                            spa_vb_load(cs + 7), spa_vb_load(cs + 8), spa_vb_load(cs + 9)};
-    const int64_t cfull = cl & ~(int64_t)15;
+    const int64_t cfull = cl & ~(int64_t)15, tail = cl - cfull;
 #pragma GCC unroll 4
     for (int m = 0; m < NV; m++) {
         spa_vf sx = spa_vf_zero(), sy = sx, sa = sx;
         for (int64_t c = m * SPA_VL; c < cfull; c += 16)
             grad_step(c, SPA_VL, grow, r, g, &k, &sx, &sy, &sa);
-        const int64_t rest = cl - cfull - m * SPA_VL; /* channels of the tail in this vector */
-        if (rest >= SPA_VL)
+        spa_vf_store(fx + m * SPA_VL, sx);
+        spa_vf_store(fy + m * SPA_VL, sy);
+        spa_vf_store(fa + m * SPA_VL, sa);
+    }
+    /* the last C % 16 channels, after the others in each lane (a loop of
+     * its own, so that the one above keeps its registers) */
+    for (int m = 0; m * SPA_VL < tail; m++) {
+        spa_vf sx = spa_vf_load(fx + m * SPA_VL), sy = spa_vf_load(fy + m * SPA_VL), sa = spa_vf_load(fa + m * SPA_VL);
+        if (tail - m * SPA_VL >= SPA_VL)
             grad_step(cfull + m * SPA_VL, SPA_VL, grow, r, g, &k, &sx, &sy, &sa);
-        else if (rest > 0)
-            grad_step(cfull + m * SPA_VL, rest, grow, r, g, &k, &sx, &sy, &sa);
+        else
+            grad_step_part(cfull + m * SPA_VL, tail - m * SPA_VL, grow, r, g, &k, &sx, &sy, &sa);
         spa_vf_store(fx + m * SPA_VL, sx);
         spa_vf_store(fy + m * SPA_VL, sy);
         spa_vf_store(fa + m * SPA_VL, sa);
@@ -195,7 +204,8 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
     float *fold = (float *)(void *)(ch + cap);
     spa_msda_lanes *ln = (spa_msda_lanes *)(void *)(fold + FOLD_FLOATS);
     float *gat = (float *)(void *)(ln + nch);
-    const spa_msda_stage_out o = {vpair, a->zero, gpair, sink, cl, (uint64_t)cl * sizeof(float)};
+    const uint64_t row_bytes = (uint64_t)cl * sizeof(float);
+    const spa_msda_stage_out o = {vpair, a->zero, gpair, sink, cl, row_bytes, spa_msda_wide(a, row_bytes)};
     const bool packed = spa_msda_packed(a);
     /* gradLocation and gradAttnWeight laid out like location and attnWeight
      * here: each chunk's results are stored as vectors */
