@@ -57,7 +57,17 @@ SPA_ISA_INLINE spa_vf spa_vf_gather(const float *p, int64_t s)
 /* The first n lanes (n <= 0: none, n >= 4: all): vctp32q's predicate. */
 SPA_ISA_INLINE mve_pred16_t spa_mve_first(int64_t n) { return vctp32q((uint32_t)(n < 0 ? 0 : n > 4 ? 4 : n)); }
 SPA_ISA_INLINE spa_vf spa_vf_load_n(const float *p, int64_t n) { return vldrwq_z_f32(p, spa_mve_first(n)); }
-SPA_ISA_INLINE void spa_vf_store_n(float *p, spa_vf v, int64_t n) { vstrwq_p_f32(p, v, spa_mve_first(n)); }
+/* GCC (12 at least) describes the predicated store as setting all 16 bytes
+ * at p, so its dead-store elimination deletes an earlier full store to p
+ * whose lanes past n the predicated store keeps: a later full load of p then
+ * reads in those lanes whatever the memory held before (stack garbage, which
+ * depends on what ran earlier). The empty asm reads the 16 bytes first, so
+ * that earlier store stays; it emits no instruction. */
+SPA_ISA_INLINE void spa_vf_store_n(float *p, spa_vf v, int64_t n)
+{
+    __asm__("" : : "m"(*(const float(*)[4])p));
+    vstrwq_p_f32(p, v, spa_mve_first(n));
+}
 SPA_ISA_INLINE spa_vf spa_vf_add(spa_vf a, spa_vf b) { return vaddq_f32(a, b); }
 SPA_ISA_INLINE spa_vf spa_vf_sub(spa_vf a, spa_vf b) { return vsubq_f32(a, b); }
 SPA_ISA_INLINE spa_vf spa_vf_mul(spa_vf a, spa_vf b) { return vmulq_f32(a, b); }
