@@ -150,8 +150,10 @@ static spa_status check_args(const nsasg_exec *e, const char *layout, spa_nsas_s
 static void make_plan(const nsasg_exec *e, const spa_nsas_shape *sh, const spa_int_array *sq,
                       const spa_int_array *skv, nsasg_plan *p)
 {
+    const spa_nsas_shape shape = *sh; /* sh may be &p->sh */
     memset(p, 0, sizeof *p);
-    p->sh = *sh;
+    p->sh = shape;
+    sh = &p->sh;
     /* Token ranges: NSASG_TARGET_RANGES, fewer while the partials would
      * exceed NSASG_PARTIAL_BYTES. */
     int64_t ranges = NSASG_TARGET_RANGES;
@@ -394,8 +396,10 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT_GRAD));
     /* Every argument again (the caller's may have changed since phase 1), and
      * the plan derived again: no executor byte is trusted but the arguments. */
-    spa_nsas_shape sh;
-    SPA_TRY(check_args(&e, "TND", &sh));
+    /* the shape lives in the plan only: one copy less on the stack under the kernels */
+    nsasg_plan p;
+    spa_nsas_shape *const sh = &p.sh;
+    SPA_TRY(check_args(&e, "TND", sh));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
     const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.o, &e.dy, &e.mx, &e.sm, &e.topk,
                                    &e.dq, &e.dk, &e.dv, e.has_mask ? &e.mask : NULL};
@@ -404,11 +408,10 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     spa_ws ws;
     spa_nsas_trusted tr;
     spa_ws_attach(&ws, workspace, e.head.ws_size);
-    spa_nsas_trusted_take(&ws, &sh, &tr);
+    spa_nsas_trusted_take(&ws, sh, &tr);
     SPA_REQUIRE(!ws.overflow);
-    SPA_TRY(spa_nsas_trusted_fill(&e.topk, &e.sq, &e.skv, &sh, &tr));
-    nsasg_plan p;
-    make_plan(&e, &sh, &tr.sqa, &tr.skva, &p);
+    SPA_TRY(spa_nsas_trusted_fill(&e.topk, &e.sq, &e.skv, sh, &tr));
+    make_plan(&e, sh, &tr.sqa, &tr.skva, &p);
     SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
     nsasg_run r;
     carve(&ws, &p, &r.s);

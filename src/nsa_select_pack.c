@@ -67,7 +67,8 @@ static void pack_task(void *arg, uint32_t task)
     const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
     const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
     const int64_t n = p->t->dims[2];
-    int64_t b = spa_nsas_batch_of(&p->tr->kenda, r0);
+    const spa_int_array kend = {p->tr->kend, p->tr->skva.size};
+    int64_t b = spa_nsas_batch_of(&kend, r0);
     for (int64_t r = r0; r < r1; r++) {
         while (p->tr->kend[b] <= r) /* past the batch's last block (or an empty batch) */
             b++;

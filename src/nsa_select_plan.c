@@ -166,7 +166,6 @@ void spa_nsas_trusted_take(spa_ws *ws, const spa_nsas_shape *sh, spa_nsas_truste
     tr->idx = spa_ws_take(ws, n, sizeof(int32_t));
     tr->sqa = (spa_int_array){tr->sq, batches};
     tr->skva = (spa_int_array){tr->skv, batches};
-    tr->kenda = (spa_int_array){tr->kend, batches};
 }
 
 spa_status spa_nsas_trusted_fill(const spa_tensor *topk, const spa_int_array *sq,

@@ -54,7 +54,7 @@ typedef struct spa_nsas_trusted {
     int64_t *sq, *skv; /* [batches] cumulative ends */
     int64_t *kend;     /* [batches] cumulative ends of the batches' kernel rows */
     int32_t *idx;      /* [t1][n2][kc] topkIndices (-1: padding) */
-    spa_int_array sqa, skva, kenda; /* views of the copies */
+    spa_int_array sqa, skva; /* views of the copies */
 } spa_nsas_trusted;
 void spa_nsas_trusted_take(spa_ws *ws, const spa_nsas_shape *sh, spa_nsas_trusted *tr);
 /* Fills tr (carved on real memory) from the caller's arrays, checking as it
