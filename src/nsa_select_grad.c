@@ -224,13 +224,15 @@ static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, bool kv_
     for (int64_t b = 0; b < p->ranges; b++) {
         int64_t t0, t1, lo = 0, hi = 0;
         range_tokens(p, b, &t0, &t1);
+#if SPA_FLOAT64_NSA_SELECT_GRAD /* (compiled out, the table costs no stack where f64 is not built) */
         if (t0 < t1 && kv_rows) {
-            int64_t ks, ke;
-            spa_nsas_batch(&tr->skva, spa_nsas_batch_of(&tr->sqa, t0), &lo, &ke);
-            spa_nsas_batch(&tr->skva, spa_nsas_batch_of(&tr->sqa, t1 - 1), &ks, &hi);
-        } else if (t0 < t1) {
+            int64_t unused;
+            spa_nsas_batch(&tr->skva, spa_nsas_batch_of(&tr->sqa, t0), &lo, &unused);
+            spa_nsas_batch(&tr->skva, spa_nsas_batch_of(&tr->sqa, t1 - 1), &unused, &hi);
+        } else
+#endif
+            if (t0 < t1)
             range_kv(&tr->sqa, &tr->skva, p->sh.bs, t0, t1, &lo, &hi);
-        }
         s->offset[b] = off;
         s->kvlo[b] = lo;
         s->kvhi[b] = hi;
@@ -416,7 +418,7 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     nsasg_run r;
     carve(&ws, &p, &r.s);
     SPA_REQUIRE(!ws.overflow);
-    fill_table(&p, &tr, e.q.dtype == SPA_FLOAT64, &r.s);
+    fill_table(&p, &tr, SPA_FLOAT64_NSA_SELECT_GRAD && e.q.dtype == SPA_FLOAT64, &r.s);
     r.e = &e;
     r.p = &p;
     r.tr = &tr;
