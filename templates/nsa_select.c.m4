@@ -25,17 +25,21 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
 #define NSAS_VLOAD_TAIL(p, n) spa_vf_load_n((p), (n))
 #define NSAS_VSTORE_TAIL(p, v, n) spa_vf_store_n((p), (v), (n))
 ', `m4_dnl
+/* Element by element (the scalar conversions equal the runs, bit for bit):
+ * the runs step whole vectors, which GCC cannot prove stay inside w. */
 static inline spa_vf nsas_vload_tail(const SPA_T *p, int64_t n)
 {
     float w[SPA_VL];
-    SPA_WIDEN_RUN(w, p, n);
+    for (int64_t k = 0; k < n; k++)
+        w[k] = SPA_LOAD(p[k]);
     return spa_vf_load_n(w, n);
 }
 static inline void nsas_vstore_tail(SPA_T *p, spa_vf v, int64_t n)
 {
     float w[SPA_VL];
     spa_vf_store(w, v);
-    SPA_NARROW_RUN(p, w, n);
+    for (int64_t k = 0; k < n; k++)
+        p[k] = SPA_STORE(w[k]);
 }
 #define NSAS_VLOAD_TAIL(p, n) nsas_vload_tail((p), (n))
 #define NSAS_VSTORE_TAIL(p, v, n) nsas_vstore_tail((p), (v), (n))
