@@ -12,6 +12,15 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
 
 
+def cumulative(lengths):
+    """Sequence lengths as the cumulative ends the NSA ops take."""
+    out, end = [], 0
+    for n in lengths:
+        end += n
+        out.append(end)
+    return out
+
+
 def msda_ref(value, shapes, starts, loc, attn):
     """grid_sample path: bilinear, zero padding, align_corners=False, so a
     location x in [0, 1] samples x*W - 0.5 in pixels."""

@@ -7,15 +7,8 @@ import torch
 
 import refs
 import spattn
+from refs import cumulative
 from spattn import _lib
-
-
-def cumulative(lengths):
-    out, end = [], 0
-    for n in lengths:
-        end += n
-        out.append(end)
-    return out
 
 
 class TestCompress(unittest.TestCase):
