@@ -36,9 +36,18 @@ ifeq ($(wildcard gen/isa/$(ISA).m4 src/isa/$(ISA).h),)
 $(error no ISA '$(ISA)': pick one of $(patsubst gen/isa/%.m4,%,$(wildcard gen/isa/*.m4)))
 endif
 
+# src/, templates/ and tests/ are grouped by operator family (src/core,
+# src/msda, src/nsa, ...; src/isa and src/acl are the ISA layers and the
+# aclnn layer): the family folders are found, never listed, and each is on
+# the include path so sources include each other by name.
+SRC_DIRS := src $(filter-out src/acl src/isa,$(patsubst %/,%,$(sort $(dir $(wildcard src/*/*.c src/*/*.h)))))
+SRC_H := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h))
+TEMPLATE_DIRS := templates $(filter-out templates/f64,$(patsubst %/,%,$(sort $(dir $(wildcard templates/*/*.m4)))))
+TEST_DIRS := tests $(filter-out tests/seeds,$(patsubst %/,%,$(sort $(dir $(wildcard tests/*/*.c tests/*/*.h)))))
+
 WARN := -std=c11 -Wall -Wextra -Wconversion -Werror
-CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(LIB_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Isrc -I$(B)/gen
-CFLAGS_TEST := $(WARN) $(TARGET_CFLAGS) $(TEST_CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Itests -I$(B)/gen -Isrc \
+CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(LIB_CFLAGS) $(EXTRA_CFLAGS) -Iinclude $(addprefix -I,$(SRC_DIRS)) -I$(B)/gen
+CFLAGS_TEST := $(WARN) $(TARGET_CFLAGS) $(TEST_CFLAGS) $(EXTRA_CFLAGS) -Iinclude $(addprefix -I,$(TEST_DIRS)) -I$(B)/gen $(addprefix -I,$(SRC_DIRS)) \
 	$(if $(CUNIT_FROM_SOURCE),-I$(B)/cunit/include)
 
 # Per-function stack use beside each library object (make size): GCC writes
@@ -51,24 +60,26 @@ CONFIG_ID := $(CC) | $(ISA) | $(DTYPES) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TES
 CONFIG := $(B)/config.id
 $(shell mkdir -p $(B) && { [ -f $(CONFIG) ] && [ "$$(cat $(CONFIG))" = '$(CONFIG_ID)' ] || printf '%s\n' '$(CONFIG_ID)' > $(CONFIG); })
 
-OPS := $(patsubst templates/%.c.m4,%,$(wildcard templates/*.c.m4))
+OP_TEMPLATES := $(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/*.c.m4))
+OPS := $(notdir $(OP_TEMPLATES:.c.m4=))
 # The ops with a float64 path: one template each in templates/f64/, expanded
 # per ISA against the layer's spa_vd part, with its declarations in
 # gen/tiles/f64/<op>.m4 (the f32-compute tiles of gen/tiles/ do not apply).
-F64_OPS := $(patsubst templates/f64/%.c.m4,%,$(wildcard templates/f64/*.c.m4))
+F64_TEMPLATES := $(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/f64/*.c.m4))
+F64_OPS := $(notdir $(F64_TEMPLATES:.c.m4=))
 M4 := m4 -P -E # -E: an m4 warning (a bad eval, say) fails the build
 M4_IN := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/*.m4))
 # micro-kernel templates the op templates include (m4_include)
-M4_INC := $(filter-out templates/common.m4 %.c.m4,$(wildcard templates/*.m4))
+M4_INC := $(filter-out templates/common.m4 %.c.m4,$(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/*.m4)))
 M4_IN_F64 := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/f64/*.m4))
-M4_INC_F64 := $(filter-out %.c.m4,$(wildcard templates/f64/*.m4))
+M4_INC_F64 := $(filter-out %.c.m4,$(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/f64/*.m4)))
 ISA_H := $(wildcard src/isa/*.h)
 
 GEN_C := $(foreach op,$(OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(B)/gen/$(op)_$(dt).c)) \
 	$(if $(filter f64,$(DTYPES)),$(foreach op,$(F64_OPS),$(B)/gen/$(op)_f64.c))
 GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h \
 	$(B)/gen/spa_dtypes.h
-LIB_SRC := $(sort $(wildcard src/*.c))
+LIB_SRC := $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 # The rule behind every refusal site (tools/reasons.awk): each source is
 # compiled with its number, SPA_SRC_ID, and the table maps (number, line) to
 # the rule's text. Objects depend on the list, so that a file added or
@@ -84,9 +95,10 @@ RUNNER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard runner/*.c))
 # aclnn compatibility layer (mk/acl.mk): hosted targets only
 ACL_LIB := $(if $(HAVE_PTHREAD),$(B)/lib/libspattn_acl.a)
 
-TEST_SRC := $(wildcard tests/*.c tests/ref/*.c)
+TEST_SRC := $(foreach d,$(TEST_DIRS),$(wildcard $(d)/*.c))
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/obj/%.o)
-TEST_SUITES := $(patsubst tests/test_%.c,%,$(wildcard tests/test_*.c))
+TEST_SUITE_SRC := $(foreach f,$(TEST_SRC),$(if $(filter test_%.c,$(notdir $(f))),$(f)))
+TEST_SUITES := $(patsubst test_%.c,%,$(notdir $(TEST_SUITE_SRC)))
 TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
@@ -103,16 +115,19 @@ deps:
 gen: $(GEN_C) $(GEN_H)
 
 define gen_rules
-$(B)/gen/$(1)_$(2).c: templates/$(1).c.m4 $(M4_IN) $(M4_INC)
+$(B)/gen/$(1)_$(2).c: $(filter %/$(1).c.m4,$(OP_TEMPLATES)) $(M4_IN) $(M4_INC)
 	@mkdir -p $$(@D)
 	$(M4) -DSPA_DT=$(2) -DSPA_OP=$(1) $(M4_IN) $$< > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach op,$(OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(eval $(call gen_rules,$(op),$(dt)))))
 
-# float64: templates/f64/<op>.c.m4 against the f64 tile declarations.
-$(B)/gen/%_f64.c: templates/f64/%.c.m4 $(M4_IN_F64) $(M4_INC_F64)
-	@mkdir -p $(@D)
-	$(M4) -DSPA_DT=f64 -DSPA_OP=$* $(M4_IN_F64) $< > $@.tmp && mv $@.tmp $@
+# float64: templates/<family>/f64/<op>.c.m4 against the f64 tile declarations.
+define gen_rules_f64
+$(B)/gen/$(1)_f64.c: $(filter %/$(1).c.m4,$(F64_TEMPLATES)) $(M4_IN_F64) $(M4_INC_F64)
+	@mkdir -p $$(@D)
+	$(M4) -DSPA_DT=f64 -DSPA_OP=$(1) $(M4_IN_F64) $$< > $$@.tmp && mv $$@.tmp $$@
+endef
+$(foreach op,$(F64_OPS),$(eval $(call gen_rules_f64,$(op))))
 
 $(B)/gen/spa_kernels_f64.h: gen/kernels.m4 $(M4_IN_F64)
 	@mkdir -p $(@D)
@@ -138,7 +153,7 @@ $(B)/gen/spa_isa.h: Makefile $(CONFIG)
 	printf '/* Generated: the instruction set layer of this build (ISA $(ISA)). */\n#include "isa/$(ISA).h"\n' > $@
 
 # ---- core archive ----
-$(B)/obj/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(ISA_H) $(CONFIG) $(SRC_LIST)
+$(B)/obj/src/%.o: src/%.c $(GEN_H) $(SRC_H) $(wildcard include/spattn/*.h) $(ISA_H) $(CONFIG) $(SRC_LIST)
 	@mkdir -p $(@D)
 	@rm -f $(@:.o=.ci) $(@:.o=.su)
 	$(CC) $(CFLAGS_LIB) -DSPA_SRC_ID=$(SRC_ID_$<) $(STACK_INFO) -c $< -o $@
@@ -147,7 +162,7 @@ $(REASONS_C): $(LIB_SRC) tools/reasons.awk $(SRC_LIST)
 	@mkdir -p $(@D)
 	awk -v line_bits=10 -f tools/reasons.awk $(LIB_SRC) > $@.tmp && mv $@.tmp $@
 
-$(B)/obj/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(wildcard src/*.h) $(ISA_H) $(CONFIG)
+$(B)/obj/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(SRC_H) $(ISA_H) $(CONFIG)
 	@mkdir -p $(@D)
 	@rm -f $(@:.o=.ci) $(@:.o=.su)
 	$(CC) $(CFLAGS_LIB) $(STACK_INFO) -c $< -o $@
@@ -173,11 +188,11 @@ SHARED_LIB := $(B)/lib/libspattn.so
 PIC_OBJ := $(patsubst $(B)/obj/%,$(B)/pic/%,$(LIB_OBJ) $(RUNNER_OBJ))
 SHARED_MAP := $(B)/pic/libspattn.map
 
-$(B)/pic/src/%.o: src/%.c $(GEN_H) $(wildcard src/*.h include/spattn/*.h) $(ISA_H) $(CONFIG) $(SRC_LIST)
+$(B)/pic/src/%.o: src/%.c $(GEN_H) $(SRC_H) $(wildcard include/spattn/*.h) $(ISA_H) $(CONFIG) $(SRC_LIST)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -fPIC -DSPA_SRC_ID=$(SRC_ID_$<) -c $< -o $@
 
-$(B)/pic/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(wildcard src/*.h) $(ISA_H) $(CONFIG)
+$(B)/pic/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(SRC_H) $(ISA_H) $(CONFIG)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -fPIC -c $< -o $@
 
@@ -239,11 +254,11 @@ python-bench:
 	else echo "python-bench: skipped, "$(PY_SKIP); fi
 
 # ---- tests ----
-$(B)/tests/suites.inc: Makefile $(wildcard tests/test_*.c)
+$(B)/tests/suites.inc: Makefile $(TEST_SUITE_SRC)
 	@mkdir -p $(@D)
 	printf '$(foreach s,$(TEST_SUITES),SPA_SUITE($(s))\n)' > $@
 
-$(B)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h tests/ref/*.h include/spattn/*.h src/*.h) $(ISA_H) $(B)/gen/spa_isa.h $(B)/gen/spa_dtypes.h \
+$(B)/obj/tests/%.o: tests/%.c $(foreach d,$(TEST_DIRS),$(wildcard $(d)/*.h)) $(wildcard include/spattn/*.h) $(SRC_H) $(ISA_H) $(B)/gen/spa_isa.h $(B)/gen/spa_dtypes.h \
 		$(B)/tests/suites.inc $(CONFIG) \
 		| $(if $(CUNIT_FROM_SOURCE),$(B)/cunit/libcunit.a)
 	@mkdir -p $(@D)
@@ -353,10 +368,10 @@ fuzz-run: $(LIB)
 	  grep -E "stat::number_of_executed_units|stat::new_units_added" $(B)/fuzz/$$op.log | tr '\n' ' '; echo; \
 	done
 
-FZ_SRC := tests/fz_engine.c tests/fz_ops.c
-$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FZ_SRC) tests/fz_engine.h $(LIB)
+FZ_SRC := tests/core/fz_engine.c tests/core/fz_ops.c
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FZ_SRC) tests/core/fz_engine.h $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(TARGET_CFLAGS) -fsanitize=fuzzer -Iinclude -Itests fuzz/fuzz_$*.c $(FZ_SRC) $(LIB) -o $@ -lm
+	$(CC) $(WARN) $(TARGET_CFLAGS) -fsanitize=fuzzer -Iinclude -Itests/core fuzz/fuzz_$*.c $(FZ_SRC) $(LIB) -o $@ -lm
 
 # ---- benchmark: bench/op_<file>.c define bench_<name>() for each op they time ----
 BENCH_OPS := $(shell sed -n 's/^void bench_\([a-z0-9_]*\)(void)$$/\1/p' $(wildcard bench/op_*.c))

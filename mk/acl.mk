@@ -24,7 +24,7 @@ STAGE := $(B)/stage
 
 .PHONY: acl acl-check acl-examples acl-seeds acl-install-check install
 
-$(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) src/half.h $(B)/gen/spa_isa.h $(ISA_H) $(ACL_HDR) $(wildcard include/spattn/*.h) $(CONFIG)
+$(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) $(filter %/half.h,$(SRC_H)) $(B)/gen/spa_isa.h $(ISA_H) $(ACL_HDR) $(wildcard include/spattn/*.h) $(CONFIG)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -D_POSIX_C_SOURCE=200809L -c $< -o $@
 
@@ -39,7 +39,7 @@ $(ACL_OPS_H): $(LIB) tools/acl_ops.sh
 	@mkdir -p $(@D)
 	NM=$(NM) tools/acl_ops.sh $(LIB) > $@.tmp && mv $@.tmp $@
 
-ACL_TEST_OBJ := $(B)/obj/tests/test_acl.o $(B)/obj/tests/test_acl_ops.o
+ACL_TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(foreach f,$(TEST_SRC),$(if $(filter test_acl.c test_acl_ops.c,$(notdir $(f))),$(f))))
 $(ACL_TEST_OBJ): $(ACL_OPS_H) $(ACL_HDR)
 $(ACL_TEST_OBJ): CFLAGS_TEST += -I$(B)/acl $(if $(ACL_LIB),-DSPA_HAVE_ACL=1)
 

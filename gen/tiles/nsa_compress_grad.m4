@@ -5,7 +5,7 @@ outputGrad rows of every window touching the tile widened to f32 (TT/16 + 8
 rows at stride 16 and block 128, the NPU's extremes), and two f32 rows (the
 widened input row and the inputGrad accumulator). For smaller strides or
 longer blocks the plan halves the tokens per tile until the rows fit these
-TT/16 + 8 (src/nsa_compress_grad.c); heads wider than TC channels run as
+TT/16 + 8 (src/nsa/nsa_compress_grad.c); heads wider than TC channels run as
 channel slices of TC (spa_nsac_slice).
 m4_define(`NSACG_TC', 1024)
 m4_define(`NSACG_BYTES',

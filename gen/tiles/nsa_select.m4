@@ -1,7 +1,7 @@
 m4_divert(-1)
 NsaSelectedAttention forward tile: TK key (then value) rows of one selected
 block per micro-step, read as f32 (in place or widened once per call, see
-src/nsa_select_pack.h). Held per step (as on one A2 vector core): TK f32 rows
+src/nsa/nsa_select_pack.h). Held per step (as on one A2 vector core): TK f32 rows
 of the largest head dim (768) plus the TK x 32 f32 score slice of a group of
 up to 32 query heads. TK >= 16 so that every micro-kernel row tile divides
 it (block sizes are multiples of 16).

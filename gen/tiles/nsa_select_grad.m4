@@ -1,7 +1,7 @@
 m4_divert(-1)
 NsaSelectedAttentionGrad tile: TK rows of one selected block per micro-step;
 the value rows (for dP) and then the key rows (for S, dQ) are read as f32 (in
-place or widened once per call, see src/nsa_select_pack.h). Held per step:
+place or widened once per call, see src/nsa/nsa_select_pack.h). Held per step:
 TK f32 rows of the largest head dim (768), plus two TK x 32 f32 slices (S/P
 and dP/dS) of a group of up to 32 query heads. TK >= 16 (block sizes are
 multiples of 16).

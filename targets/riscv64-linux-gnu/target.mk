@@ -1,7 +1,7 @@
 # 64-bit RISC-V Linux (rv64gc, lp64d): static test program under qemu-user.
 # bookworm ships no riscv64 CUnit, so it is built from Debian's source package
 # (fetched at build time). GCC 12 has no _Float16 here: the portable
-# f16/bf16 conversions (src/half.h) are the only ones. Scalar kernels (rv64gc
+# f16/bf16 conversions (src/core/half.h) are the only ones. Scalar kernels (rv64gc
 # has no vector unit).
 ISA := scalar
 CC := riscv64-linux-gnu-gcc

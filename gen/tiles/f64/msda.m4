@@ -1,5 +1,5 @@
 m4_divert(-1)
-MultiScaleDeformableAttnFunction, float64 (templates/f64/msda.c.m4): the
+MultiScaleDeformableAttnFunction, float64 (templates/msda/f64/msda.c.m4): the
 combine keeps MSDAD_NB accumulator vectors of SPA_VDL doubles (a block of
 MSDAD_NB * SPA_VDL channels of one query) in registers while it walks the
 query's live samples, then the smaller blocks and a partial vector for what

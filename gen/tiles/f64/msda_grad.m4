@@ -1,5 +1,5 @@
 m4_divert(-1)
-MultiScaleDeformableAttentionGrad, float64 (templates/f64/msda_grad.c.m4):
+MultiScaleDeformableAttentionGrad, float64 (templates/msda/f64/msda_grad.c.m4):
 one vector of SPA_VDL channels per step of a sample's channel loop (the four
 corner rows, their four gradValue rows, gradOutput and the three running
 sums take most of 16 registers), a partial vector for the tail of C.

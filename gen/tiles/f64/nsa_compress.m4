@@ -1,7 +1,7 @@
 m4_divert(-1)
-NsaCompress float64 (templates/f64/nsa_compress.c.m4): blocks of NSAC64_TW
+NsaCompress float64 (templates/nsa/f64/nsa_compress.c.m4): blocks of NSAC64_TW
 windows (the parallel grain; the kernel walks each window's token rows in
-chunks of SPA_F64_NV vectors of double, src/f64_rows.h), its sums in the
+chunks of SPA_F64_NV vectors of double, src/core/f64_rows.h), its sums in the
 block's scratch: one window row, N*D doubles.
 m4_define(`NSAC64_TW', 8)
 m4_define(`NSAC64_KSYM', `SPA_KSYM(`nsa_compress', `w'NSAC64_TW)')

@@ -1,5 +1,5 @@
 m4_divert(-1)
-NsaCompressGrad float64 (templates/f64/nsa_compress_grad.c.m4): blocks of a
+NsaCompressGrad float64 (templates/nsa/f64/nsa_compress_grad.c.m4): blocks of a
 multiple of NSACG64_TT tokens (the parallel grain), no staging: the f32
 tile's scratch is not used.
 m4_define(`NSACG64_TT', 64)

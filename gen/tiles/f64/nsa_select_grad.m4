@@ -1,5 +1,5 @@
 m4_divert(-1)
-NsaSelectedAttentionGrad float64 (templates/f64/nsa_select_grad.c.m4): one
+NsaSelectedAttentionGrad float64 (templates/nsa/f64/nsa_select_grad.c.m4): one
 query head at a time, P and dS in the range's scratch (no tile).
 m4_define(`NSASG64_KSYM', `SPA_KSYM(`nsa_select_grad', `h1')')
 m4_divert(0)m4_dnl

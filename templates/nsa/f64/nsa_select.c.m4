@@ -7,7 +7,7 @@ SPA_STAMP
  *     o[t][h][e] = sum_c P_c * v[r_c][n2][e]     (c ascending, per lane)
  * softmaxMax / softmaxSum: m and l in all 8 lanes. A token with no position
  * (every slot -1, or blocks clipped away) gets o = +0, m = -FLT_MAX, l = 0.
- * Any D, Dv >= 1: chunks with masked tails (src/f64_rows.h). */
+ * Any D, Dv >= 1: chunks with masked tails (src/core/f64_rows.h). */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 SPA_STAMP
-/* MultiScaleDeformableAttentionGrad in float64 (src/msda_f64.h): every query
+/* MultiScaleDeformableAttentionGrad in float64 (src/msda/msda_f64.h): every query
  * of one (batch, head) pair, reading the pair's packed double value slice
  * and adding into its double gradValue slice (zero before). Per query the
  * gradOutput row is widened once; per sample (levels, then points,
@@ -18,7 +18,7 @@ SPA_STAMP
 
 #include "msda_f64.h"
 
-m4_include(`templates/f64/msda_stage.m4')m4_dnl
+m4_include(`templates/msda/f64/msda_stage.m4')m4_dnl
 m4_divert(-1)
 MSDADG_BODY(load, store, extra argument): one vector of channels from c0.
 m4_define(`MSDADG_BODY', `{

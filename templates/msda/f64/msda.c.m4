@@ -1,5 +1,5 @@
 SPA_STAMP
-/* MultiScaleDeformableAttnFunction in float64 (src/msda_f64.h), queries
+/* MultiScaleDeformableAttnFunction in float64 (src/msda/msda_f64.h), queries
  * [q0, q1) of one (batch, head) pair, reading the pair's packed double value
  * slice. Per query it first takes every sample in double (spec/msda.md 5:
  * x = loc_x * W - 0.5, the range check, floor, the fractions, each corner
@@ -18,7 +18,7 @@ SPA_STAMP
 
 #include "msda_f64.h"
 
-m4_include(`templates/f64/msda_stage.m4')m4_dnl
+m4_include(`templates/msda/f64/msda_stage.m4')m4_dnl
 m4_divert(-1)
 MSDAD_GROUP(name, nb, step macro, store macro, extra parameter): the channels
 from c0 of one query, nb accumulator vectors.

@@ -17,7 +17,7 @@ SPA_STAMP
 #include "nsa_select_kernel.h"
 #include "nsa_select_mk.h"
 
-m4_include(`templates/nsa_select_mk.m4')m4_dnl
+m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
 
 /* The last n (< SPA_VL) elements of a caller's row: loaded zero-filled, and
  * stored, without touching the elements past them. */

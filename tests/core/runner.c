@@ -1,4 +1,4 @@
-/* CUnit main: registers every suite of tests/test_*.c (the list is generated
+/* CUnit main: registers every suite of the test_*.c files under tests/ (the list is generated
  * from the file names) and turns failures into the exit status. An optional
  * argument runs only the suites whose name contains it. */
 #include <CUnit/Basic.h>

@@ -6,7 +6,7 @@ SPA_STAMP
  * N x D sums live in the block's scratch (N*D doubles) while its bs token
  * rows stream through once each, in address order; then they go to the
  * output row. Any D >= 1: chunks of SPA_F64_CH channels, the last a masked
- * tail (src/f64_rows.h). */
+ * tail (src/core/f64_rows.h). */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -156,12 +156,12 @@ static spa_status msdag_phase1(bool spoil, uint64_t *size, spa_executor *ex)
 
 /* Contexts: the op's own call of the helper the rule lies in. */
 static const reason_op ops[] = {
-    {"nsa_compress", nsac_make, nsac_release, nsac_phase1, "bs >= st", "src/nsa_compress.c:"},
-    {"nsa_compress_grad", nsac_make, nsac_release, nsacg_phase1, "spa_seq_check", "src/nsa_compress_grad.c:"},
+    {"nsa_compress", nsac_make, nsac_release, nsac_phase1, "bs >= st", "src/nsa/nsa_compress.c:"},
+    {"nsa_compress_grad", nsac_make, nsac_release, nsacg_phase1, "spa_seq_check", "src/nsa/nsa_compress_grad.c:"},
     {"nsa_select", nsas_make, nsas_release, nsas_phase1, "x < blocks", "spa_nsas_check_indices"},
-    {"nsa_select_grad", nsas_make, nsas_release, nsasg_phase1, "head_num == n1", "src/nsa_select_grad.c:"},
-    {"msda", msda_make, msda_release, msda_phase1, "src/tensor.c", "spa_tensor_check_output(output, 3)"},
-    {"msda_grad", msda_make, msda_release, msdag_phase1, "end <= nk", "src/msda_grad.c:"},
+    {"nsa_select_grad", nsas_make, nsas_release, nsasg_phase1, "head_num == n1", "src/nsa/nsa_select_grad.c:"},
+    {"msda", msda_make, msda_release, msda_phase1, "src/core/tensor.c", "spa_tensor_check_output(output, 3)"},
+    {"msda_grad", msda_make, msda_release, msdag_phase1, "end <= nk", "src/msda/msda_grad.c:"},
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 
@@ -233,7 +233,7 @@ static void test_phase2_reasons(void)
     spa_executor never;
     memset(&never, 0, sizeof never);
     CU_ASSERT_EQUAL(spa_executor_run(w.ptr, size, &never, NULL), SPA_ERR_INVALID);
-    CU_ASSERT(has(spa_executor_reason(&never, NULL), "src/executor_run.c"));
+    CU_ASSERT(has(spa_executor_reason(&never, NULL), "src/core/executor_run.c"));
     /* arguments changed since phase 1: phase 2 names the rule they now break */
     const int64_t keep = (int64_t)tt_get(&mio.ss, 0);
     tt_set_int(&mio.ss, 0, 1000);

@@ -1,5 +1,5 @@
 /* The float64 path of MultiScaleDeformableAttnFunction and its grad
- * (src/f64.h): the contract between the driver (src/msda_f64.c) and the
+ * (src/core/f64.h): the contract between the driver (src/msda/msda_f64.c) and the
  * kernels of templates/f64/msda*.c.m4, and the driver's entry points.
  *
  * The kernel dtype is float64 when any float tensor of the call is float64
@@ -144,7 +144,7 @@ static inline void spa_msda_f64_put(void *p, int32_t dt, int64_t off, double d)
     }
 }
 
-/* The driver (src/msda_f64.c), called by src/msda.c and src/msda_grad.c
+/* The driver (src/msda/msda_f64.c), called by src/msda/msda.c and src/msda/msda_grad.c
  * after phase 2 has checked everything again and filled the level table.
  * spa_msda_f64_bytes: the workspace bytes of the path for these dims
  * (false on overflow); phase 1 takes them in one slice, and phase 2 hands

@@ -9,7 +9,7 @@ SPA_STAMP
  *     dq[t][h] = scale * sum_c dS_c * k[r_c][n2]
  *     dkp[r_c - kvlo] += dS_c * q[t][h],   dvp[r_c - kvlo] += P_c * dy[t][h]
  * tokens ascending, heads of the group, then c: a fixed order per range.
- * Any D, Dv >= 1 (chunks with masked tails, src/f64_rows.h). */
+ * Any D, Dv >= 1 (chunks with masked tails, src/core/f64_rows.h). */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -234,7 +234,7 @@ void spa_msda_f64_backward(const spa_tensor *value, const spa_tensor *location, 
 
 #else
 /* A build without float64 kernels (DTYPES without f64): the ops refuse
- * float64 in phase 1 (src/f64.h), so nothing here is ever reached. */
+ * float64 in phase 1 (src/core/f64.h), so nothing here is ever reached. */
 bool spa_msda_f64_bytes(int64_t bs, int64_t nk, int64_t nh, int64_t c, int64_t nq, int64_t nl, int64_t np,
                         bool grad, uint64_t *bytes)
 {

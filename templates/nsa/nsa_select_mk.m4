@@ -10,7 +10,7 @@ tile, so the tile never changes a result; the ISA's FMA (fused, or a
 multiply and an add on the scalar layer) does.
 
 NSAS_NV<gp> / NSAS_R<gp>: operand vectors and rows of the tiles for GP = 8
-(ISAs of at most 8 lanes), 16 and 32 (src/nsa_select_kernel.h, SPA_NSAS_GP_MIN). Rows of the row-update tile: 4 (its callers pass
+(ISAs of at most 8 lanes), 16 and 32 (src/nsa/nsa_select_kernel.h, SPA_NSAS_GP_MIN). Rows of the row-update tile: 4 (its callers pass
 multiples of 4), NSAS_RA_NV vectors along the head dim (at most 64 lanes).
 m4_define(`NSAS_GP8', m4_eval(SPA_VL <= 8))
 m4_define(`NSAS_NV8', SPA_BEST_COLS(m4_eval(8 / SPA_VL)))
@@ -260,7 +260,7 @@ SPA_FOR2(4, $1, `NSAS_STC')m4_dnl
         }
 ')
 NSAS_EXP_SUM: the softmax numerators and sums of the forward, spa_nsas_exp_sum
-(src/nsa_select_mk.h), or where add, multiply and compare take a broadcast
+(src/nsa/nsa_select_mk.h), or where add, multiply and compare take a broadcast
 operand from a core register (SPA_VB_ARITH 1) spa_nsas_exp_sum_vb below.
 m4_ifdef(`SPA_VB_ARITH', `', `m4_define(`SPA_VB_ARITH', 0)')
 m4_define(`NSAS_EXP_SUM', m4_ifelse(SPA_VB_ARITH, 1, `spa_nsas_exp_sum_vb', `spa_nsas_exp_sum'))
@@ -309,7 +309,7 @@ SPA_NSAS_INLINE void spa_nsas_exp_sum_vb(float *x, int64_t rows_, int64_t gp_, c
 }
 ')m4_dnl
 /* ---- register-tile micro-kernels of the target's ISA, generated from
- * templates/nsa_select_mk.m4 (tiles named <isa>_<rows>x<lanes>) ---- */
+ * templates/nsa/nsa_select_mk.m4 (tiles named <isa>_<rows>x<lanes>) ---- */
 m4_ifelse(NSAS_GP8, 1, `NSAS_SCORES_TILE(8)')m4_dnl
 NSAS_SCORES_TILE(16)m4_dnl
 NSAS_SCORES_TILE(32)m4_dnl

@@ -5,7 +5,7 @@
  * query heads of the group in lanes (padded heads are 0), so every operation
  * here runs over whole vectors of heads (GP is a multiple of every SPA_VL).
  * The register-tile GEMM kernels are generated per ISA from
- * templates/nsa_select_mk.m4. */
+ * templates/nsa/nsa_select_mk.m4. */
 #ifndef SPA_NSA_SELECT_MK_H
 #define SPA_NSA_SELECT_MK_H
 

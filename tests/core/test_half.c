@@ -1,4 +1,4 @@
-/* The f16 / bf16 conversions of src/half.h (white-box: every kernel widens
+/* The f16 / bf16 conversions of src/core/half.h (white-box: every kernel widens
  * and narrows through them): exhaustive widening against the definitions,
  * narrowing against round-to-nearest-even computed in double, and the run
  * (vectorised, streaming) forms equal to the scalar forms bit for bit. */
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/half.h"
-#include "../src/nsa_select_mk.h"
+#include "half.h"
+#include "nsa_select_mk.h"
 #include "ref/ref.h"
 #include "util.h"
 

@@ -3,7 +3,7 @@ SPA_STAMP
  * [t0, t1) of one batch. Token t (r = t - bstart in the batch) lies in
  * windows k = kmin..kmax (k*st <= r < k*st + bs, k < nwin), at j = r - k*st:
  *     dx[t][h][d] = sum_k w[j][h] * dy[row0 + k][h][d]     (k ascending)
- *     wpart[j][h] += sum_d dy[row0 + k][h][d] * x[t][h][d]  (src/f64_rows.h dot)
+ *     wpart[j][h] += sum_d dy[row0 + k][h][d] * x[t][h][d]  (src/core/f64_rows.h dot)
  * Any D >= 1 (chunks with a masked tail), any bs >= st >= 1. */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* MultiScaleDeformableAttnFunction and its grad in float64 (src/msda_f64.h):
+/* MultiScaleDeformableAttnFunction and its grad in float64 (src/msda/msda_f64.h):
  * the output and all three gradients against the fp64 reference with exact
  * coordinates at 1e-12 relative, the public test shapes, channel tails up to
  * C 3096, float64 mixed with the other float dtypes, bit-identical results

@@ -32,7 +32,7 @@ static nsac_kernel kernel_for(int32_t dtype)
     case SPA_BFLOAT16:
         return (nsac_kernel){SPA_K_NSA_COMPRESS_BF16, SPA_NSAC_TW_BF16, SPA_NSAC_TC_BF16};
 #if SPA_FLOAT64_NSA_COMPRESS
-    case SPA_FLOAT64: /* templates/f64/nsa_compress.c.m4: scratch of one window row */
+    case SPA_FLOAT64: /* templates/nsa/f64/nsa_compress.c.m4: scratch of one window row */
         return (nsac_kernel){SPA_K_NSA_COMPRESS_F64, SPA_NSAC_TW_F64, 0};
 #endif
     default:

@@ -1,7 +1,7 @@
 /* The six operators as the hostile-input engine (fz_engine.h) sees them:
  * one small VALID call each (tensors, sequence arrays, attributes, index
  * contents) and thunks for both phases. Shared by the fuzz harnesses
- * (fuzz/fuzz_<op>.c) and the test suite (tests/test_hostile.c). */
+ * (fuzz/fuzz_<op>.c) and the test suite (tests/core/test_hostile.c). */
 #include "fz_engine.h"
 
 /* ---- nsa_compress ---- */

@@ -1,5 +1,5 @@
 /* The hostile-input engine: libFuzzer drives it from the harnesses
- * fuzz/fuzz_<op>.c, and the test suite (tests/test_hostile.c) from inputs
+ * fuzz/fuzz_<op>.c, and the test suite (tests/core/test_hostile.c) from inputs
  * written for each class of hostile call.
  *
  * A harness describes one op by a small VALID call (its baseline: tensors,
@@ -114,7 +114,7 @@ typedef struct fz_report {
 } fz_report;
 int fz_run_report(const fz_op *op, const uint8_t *data, size_t size, fz_report *rep);
 
-/* The operators (tests/fz_ops.c). */
+/* The operators (tests/core/fz_ops.c). */
 extern const fz_op fz_op_nsa_compress, fz_op_nsa_compress_grad, fz_op_nsa_select,
     fz_op_nsa_select_grad, fz_op_msda, fz_op_msda_grad;
 

@@ -1,6 +1,6 @@
 m4_divert(-1)
 What the float64 kernels of MultiScaleDeformableAttention share (m4_include'd
-by templates/f64/msda.c.m4 and msda_grad.c.m4): MSDAD_SAMPLE, the C text
+by templates/msda/f64/msda.c.m4 and msda_grad.c.m4): MSDAD_SAMPLE, the C text
 that takes one (level, point) sample of spec/msda.md 5 in double. Before it:
 lq (the element offset of location[b, q, h, 0, 0, 0]), l, p, lv (level l of
 the validated table), fw, fh ((double)W, (double)H); it defines x, y and,

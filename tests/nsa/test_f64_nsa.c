@@ -1,6 +1,6 @@
 /* float64 NSA ops: against the fp64 references (tests/ref/) at 1e-12
  * relative, random inputs, D tails, bit-identical across runners; where the
- * build has no float64 path (src/f64.h), the refusal that names it. */
+ * build has no float64 path (src/core/f64.h), the refusal that names it. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>

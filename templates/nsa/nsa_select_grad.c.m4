@@ -20,7 +20,7 @@ SPA_STAMP
 #include "nsa_select_kernel.h"
 #include "nsa_select_mk.h"
 
-m4_include(`templates/nsa_select_mk.m4')m4_dnl
+m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
 
 m4_dnl NSASG_ROUND_ROWS(x, n): P or dS rounded to the dtype in place (nothing for f32).
 m4_define(`NSASG_ROUND_ROWS', m4_ifelse(SPA_DT, `f32', `', `spa_nsas_round($1, $2, 'm4_ifelse(SPA_DT, `bf16', 1, 0)`);'))m4_dnl
