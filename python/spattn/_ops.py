@@ -26,6 +26,8 @@ Autocast needs nothing: the library takes mixed float dtypes, so the ops run
 under torch.autocast as they are (autocast falls through for operators without
 an autocast kernel) and return value's / input's dtype.
 """
+import sys
+
 import torch
 
 from . import _lib
@@ -43,6 +45,46 @@ def _op(name):
     return getattr(getattr(torch.ops, NAMESPACE), name)
 
 
+def _register(name, kernel, key):
+    _LIBRARY.impl(name, _surfacing(name, kernel), key)
+
+
+# ---- errors raised by a kernel reach the user with their message ----
+# Called from Python (eager, tracing, export), a kernel's exception comes
+# back as it is (SpattnError, TypeError, ...). torch 1.13's TorchScript
+# interpreter drops the message of an exception raised by a Python kernel
+# (its RuntimeError reads "RuntimeError: " and nothing else), but it keeps
+# the text of a failed conversion of the kernel's result: so a kernel called
+# from the interpreter returns the error as that result, and the user reads
+# "Unable to cast [spattn::op raised ...: <the reason>] to Tensor".
+_PYTHON_CALLERS = {torch._ops.OpOverloadPacket.__call__.__code__,
+                   torch._ops.OpOverload.__call__.__code__}
+
+
+class _Raised:
+    def __init__(self, name, error):
+        self.text = "[%s::%s raised %s: %s]" % (NAMESPACE, name, type(error).__name__, error)
+
+    def __str__(self):
+        return self.text
+
+    __repr__ = __str__
+
+
+def _surfacing(name, kernel):
+    returns = len(getattr(torch.ops, NAMESPACE).__getattr__(name).default._schema.returns)
+
+    def surfaced(*args):
+        try:
+            return kernel(*args)
+        except Exception as e:  # noqa: BLE001 (re-raised or returned as the result)
+            if sys._getframe(1).f_code in _PYTHON_CALLERS:
+                raise
+            raised = _Raised(name, e)
+            return raised if returns == 1 else (raised,) * returns
+    return surfaced
+
+
 # Tensors of devices PyTorch users commonly hold reach this instead of the
 # dispatcher's "could not run with arguments from the backend".
 _OTHER_DEVICES = ("Meta", "CUDA")
@@ -50,9 +92,9 @@ _OTHER_DEVICES = ("Meta", "CUDA")
 
 def _cpu(name):
     def register(kernel):
-        _LIBRARY.impl(name, kernel, "CPU")
+        _register(name, kernel, "CPU")
         for key in _OTHER_DEVICES:
-            _LIBRARY.impl(name, _cpu_only(name), key)
+            _register(name, _cpu_only(name), key)
         return kernel
     return register
 
@@ -79,7 +121,7 @@ def _below_autograd(op, *args):
 def _differentiable(name, function):
     """function.apply is the op's autograd kernel: every call records its
     backward (or, with no input requiring a gradient, none)."""
-    _LIBRARY.impl(name, function.apply, "Autograd")
+    _register(name, function.apply, "Autograd")
 
 
 def _not_differentiable(name):
@@ -95,7 +137,7 @@ def _not_differentiable(name):
                 "spattn: %s::%s is not differentiable (second derivatives are not "
                 "implemented)" % (NAMESPACE, name))
         return _below_autograd(op, *args)
-    _LIBRARY.impl(name, kernel, "Autograd")
+    _register(name, kernel, "Autograd")
 
 
 def _needed(grads, needs):

@@ -17,7 +17,7 @@ The functions and the module here are TorchScript: a scripted model calls
 the operator torch.ops.spattn.ms_deform_attn (python/spattn/_ops.py).
 """
 import math
-from typing import List, Optional, Union
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -25,34 +25,32 @@ from torch import Tensor, nn
 from . import _ops
 
 
-def _shapes(spatial_shapes: Union[Tensor, List[List[int]]]) -> Tensor:
-    if isinstance(spatial_shapes, Tensor):
-        return spatial_shapes
-    return torch.tensor(spatial_shapes, dtype=torch.int64)
+def _index(t: Tensor) -> Tensor:
+    """Index arguments: tensors; in eager code also lists or tuples, made
+    int64 tensors here. TorchScript takes tensors (the conversion folds away
+    there, which keeps scripted graphs exportable)."""
+    if not isinstance(t, Tensor):
+        t = torch.tensor(t, dtype=torch.int64)
+    return t
 
 
-def _starts(level_start_index: Union[Tensor, List[int]]) -> Tensor:
-    if isinstance(level_start_index, Tensor):
-        return level_start_index
-    return torch.tensor(level_start_index, dtype=torch.int64)
-
-
-def ms_deform_attn(value: Tensor, spatial_shapes: Union[Tensor, List[List[int]]],
-                   level_start_index: Union[Tensor, List[int]], sampling_locations: Tensor,
+def ms_deform_attn(value: Tensor, spatial_shapes: Tensor,
+                   level_start_index: Tensor, sampling_locations: Tensor,
                    attention_weights: Tensor) -> Tensor:
     """mmcv's multi_scale_deformable_attn_pytorch / Deformable-DETR's
     ms_deform_attn_core_pytorch, differentiable, computed by spattn.
-    spatial_shapes and level_start_index may be tensors or lists."""
-    return torch.ops.spattn.ms_deform_attn(value, _shapes(spatial_shapes),
-                                           _starts(level_start_index), sampling_locations,
+    spatial_shapes and level_start_index are tensors (in eager code also
+    lists)."""
+    return torch.ops.spattn.ms_deform_attn(value, _index(spatial_shapes),
+                                           _index(level_start_index), sampling_locations,
                                            attention_weights, 64)
 
 
-def _function_apply(value: Tensor, value_spatial_shapes: Union[Tensor, List[List[int]]],
-                    value_level_start_index: Union[Tensor, List[int]], sampling_locations: Tensor,
+def _function_apply(value: Tensor, value_spatial_shapes: Tensor,
+                    value_level_start_index: Tensor, sampling_locations: Tensor,
                     attention_weights: Tensor, im2col_step: int = 64) -> Tensor:
-    return torch.ops.spattn.ms_deform_attn(value, _shapes(value_spatial_shapes),
-                                           _starts(value_level_start_index), sampling_locations,
+    return torch.ops.spattn.ms_deform_attn(value, _index(value_spatial_shapes),
+                                           _index(value_level_start_index), sampling_locations,
                                            attention_weights, im2col_step)
 
 
@@ -109,10 +107,10 @@ class MSDeformAttn(nn.Module):
             nn.init.zeros_(proj.bias)
 
     def forward(self, query: Tensor, reference_points: Tensor, input_flatten: Tensor,
-                input_spatial_shapes: Union[Tensor, List[List[int]]],
-                input_level_start_index: Union[Tensor, List[int]],
+                input_spatial_shapes: Tensor,
+                input_level_start_index: Tensor,
                 input_padding_mask: Optional[Tensor] = None) -> Tensor:
-        shapes = _shapes(input_spatial_shapes)
+        shapes = _index(input_spatial_shapes)
         n, lq = query.shape[0], query.shape[1]
         lin = input_flatten.shape[1]
         nh, nl, npt = self.n_heads, self.n_levels, self.n_points
@@ -133,6 +131,6 @@ class MSDeformAttn(nn.Module):
             loc = ref[..., :2] + offsets / npt * ref[..., 2:] * 0.5
         else:
             raise ValueError("spattn: the last dimension of reference_points must be 2 or 4")
-        out = MSDeformAttnFunction.apply(value, shapes, _starts(input_level_start_index), loc,
+        out = MSDeformAttnFunction.apply(value, shapes, _index(input_level_start_index), loc,
                                          weights, self.im2col_step)
         return self.output_proj(out)

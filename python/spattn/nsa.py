@@ -3,25 +3,28 @@
 Sequences are concatenated along the token dimension; cu_seqlens gives the
 cumulative end of each sequence ([e0, e1, ...]; a leading 0 as in
 flash-attn's [0, e0, e1, ...] is an empty first sequence, so both forms
-work), as an int64 / int32 tensor or a list of ints.
+work), as an int64 / int32 tensor (in eager code also a list of ints).
 
 The functions here are TorchScript: a scripted model calls the operators
 torch.ops.spattn.nsa_compress / nsa_selected_attention (python/spattn/_ops.py).
 """
-from typing import List, Tuple, Union
+from typing import Tuple
 
 import torch
 from torch import Tensor
 from torch._jit_internal import boolean_dispatch
 
 
-def _seqlens(cu_seqlens: Union[Tensor, List[int]]) -> Tensor:
-    if isinstance(cu_seqlens, Tensor):
-        return cu_seqlens
-    return torch.tensor(cu_seqlens, dtype=torch.int64)
+def _seqlens(cu_seqlens: Tensor) -> Tensor:
+    """cu_seqlens: a tensor; in eager code also a list or tuple, made an
+    int64 tensor here. TorchScript takes tensors (the conversion folds away
+    there, which keeps scripted graphs exportable)."""
+    if not isinstance(cu_seqlens, Tensor):
+        cu_seqlens = torch.tensor(cu_seqlens, dtype=torch.int64)
+    return cu_seqlens
 
 
-def nsa_compress(input: Tensor, weight: Tensor, cu_seqlens: Union[Tensor, List[int]],
+def nsa_compress(input: Tensor, weight: Tensor, cu_seqlens: Tensor,
                  block_size: int, stride: int) -> Tensor:
     """NSA compression: every window of block_size tokens (step stride) of each
     sequence becomes one token, out[w, n, :] = sum_j weight[j, n] * input[s_w + j, n, :].
@@ -31,8 +34,8 @@ def nsa_compress(input: Tensor, weight: Tensor, cu_seqlens: Union[Tensor, List[i
 
 
 def _select_with_softmax(q: Tensor, k: Tensor, v: Tensor, topk_indices: Tensor,
-                         cu_seqlens_q: Union[Tensor, List[int]],
-                         cu_seqlens_kv: Union[Tensor, List[int]], scale: float, block_size: int,
+                         cu_seqlens_q: Tensor,
+                         cu_seqlens_kv: Tensor, scale: float, block_size: int,
                          causal: bool = False,
                          return_softmax: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
     return torch.ops.spattn.nsa_selected_attention(q, k, v, topk_indices, _seqlens(cu_seqlens_q),
@@ -41,7 +44,7 @@ def _select_with_softmax(q: Tensor, k: Tensor, v: Tensor, topk_indices: Tensor,
 
 
 def _select(q: Tensor, k: Tensor, v: Tensor, topk_indices: Tensor,
-            cu_seqlens_q: Union[Tensor, List[int]], cu_seqlens_kv: Union[Tensor, List[int]],
+            cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor,
             scale: float, block_size: int, causal: bool = False,
             return_softmax: bool = False) -> Tensor:
     """NSA selected attention: each query token attends to the K blocks of
