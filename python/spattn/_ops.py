@@ -72,7 +72,7 @@ class _Raised:
 
 
 def _surfacing(name, kernel):
-    returns = len(getattr(torch.ops, NAMESPACE).__getattr__(name).default._schema.returns)
+    returns = len(_op(name).default._schema.returns)
 
     def surfaced(*args):
         try:
