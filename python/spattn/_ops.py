@@ -29,6 +29,7 @@ an autocast kernel) and return value's / input's dtype.
 import sys
 
 import torch
+from torch.autograd import forward_ad
 
 from . import _lib
 from ._autograd import first_order_only
@@ -126,13 +127,16 @@ def _differentiable(name, function):
 
 def _not_differentiable(name):
     """Backward operators: called with inputs that require a gradient under
-    grad mode (a second derivative asked for through the operator itself),
-    they refuse instead of returning gradients without a graph."""
+    grad mode, or with forward-mode dual tensors (a second derivative asked
+    for through the operator itself), they refuse instead of returning
+    gradients without a graph or a tangent."""
     op = _op(name)
 
     def kernel(*args):
-        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
-                                           for a in args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or (
+                forward_ad._current_level >= 0
+                and any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)):
             raise RuntimeError(
                 "spattn: %s::%s is not differentiable (second derivatives are not "
                 "implemented)" % (NAMESPACE, name))

@@ -267,6 +267,9 @@ class TestSecondDerivativeOnOperators(unittest.TestCase):
             dual = fwAD.make_dual(v, torch.ones_like(v))
             with self.assertRaisesRegex(NotImplementedError, "jvp"):
                 spattn.ms_deform_attn(dual, SHAPES, STARTS, loc, attn)
+            grad = torch.rand(2, 5, 16)
+            with self.assertRaisesRegex(RuntimeError, "_backward is not differentiable"):
+                torch.ops.spattn.ms_deform_attn_backward(dual, SHAPES, STARTS, loc, attn, grad)
 
 
 if __name__ == "__main__":
