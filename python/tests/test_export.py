@@ -68,14 +68,17 @@ class TestOnnx(unittest.TestCase):
         self.assertFalse(any(list(i.dims) == [1, 5, 16] for i in model.graph.initializer))
 
     @unittest.skipIf(onnx is None, "python3-onnx is not installed")
-    def test_scripted_module_and_layer_export_the_node(self):
-        v, loc, attn = msda_inputs()
-        scripted = torch.jit.script(MsdaModule())
-        model = onnx.load_from_string(export(scripted, (v, SHAPES, STARTS, loc, attn)))
-        nodes = [n for n in model.graph.node if n.op_type != "Constant"]
-        self.assertEqual([(n.domain, n.op_type) for n in nodes],
-                         [("mmdeploy", "MMCVMultiScaleDeformableAttention")])
-        self.assertEqual(list(nodes[0].input), [i.name for i in model.graph.input])
+    def test_scripted_traced_and_layer_export_the_node(self):
+        args = (msda_inputs()[0], SHAPES, STARTS) + tuple(msda_inputs()[1:])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced = torch.jit.trace(MsdaModule(), args)
+        for module in (torch.jit.script(MsdaModule()), traced):
+            model = onnx.load_from_string(export(module, args))
+            nodes = [n for n in model.graph.node if n.op_type != "Constant"]
+            self.assertEqual([(n.domain, n.op_type) for n in nodes],
+                             [("mmdeploy", "MMCVMultiScaleDeformableAttention")])
+            self.assertEqual(list(nodes[0].input), [i.name for i in model.graph.input])
         # the whole Deformable-DETR layer: projections around the node, which
         # reads the value projection and the computed locations and weights
         layer = spattn.MSDeformAttn(d_model=16, n_levels=2, n_heads=2, n_points=2).eval()
