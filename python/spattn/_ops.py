@@ -6,16 +6,18 @@ such a model (torch.jit.load reads it back in any process that has imported
 spattn), torch.onnx.export map them to a node (_register_onnx_ops.py), and
 autocast and DDP see them as they see torch's own.
 
-Each operator is three pieces, all in this file:
+Each operator is three pieces, all in this file (the machinery they use is
+in _library.py, imported as L):
 
-  1. its schema:      _define("name(Tensor x, int k) -> Tensor")
-  2. its CPU kernel:  @_cpu("name") def _(x, k): ... _lib.call(...) ...
+  1. its schema:      L.define("name(Tensor x, int k) -> Tensor")
+  2. its CPU kernel:  @L.cpu("name") def _name_cpu(x, k): ... _lib.call(...) ...
                       (checks what ctypes cannot, allocates the outputs, calls
                       the library's two phases; no autograd here)
-  3. its autograd:    _differentiable("name", Function) with a Function whose
-                      forward is _below_autograd(op, ...) and whose backward
-                      calls the op's backward operator (itself 1 and 2, made
-                      _not_differentiable), decorated with first_order_only.
+  3. its autograd:    L.differentiable("name", NameAutograd), an autograd.Function
+                      whose forward is L.below_autograd(L.op("name"), ...) and
+                      whose backward (decorated with first_order_only) calls the
+                      backward operator "name_backward": itself 1 and 2, then
+                      L.not_differentiable("name_backward").
 
 then one user-facing function in its family module (msda.py, nsa.py) that
 turns Python conveniences (lists for index tensors) into the schema's types,
@@ -26,140 +28,26 @@ Autocast needs nothing: the library takes mixed float dtypes, so the ops run
 under torch.autocast as they are (autocast falls through for operators without
 an autocast kernel) and return value's / input's dtype.
 """
-import sys
-
 import torch
-from torch.autograd import forward_ad
 
 from . import _lib
+from . import _library as L
 from ._autograd import first_order_only
 
-NAMESPACE = "spattn"
-_LIBRARY = torch.library.Library(NAMESPACE, "DEF")  # kept alive: its registrations live with it
-
-
-def _define(schema):
-    _LIBRARY.define(schema)
-
-
-def _op(name):
-    return getattr(getattr(torch.ops, NAMESPACE), name)
-
-
-def _register(name, kernel, key):
-    _LIBRARY.impl(name, _surfacing(name, kernel), key)
-
-
-# ---- errors raised by a kernel reach the user with their message ----
-# Called from Python (eager, tracing, export), a kernel's exception comes
-# back as it is (SpattnError, TypeError, ...). torch 1.13's TorchScript
-# interpreter drops the message of an exception raised by a Python kernel
-# (its RuntimeError reads "RuntimeError: " and nothing else), but it keeps
-# the text of a failed conversion of the kernel's result: so a kernel called
-# from the interpreter returns the error as that result, and the user reads
-# "Unable to cast [spattn::op raised ...: <the reason>] to Tensor".
-_PYTHON_CALLERS = {torch._ops.OpOverloadPacket.__call__.__code__,
-                   torch._ops.OpOverload.__call__.__code__}
-
-
-class _Raised:
-    def __init__(self, name, error):
-        self.text = "[%s::%s raised %s: %s]" % (NAMESPACE, name, type(error).__name__, error)
-
-    def __str__(self):
-        return self.text
-
-    __repr__ = __str__
-
-
-def _surfacing(name, kernel):
-    returns = len(_op(name).default._schema.returns)
-
-    def surfaced(*args):
-        try:
-            return kernel(*args)
-        except Exception as e:  # noqa: BLE001 (re-raised or returned as the result)
-            if sys._getframe(1).f_code in _PYTHON_CALLERS:
-                raise
-            raised = _Raised(name, e)
-            return raised if returns == 1 else (raised,) * returns
-    return surfaced
-
-
-# Tensors of devices PyTorch users commonly hold reach this instead of the
-# dispatcher's "could not run with arguments from the backend".
-_OTHER_DEVICES = ("Meta", "CUDA")
-
-
-def _cpu(name):
-    def register(kernel):
-        _register(name, kernel, "CPU")
-        for key in _OTHER_DEVICES:
-            _register(name, _cpu_only(name), key)
-        return kernel
-    return register
-
-
-def _cpu_only(name):
-    def refuse(*args):
-        devices = sorted({str(a.device) for a in args
-                          if isinstance(a, torch.Tensor) and a.device.type != "cpu"})
-        raise ValueError("spattn: %s::%s got tensors on %s; spattn runs on CPU tensors only"
-                         % (NAMESPACE, name, ", ".join(devices)))
-    return refuse
-
-
-def _below_autograd(op, *args):
-    """Calls op past its autograd kernel (from a Function's forward: without
-    this the dispatcher would run the autograd kernel again)."""
-    guard = torch._C._AutoDispatchBelowAutograd()
-    try:
-        return op(*args)
-    finally:
-        del guard
-
-
-def _differentiable(name, function):
-    """function.apply is the op's autograd kernel: every call records its
-    backward (or, with no input requiring a gradient, none)."""
-    _register(name, function.apply, "Autograd")
-
-
-def _not_differentiable(name):
-    """Backward operators: called with inputs that require a gradient under
-    grad mode, or with forward-mode dual tensors (a second derivative asked
-    for through the operator itself), they refuse instead of returning
-    gradients without a graph or a tangent."""
-    op = _op(name)
-
-    def kernel(*args):
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or (
-                forward_ad._current_level >= 0
-                and any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)):
-            raise RuntimeError(
-                "spattn: %s::%s is not differentiable (second derivatives are not "
-                "implemented)" % (NAMESPACE, name))
-        return _below_autograd(op, *args)
-    _register(name, kernel, "Autograd")
-
-
-def _needed(grads, needs):
-    return tuple(g if need else None for g, need in zip(grads, needs))
-
+NAMESPACE = L.NAMESPACE
 
 # ---- multi-scale deformable attention ----
 
-_define("ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
+L.define("ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
         "Tensor sampling_locations, Tensor attention_weights, int im2col_step=64) -> Tensor")
-_define("ms_deform_attn_backward(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
+L.define("ms_deform_attn_backward(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
         "Tensor sampling_locations, Tensor attention_weights, Tensor grad_output) "
         "-> (Tensor, Tensor, Tensor)")
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
 
 
-@_cpu("ms_deform_attn")
+@L.cpu("ms_deform_attn")
 def _msda_cpu(value, shapes, starts, loc, attn, im2col_step=64):
     # im2col_step: a CUDA batching knob of the original, kept for its signature
     _lib.check_tensor("value", value, 4)
@@ -174,7 +62,7 @@ def _msda_cpu(value, shapes, starts, loc, attn, im2col_step=64):
     return out
 
 
-@_cpu("ms_deform_attn_backward")
+@L.cpu("ms_deform_attn_backward")
 def _msda_backward_cpu(value, shapes, starts, loc, attn, grad_out):
     for name, t, rank in (("value", value, 4), ("sampling_locations", loc, 6),
                           ("attention_weights", attn, 5), ("grad_output", grad_out, 3)):
@@ -193,27 +81,27 @@ class MsdaAutograd(torch.autograd.Function):
     @staticmethod
     def forward(ctx, value, shapes, starts, loc, attn, im2col_step=64):
         ctx.save_for_backward(value, shapes, starts, loc, attn)
-        return _below_autograd(_op("ms_deform_attn"), value, shapes, starts, loc, attn,
+        return L.below_autograd(L.op("ms_deform_attn"), value, shapes, starts, loc, attn,
                                im2col_step)
 
     @staticmethod
     @first_order_only
     def backward(ctx, grad_output):
         value, shapes, starts, loc, attn = ctx.saved_tensors
-        gv, gl, ga = _below_autograd(_op("ms_deform_attn_backward"), value, shapes, starts, loc,
+        gv, gl, ga = L.below_autograd(L.op("ms_deform_attn_backward"), value, shapes, starts, loc,
                                      attn, grad_output)
-        return _needed((gv, None, None, gl, ga, None), ctx.needs_input_grad)
+        return L.needed((gv, None, None, gl, ga, None), ctx.needs_input_grad)
 
 
-_differentiable("ms_deform_attn", MsdaAutograd)
-_not_differentiable("ms_deform_attn_backward")
+L.differentiable("ms_deform_attn", MsdaAutograd)
+L.not_differentiable("ms_deform_attn_backward")
 
 
 # ---- NSA compression ----
 
-_define("nsa_compress(Tensor input, Tensor weight, Tensor cu_seqlens, int block_size, "
+L.define("nsa_compress(Tensor input, Tensor weight, Tensor cu_seqlens, int block_size, "
         "int stride) -> Tensor")
-_define("nsa_compress_backward(Tensor grad_output, Tensor input, Tensor weight, "
+L.define("nsa_compress_backward(Tensor grad_output, Tensor input, Tensor weight, "
         "Tensor cu_seqlens, int block_size, int stride) -> (Tensor, Tensor)")
 
 
@@ -237,7 +125,7 @@ def _windows(ends, block, stride):
     return total
 
 
-@_cpu("nsa_compress")
+@L.cpu("nsa_compress")
 def _compress_cpu(x, weight, cu_seqlens, block_size, stride):
     _lib.check_tensor("input", x, 3)
     _lib.check_tensor("weight", weight, 2)
@@ -249,7 +137,7 @@ def _compress_cpu(x, weight, cu_seqlens, block_size, stride):
     return out
 
 
-@_cpu("nsa_compress_backward")
+@L.cpu("nsa_compress_backward")
 def _compress_backward_cpu(grad_out, x, weight, cu_seqlens, block_size, stride):
     for name, t, rank in (("grad_output", grad_out, 3), ("input", x, 3), ("weight", weight, 2)):
         _lib.check_tensor(name, t, rank)
@@ -267,27 +155,27 @@ class CompressAutograd(torch.autograd.Function):
     def forward(ctx, x, weight, cu_seqlens, block_size, stride):
         ctx.save_for_backward(x, weight, cu_seqlens)
         ctx.block, ctx.stride = block_size, stride
-        return _below_autograd(_op("nsa_compress"), x, weight, cu_seqlens, block_size, stride)
+        return L.below_autograd(L.op("nsa_compress"), x, weight, cu_seqlens, block_size, stride)
 
     @staticmethod
     @first_order_only
     def backward(ctx, grad_output):
         x, weight, cu_seqlens = ctx.saved_tensors
-        gx, gw = _below_autograd(_op("nsa_compress_backward"), grad_output, x, weight,
+        gx, gw = L.below_autograd(L.op("nsa_compress_backward"), grad_output, x, weight,
                                  cu_seqlens, ctx.block, ctx.stride)
-        return _needed((gx, gw, None, None, None), ctx.needs_input_grad)
+        return L.needed((gx, gw, None, None, None), ctx.needs_input_grad)
 
 
-_differentiable("nsa_compress", CompressAutograd)
-_not_differentiable("nsa_compress_backward")
+L.differentiable("nsa_compress", CompressAutograd)
+L.not_differentiable("nsa_compress_backward")
 
 
 # ---- NSA selected attention ----
 
-_define("nsa_selected_attention(Tensor q, Tensor k, Tensor v, Tensor topk_indices, "
+L.define("nsa_selected_attention(Tensor q, Tensor k, Tensor v, Tensor topk_indices, "
         "Tensor cu_seqlens_q, Tensor cu_seqlens_kv, float scale, int block_size, "
         "bool causal=False) -> (Tensor out, Tensor softmax_max, Tensor softmax_sum)")
-_define("nsa_selected_attention_backward(Tensor grad_output, Tensor q, Tensor k, Tensor v, "
+L.define("nsa_selected_attention_backward(Tensor grad_output, Tensor q, Tensor k, Tensor v, "
         "Tensor out, Tensor softmax_max, Tensor softmax_sum, Tensor topk_indices, "
         "Tensor cu_seqlens_q, Tensor cu_seqlens_kv, float scale, int block_size, "
         "bool causal=False) -> (Tensor, Tensor, Tensor)")
@@ -308,7 +196,7 @@ def _indices(topk):
     return topk
 
 
-@_cpu("nsa_selected_attention")
+@L.cpu("nsa_selected_attention")
 def _select_cpu(q, k, v, topk, cu_q, cu_kv, scale, block_size, causal=False):
     for name, t in (("q", q), ("k", k), ("v", v)):
         _lib.check_tensor(name, t, 3)
@@ -328,7 +216,7 @@ def _select_cpu(q, k, v, topk, cu_q, cu_kv, scale, block_size, causal=False):
     return out, mx[..., 0], sm[..., 0]  # the lanes are equal: one of them, as a view
 
 
-@_cpu("nsa_selected_attention_backward")
+@L.cpu("nsa_selected_attention_backward")
 def _select_backward_cpu(grad_out, q, k, v, out, mx, sm, topk, cu_q, cu_kv, scale, block_size,
                          causal=False):
     for name, t, rank in (("grad_output", grad_out, 3), ("q", q, 3), ("k", k, 3), ("v", v, 3),
@@ -353,7 +241,7 @@ def _select_backward_cpu(grad_out, q, k, v, out, mx, sm, topk, cu_q, cu_kv, scal
 class SelectAutograd(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, topk, cu_q, cu_kv, scale, block_size, causal=False):
-        out, mx, sm = _below_autograd(_op("nsa_selected_attention"), q, k, v, topk, cu_q, cu_kv,
+        out, mx, sm = L.below_autograd(L.op("nsa_selected_attention"), q, k, v, topk, cu_q, cu_kv,
                                       scale, block_size, causal)
         ctx.save_for_backward(q, k, v, topk, cu_q, cu_kv, out, mx, sm)
         ctx.scale, ctx.block, ctx.causal = scale, block_size, causal
@@ -364,10 +252,10 @@ class SelectAutograd(torch.autograd.Function):
     @first_order_only
     def backward(ctx, grad_output, _grad_max, _grad_sum):
         q, k, v, topk, cu_q, cu_kv, out, mx, sm = ctx.saved_tensors
-        grads = _below_autograd(_op("nsa_selected_attention_backward"), grad_output, q, k, v, out,
+        grads = L.below_autograd(L.op("nsa_selected_attention_backward"), grad_output, q, k, v, out,
                                 mx, sm, topk, cu_q, cu_kv, ctx.scale, ctx.block, ctx.causal)
-        return _needed(grads + (None,) * 6, ctx.needs_input_grad)
+        return L.needed(grads + (None,) * 6, ctx.needs_input_grad)
 
 
-_differentiable("nsa_selected_attention", SelectAutograd)
-_not_differentiable("nsa_selected_attention_backward")
+L.differentiable("nsa_selected_attention", SelectAutograd)
+L.not_differentiable("nsa_selected_attention_backward")

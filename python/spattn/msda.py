@@ -80,7 +80,8 @@ class MSDeformAttn(nn.Module):
         if d_model % n_heads != 0:
             raise ValueError("spattn: d_model (%d) must be divisible by n_heads (%d)"
                              % (d_model, n_heads))
-        self.d_model, self.n_levels, self.n_heads, self.n_points = d_model, n_levels, n_heads, n_points
+        self.d_model, self.n_levels = d_model, n_levels
+        self.n_heads, self.n_points = n_heads, n_points
         self.im2col_step = 64
         self.sampling_offsets = nn.Linear(d_model, n_heads * n_levels * n_points * 2)
         self.attention_weights = nn.Linear(d_model, n_heads * n_levels * n_points)
