@@ -213,6 +213,10 @@ $(SHARED_LIB): $(PIC_OBJ) $(SHARED_MAP)
 
 ifneq ($(HAVE_PTHREAD),)
 shared: $(SHARED_LIB)
+# where it is (python/setup.py copies it into the installed package)
+.PHONY: shared-path
+shared-path:
+	@echo $(abspath $(SHARED_LIB))
 else
 shared:
 	@echo "make shared: target $(TARGET) has no threads (the runner needs them)"; exit 1

@@ -255,19 +255,31 @@ def bench_msda(dt):
 OPS = {"nsa_compress": bench_nsa_compress, "nsa_select": bench_nsa_select, "msda": bench_msda}
 
 
+def _msda_call(v: torch.Tensor, shapes: torch.Tensor, starts: torch.Tensor, loc: torch.Tensor,
+               a: torch.Tensor) -> torch.Tensor:
+    return spattn.ms_deform_attn(v, shapes, starts, loc, a)
+
+
 def call_overhead():
     """What the binding adds to a call whatever its size: ms_deform_attn on a
-    4x4 map (a few microseconds of work) against phase 2 alone."""
+    4x4 map (a few microseconds of work) against phase 2 alone; also the same
+    forward from a TorchScript function (the interpreter calling the
+    operator)."""
     shapes, starts = torch.tensor([[4, 4]]), torch.tensor([0])
     v, loc, a = torch.rand(1, 16, 1, 8), torch.rand(1, 32, 1, 1, 1, 2), torch.rand(1, 32, 1, 1, 1)
     out = spattn.ms_deform_attn(v, shapes, starts, loc, a)
     dsc = _lib.describe
     direct = Direct(_lib.msda_ws, (dsc(v), dsc(shapes), dsc(starts), dsc(loc), dsc(a), dsc(out)),
                     (v, shapes, starts, loc, a, out))
+    scripted_call = torch.jit.script(_msda_call)
 
     def forward():
         with torch.no_grad():
             spattn.ms_deform_attn(v, shapes, starts, loc, a)
+
+    def scripted():
+        with torch.no_grad():
+            scripted_call(v, shapes, starts, loc, a)
 
     ins = [t.clone().requires_grad_() for t in (v, loc, a)]
     grad = torch.rand(out.shape)
@@ -276,10 +288,11 @@ def call_overhead():
         o = spattn.ms_deform_attn(ins[0], shapes, starts, ins[1], ins[2])
         torch.autograd.grad(o, ins, grad)
 
-    f, lib, fb = interleaved_ms([forward, direct, both], 2001)
+    f, lib, fb, sf = interleaved_ms([forward, direct, both, scripted], 2001)
     print("pybench op=call_overhead threads=%d fwd_us=%.1f lib_phase2_us=%.1f fwdbwd_us=%.1f "
-          "binding_us_per_fwd=%.1f" % (torch.get_num_threads(), 1e3 * f, 1e3 * lib, 1e3 * fb,
-                                      1e3 * (f - lib)), flush=True)
+          "binding_us_per_fwd=%.1f scripted_fwd_us=%.1f"
+          % (torch.get_num_threads(), 1e3 * f, 1e3 * lib, 1e3 * fb, 1e3 * (f - lib), 1e3 * sf),
+          flush=True)
 
 
 def run(op, dtname):

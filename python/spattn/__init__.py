@@ -1,20 +1,27 @@
 """spattn for PyTorch: differentiable CPU operators of the spattn library.
 
-    from spattn import ms_deform_attn, MSDeformAttnFunction
+    from spattn import ms_deform_attn, MSDeformAttnFunction, MSDeformAttn
     from spattn import nsa_compress, nsa_selected_attention
 
-CPU tensors of dtype float32, float16 or bfloat16 are passed as they are
-(views by their strides, no copies). Each call runs on torch.get_num_threads()
-threads of a pthread pool kept per thread count; its workspace comes from
-torch's allocator and is kept per calling thread (release_workspace() frees
-it). reuse_freed_memory() is an opt-in for training loops: glibc keeps freed
-memory instead of returning large blocks to the kernel. A refusal of the
-library raises SpattnError, which names the status code
-and the rule that failed.
+Each is an operator of PyTorch's dispatcher (torch.ops.spattn.*, registered
+by importing spattn), so models calling them script (torch.jit.script),
+trace, save and load (torch.jit.save / load, in any process that imports
+spattn) and export to ONNX. CPU tensors of dtype float32, float16, bfloat16
+or float64 are passed as they are (views by their strides, no copies). Each
+call runs on torch.get_num_threads() threads of a pthread pool kept per
+thread count; its workspace comes from torch's allocator and is kept per
+calling thread (release_workspace() frees it). reuse_freed_memory() is an
+opt-in for training loops: glibc keeps freed memory instead of returning
+large blocks to the kernel. A refusal of the library raises SpattnError,
+which names the status code and the rule that failed.
 """
 from ._lib import LIBRARY_PATH, SpattnError, release_workspace, reuse_freed_memory
-from .msda import MSDeformAttnFunction, ms_deform_attn
+from . import _ops, _register_onnx_ops
+from .msda import MSDeformAttn, MSDeformAttnFunction, ms_deform_attn
 from .nsa import nsa_compress, nsa_selected_attention
 
-__all__ = ["ms_deform_attn", "MSDeformAttnFunction", "nsa_compress", "nsa_selected_attention",
-           "SpattnError", "release_workspace", "reuse_freed_memory", "LIBRARY_PATH"]
+_register_onnx_ops.register(_ops.NAMESPACE)
+
+__all__ = ["ms_deform_attn", "MSDeformAttnFunction", "MSDeformAttn", "nsa_compress",
+           "nsa_selected_attention", "SpattnError", "release_workspace", "reuse_freed_memory",
+           "LIBRARY_PATH"]

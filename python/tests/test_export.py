@@ -67,6 +67,31 @@ class TestOnnx(unittest.TestCase):
         # nothing of the output's shape is baked into the file
         self.assertFalse(any(list(i.dims) == [1, 5, 16] for i in model.graph.initializer))
 
+    @unittest.skipIf(onnx is None, "python3-onnx is not installed")
+    def test_scripted_traced_and_layer_export_the_node(self):
+        args = (msda_inputs()[0], SHAPES, STARTS) + tuple(msda_inputs()[1:])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced = torch.jit.trace(MsdaModule(), args)
+        for module in (torch.jit.script(MsdaModule()), traced):
+            model = onnx.load_from_string(export(module, args))
+            nodes = [n for n in model.graph.node if n.op_type != "Constant"]
+            self.assertEqual([(n.domain, n.op_type) for n in nodes],
+                             [("mmdeploy", "MMCVMultiScaleDeformableAttention")])
+            self.assertEqual(list(nodes[0].input), [i.name for i in model.graph.input])
+        # the whole Deformable-DETR layer: projections around the node, which
+        # reads the value projection and the computed locations and weights
+        layer = spattn.MSDeformAttn(d_model=16, n_levels=2, n_heads=2, n_points=2).eval()
+        query, ref, flat = torch.randn(1, 5, 16), torch.rand(1, 5, 2, 2), torch.randn(1, 30, 16)
+        model = onnx.load_from_string(export(layer, (query, ref, flat, SHAPES, STARTS)))
+        msda = [n for n in model.graph.node if n.op_type == "MMCVMultiScaleDeformableAttention"]
+        self.assertEqual(len(msda), 1)
+        producers = {o: n.op_type for n in model.graph.node for o in n.output}
+        self.assertEqual(producers[msda[0].input[0]], "Reshape")  # value_proj's output, viewed
+        self.assertIn(msda[0].input[1], [i.name for i in model.graph.input])
+        self.assertEqual(producers[msda[0].input[3]], "Add")      # reference + offsets
+        self.assertEqual(producers[msda[0].input[4]], "Reshape")  # softmax, viewed
+
     def test_nsa_ops_refuse_export(self):
         x, w = torch.randn(40, 2, 16), torch.randn(16, 2)
         with self.assertRaisesRegex(RuntimeError, "nsa_compress has no ONNX operator"):
