@@ -48,7 +48,7 @@ static void run_fwd_block(void *arg, uint32_t blk)
 {
     const nsas_f64_run *r = arg;
     const spa_nsas_args *a = &r->f->a;
-    double *scratch = r->scratch + (uint64_t)blk * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(a->kc, a->bs);
+    double *scratch = r->scratch + (uint64_t)blk * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(a->g, a->d, a->dv, a->kc, a->bs);
     const int64_t t0 = (int64_t)blk * r->per_block;
     const int64_t end = t0 + r->per_block < r->t1 ? t0 + r->per_block : r->t1;
     for (int64_t n2 = 0; n2 < a->n2; n2++) {
@@ -88,7 +88,7 @@ static void run_grad_range(void *arg, uint32_t range)
     double *dkp = gp->partial + gp->offset[range], *dvp = dkp + nrows * a->d;
     for (int64_t i = 0; i < nrows * (a->d + a->dv); i++)
         dkp[i] = 0.0;
-    double *scratch = gp->scratch + (uint64_t)range * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(a->kc, a->bs);
+    double *scratch = gp->scratch + (uint64_t)range * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(a->g, a->d, a->dv, a->kc, a->bs);
     const int64_t t0 = (int64_t)range * gp->per_range;
     const int64_t end = t0 + gp->per_range < gp->t1 ? t0 + gp->per_range : gp->t1;
     nsas_f64_piece pc;

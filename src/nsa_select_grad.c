@@ -176,7 +176,7 @@ static void make_plan(const nsasg_exec *e, const spa_nsas_shape *sh, const spa_i
 #if SPA_FLOAT64_NSA_SELECT_GRAD
     if (e->q.dtype == SPA_FLOAT64) { /* nsa_select_f64.c: double partials, k and v in place */
         p->partial_floats *= 2;
-        p->scratch_floats = 2 * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(sh->kc, sh->bs);
+        p->scratch_floats = 2 * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(sh->g, sh->d, sh->dv, sh->kc, sh->bs);
         p->kpack_floats = p->vpack_floats = 0;
     }
 #endif

@@ -377,7 +377,10 @@ static void nsas_kernels(const nsas_case *c, nsas_io *io)
     const spa_nsas_args a = spa_nsas_args_of(&sh, &io->q.t, c->idx, &io->o.t, &io->mx.t, &io->sm.t,
                                              &io->dy.t, &io->dq.t, c->scale);
     const spa_nsas_f64_args f = spa_nsas_f64_args_of(&a, &io->k.t, &io->v.t, c->scale);
-    double *scratch = malloc(sizeof(double) * (size_t)(3 * c->kc * c->bs + 1));
+    const int64_t g = c->n1 / c->n2;
+    const int64_t fw = SPA_NSAS_F64_FWD_SCRATCH(g, c->d, c->dv, c->kc, c->bs),
+                  gw = SPA_NSAS_F64_GRAD_SCRATCH(g, c->d, c->dv, c->kc, c->bs);
+    double *scratch = malloc(sizeof(double) * (size_t)(fw > gw ? fw : gw));
     double *dkp = calloc((size_t)(c->t2 * (c->d + c->dv) + 1), sizeof(double));
     for (int64_t n2 = 0; n2 < c->n2; n2++)
         for (int64_t b = 0; b < c->batches; b++)
