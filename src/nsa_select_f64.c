@@ -113,8 +113,8 @@ static void run_grad_reduce(void *arg, uint32_t task)
     for (int64_t row = row0; row < row1; row++) {
         for (int part = 0; part < 2; part++) {
             const int64_t n = part == 0 ? a->d : a->dv;
-            const spa_tensor *out = part == 0 ? gp->dk : gp->dv;
-            double *dst = (double *)out->data + row * out->strides[0] + r->n2 * out->strides[1];
+            const spa_nsas_grad_out *out = part == 0 ? gp->dk : gp->dv;
+            double *dst = (double *)out->data + row * out->s0 + r->n2 * out->s1;
             for (int64_t i = 0; i < n; i++) {
                 double acc = 0.0;
                 for (int64_t rg = 0; rg < gp->ranges; rg++) {
@@ -125,7 +125,7 @@ static void run_grad_reduce(void *arg, uint32_t task)
                                         (part == 0 ? (row - lo) * a->d : (hi - lo) * a->d + (row - lo) * a->dv);
                     acc += src[i];
                 }
-                dst[i * out->strides[2]] = part == 0 ? r->f->scale * acc + 0.0 : acc;
+                dst[i * out->s2] = part == 0 ? r->f->scale * acc + 0.0 : acc;
             }
         }
     }

@@ -94,6 +94,15 @@ void spa_nsas_f64_forward(const spa_runner *rn, const spa_nsas_f64_args *f,
                           const spa_nsas_trusted *tr, int64_t t1, int64_t per_block,
                           uint32_t blocks, double *scratch);
 
+/* A gradient output (dK or dV, [T2, N2, dim], checked) as the reductions
+ * store it: its data, dtype and strides only (phase 2 of the grad keeps
+ * these under the kernels instead of whole descriptors: Cortex-M stack). */
+typedef struct spa_nsas_grad_out {
+    void *data;
+    int64_t s0, s1, s2;
+    int32_t dtype;
+} spa_nsas_grad_out;
+
 /* Grad phase 2: the token ranges and partial table of nsa_select_grad.c
  * (offsets in doubles), per kv head step 1 (ranges into their partials) then
  * step 2 (each KV row sums the partials covering it in range order; dk
@@ -103,7 +112,7 @@ typedef struct spa_nsas_f64_grad_plan {
     const uint64_t *offset;
     const int64_t *kvlo, *kvhi;
     double *partial, *scratch; /* scratch [ranges][GRAD_SCRATCH] */
-    const spa_tensor *dk, *dv;
+    const spa_nsas_grad_out *dk, *dv;
 } spa_nsas_f64_grad_plan;
 void spa_nsas_f64_grad(const spa_runner *rn, const spa_nsas_f64_args *f,
                        const spa_nsas_trusted *tr, const spa_nsas_f64_grad_plan *gp);
