@@ -365,8 +365,8 @@ static void test_nsas_random(void) { nsas_sweep(0); }
 static void test_nsasg_random(void) { nsas_sweep(1); }
 
 /* Head dims with tails on every layer (D 48 and 100, Dv 36), blocks of 5,
- * several G, causal and not: through the kernels where the op's rules do not
- * take the shape yet. */
+ * several G (up to 32: every tile of head lanes), causal and not: through
+ * the kernels where the op's rules do not take the shape yet. */
 #if SPA_FLOAT64_NSA_SELECT && SPA_FLOAT64_NSA_SELECT_GRAD
 static void nsas_kernels(const nsas_case *c, nsas_io *io)
 {
@@ -408,7 +408,9 @@ static void test_nsas_kernel_tails(void)
 {
     static const int64_t shapes[][6] = {/* n1, n2, d, dv, bs, causal */
                                         {4, 2, 48, 48, 16, 0}, {6, 2, 100, 36, 5, 1},
-                                        {3, 1, 1, 3, 7, 1}, {8, 1, 100, 100, 5, 0}};
+                                        {3, 1, 1, 3, 7, 1}, {8, 1, 100, 100, 5, 0},
+                                        /* three and four vectors of head lanes (avx512) */
+                                        {20, 1, 48, 36, 16, 1}, {32, 1, 24, 20, 5, 0}};
     rng r = rng_seed(6413);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t ql[2] = {9, 6}, kl[2] = {30, 41};
