@@ -40,8 +40,8 @@ aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
     spa_tensor v, shape, start, loc, attn, dy, dv, dloc, dattn;
     spa_acl_call_begin(&c, executor);
     const aclTensor *floats[] = {value, spatialShape, levelStartIndex, location, attnWeight, gradOutput, gradValue, gradLocation, gradAttnWeight};
-    if (spa_acl_any_double(floats, 9)) /* CANN takes no double: before its other rules */
-        return spa_acl_refuse_double(&c, "aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize", spa_msda_grad, workspaceSize, executor);
+    uint64_t probe; /* the native phase 1 sizes a call refused after into this */
+    const bool dbl = spa_acl_any_double(floats, 9);
     const spa_tensor *t[9] = {
         spa_acl_call_tensor(&c, value, &v),        spa_acl_call_tensor(&c, spatialShape, &shape),
         spa_acl_call_tensor(&c, levelStartIndex, &start), spa_acl_call_tensor(&c, location, &loc),
@@ -51,7 +51,7 @@ aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
     bool all = workspaceSize != NULL && executor != NULL; /* NULL arguments first: 161001 */
     for (int k = 0; k < 9; k++)
         all = all && t[k] != NULL;
-    const char *limit = all ? npu_limit(t[0], t[1], t[3]) : NULL;
+    const char *limit = all && !dbl ? npu_limit(t[0], t[1], t[3]) : NULL;
     if (limit != NULL) {
         memset(c.native, 0, sizeof *c.native); /* no native refusal recorded */
         aclnnStatus r = spa_acl_call_end(&c, SPA_ERR_INVALID, spa_msda_grad, workspaceSize, executor);
@@ -59,7 +59,9 @@ aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
         return r;
     }
     spa_status st = spa_msda_grad_get_workspace_size(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8],
-                                                     workspaceSize, c.native);
+                                                     spa_acl_ws_slot(dbl, workspaceSize, &probe), c.native);
+    if (dbl && st != SPA_ERR_NULLPTR) /* CANN: NULL arguments (161001) first, then no double */
+        return spa_acl_refuse_double(&c, "aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize", spa_msda_grad, workspaceSize, executor);
     return spa_acl_call_end(&c, st, spa_msda_grad, workspaceSize, executor);
 }
 

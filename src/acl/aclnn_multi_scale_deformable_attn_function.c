@@ -47,14 +47,14 @@ aclnnStatus aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize(
     spa_tensor v, shape, start, loc, attn, out;
     spa_acl_call_begin(&c, executor);
     const aclTensor *floats[] = {value, spatialShape, levelStartIndex, location, attnWeight, output};
-    if (spa_acl_any_double(floats, 6)) /* CANN takes no double: before its other rules */
-        return spa_acl_refuse_double(&c, "aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize", spa_msda, workspaceSize, executor);
+    uint64_t probe; /* the native phase 1 sizes a call refused after into this */
+    const bool dbl = spa_acl_any_double(floats, 6);
     const spa_tensor *tv = spa_acl_call_tensor(&c, value, &v), *tshape = spa_acl_call_tensor(&c, spatialShape, &shape);
     const spa_tensor *tstart = spa_acl_call_tensor(&c, levelStartIndex, &start);
     const spa_tensor *tloc = spa_acl_call_tensor(&c, location, &loc), *tattn = spa_acl_call_tensor(&c, attnWeight, &attn);
     const spa_tensor *tout = spa_acl_call_tensor(&c, output, &out);
     const char *limit = NULL;
-    if (tshape != NULL && tstart != NULL && workspaceSize != NULL && executor != NULL)
+    if (!dbl && tshape != NULL && tstart != NULL && workspaceSize != NULL && executor != NULL)
         limit = npu_limit(tv, tloc, tattn, tout); /* NULL arguments first: 161001 */
     if (limit != NULL) {
         memset(c.native, 0, sizeof *c.native); /* no native refusal recorded */
@@ -62,7 +62,9 @@ aclnnStatus aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize(
         spa_acl_error("aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize: %d: %s (an NPU limit)", (int)r, limit);
         return r;
     }
-    spa_status st = spa_msda_get_workspace_size(tv, tshape, tstart, tloc, tattn, tout, workspaceSize, c.native);
+    spa_status st = spa_msda_get_workspace_size(tv, tshape, tstart, tloc, tattn, tout, spa_acl_ws_slot(dbl, workspaceSize, &probe), c.native);
+    if (dbl && st != SPA_ERR_NULLPTR) /* CANN: NULL arguments (161001) first, then no double */
+        return spa_acl_refuse_double(&c, "aclnnMultiScaleDeformableAttnFunctionGetWorkspaceSize", spa_msda, workspaceSize, executor);
     return spa_acl_call_end(&c, st, spa_msda, workspaceSize, executor);
 }
 

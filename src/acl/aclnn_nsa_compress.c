@@ -23,12 +23,14 @@ aclnnStatus aclnnNsaCompressGetWorkspaceSize(const aclTensor *input, const aclTe
     spa_tensor x, w, y;
     spa_acl_call_begin(&c, executor);
     const aclTensor *floats[] = {input, weight, output};
-    if (spa_acl_any_double(floats, 3))
-        return spa_acl_refuse_double(&c, "aclnnNsaCompressGetWorkspaceSize", spa_nsa_compress, workspaceSize, executor);
+    uint64_t probe; /* the native phase 1 sizes a call refused after into this */
+    const bool dbl = spa_acl_any_double(floats, 3);
     spa_status st = spa_nsa_compress_get_workspace_size(
         spa_acl_call_tensor(&c, input, &x), spa_acl_call_tensor(&c, weight, &w),
         spa_acl_call_array(&c, actSeqLenOptional), layoutOptional, compressBlockSize,
-        compressStride, actSeqLenType, spa_acl_call_tensor(&c, output, &y), workspaceSize, c.native);
+        compressStride, actSeqLenType, spa_acl_call_tensor(&c, output, &y), spa_acl_ws_slot(dbl, workspaceSize, &probe), c.native);
+    if (dbl && st != SPA_ERR_NULLPTR) /* CANN: NULL arguments (161001) first, then no double */
+        return spa_acl_refuse_double(&c, "aclnnNsaCompressGetWorkspaceSize", spa_nsa_compress, workspaceSize, executor);
     return spa_acl_call_end(&c, st, spa_nsa_compress, workspaceSize, executor);
 }
 

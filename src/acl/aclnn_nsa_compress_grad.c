@@ -23,13 +23,15 @@ aclnnStatus aclnnNsaCompressGradGetWorkspaceSize(
     spa_tensor dy, x, w, dx, dw;
     spa_acl_call_begin(&c, executor);
     const aclTensor *floats[] = {outputGrad, input, weight, inputGradOut, weightGradOut};
-    if (spa_acl_any_double(floats, 5))
-        return spa_acl_refuse_double(&c, "aclnnNsaCompressGradGetWorkspaceSize", spa_nsa_compress_grad, workspaceSize, executor);
+    uint64_t probe; /* the native phase 1 sizes a call refused after into this */
+    const bool dbl = spa_acl_any_double(floats, 5);
     spa_status st = spa_nsa_compress_grad_get_workspace_size(
         spa_acl_call_tensor(&c, outputGrad, &dy), spa_acl_call_tensor(&c, input, &x), spa_acl_call_tensor(&c, weight, &w),
         spa_acl_call_array(&c, actSeqLenOptionalOptional), compressBlockSize, compressStride,
         actSeqLenType, layoutOptionalOptional, spa_acl_call_tensor(&c, inputGradOut, &dx),
-        spa_acl_call_tensor(&c, weightGradOut, &dw), workspaceSize, c.native);
+        spa_acl_call_tensor(&c, weightGradOut, &dw), spa_acl_ws_slot(dbl, workspaceSize, &probe), c.native);
+    if (dbl && st != SPA_ERR_NULLPTR) /* CANN: NULL arguments (161001) first, then no double */
+        return spa_acl_refuse_double(&c, "aclnnNsaCompressGradGetWorkspaceSize", spa_nsa_compress_grad, workspaceSize, executor);
     return spa_acl_call_end(&c, st, spa_nsa_compress_grad, workspaceSize, executor);
 }
 

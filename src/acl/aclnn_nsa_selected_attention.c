@@ -18,8 +18,8 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     spa_tensor q, k, v, idx, mask, mx, sm, out;
     spa_acl_call_begin(&c, executor);
     const aclTensor *floats[] = {query, key, value, topkIndices, attenMaskOptional, softmaxMaxOut, softmaxSumOut, attentionOut};
-    if (spa_acl_any_double(floats, 8))
-        return spa_acl_refuse_double(&c, "aclnnNsaSelectedAttentionGetWorkspaceSize", spa_nsa_select, workspaceSize, executor);
+    uint64_t probe; /* the native phase 1 sizes a call refused after into this */
+    const bool dbl = spa_acl_any_double(floats, 8);
     const spa_int_array *seq_q = spa_acl_call_array(&c, actualSeqQLenOptional);
     const spa_int_array *seq_kv = spa_acl_call_array(&c, actualSeqKvLenOptional);
     spa_status st = spa_nsa_select_get_workspace_size(
@@ -27,7 +27,9 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
         spa_acl_call_tensor(&c, topkIndices, &idx), spa_acl_call_tensor(&c, attenMaskOptional, &mask), seq_q,
         seq_kv, scaleValue, headNum, inputLayout, sparseMode, selectedBlockSize,
         selectedBlockCount, spa_acl_call_tensor(&c, softmaxMaxOut, &mx), spa_acl_call_tensor(&c, softmaxSumOut, &sm),
-        spa_acl_call_tensor(&c, attentionOut, &out), workspaceSize, c.native);
+        spa_acl_call_tensor(&c, attentionOut, &out), spa_acl_ws_slot(dbl, workspaceSize, &probe), c.native);
+    if (dbl && st != SPA_ERR_NULLPTR) /* CANN: NULL arguments (161001) first, then no double */
+        return spa_acl_refuse_double(&c, "aclnnNsaSelectedAttentionGetWorkspaceSize", spa_nsa_select, workspaceSize, executor);
     /* CANN's own rules, on what the native phase 1 accepted (so that NULL
      * arguments and invalid descriptors keep the native codes, and the
      * indices are read only once checked) */

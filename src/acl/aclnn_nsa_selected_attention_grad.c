@@ -19,8 +19,8 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     spa_tensor q, k, v, o, dy, mx, sm, idx, mask, dq, dk, dv;
     spa_acl_call_begin(&c, executor);
     const aclTensor *floats[] = {query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, dqOut, dkOut, dvOut};
-    if (spa_acl_any_double(floats, 10))
-        return spa_acl_refuse_double(&c, "aclnnNsaSelectedAttentionGradGetWorkspaceSize", spa_nsa_select_grad, workspaceSize, executor);
+    uint64_t probe; /* the native phase 1 sizes a call refused after into this */
+    const bool dbl = spa_acl_any_double(floats, 10);
     const spa_int_array *seq_q = spa_acl_call_array(&c, actualSeqQLenOptional);
     const spa_int_array *seq_kv = spa_acl_call_array(&c, actualSeqKvLenOptional);
     spa_status st = spa_nsa_select_grad_get_workspace_size(
@@ -30,7 +30,9 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
         spa_acl_call_tensor(&c, topkIndices, &idx), seq_q, seq_kv, spa_acl_call_tensor(&c, attenMaskOptional, &mask),
         scaleValue, selectedBlockSize, selectedBlockCount, headNum, inputLayout, sparseMode,
         spa_acl_call_tensor(&c, dqOut, &dq), spa_acl_call_tensor(&c, dkOut, &dk), spa_acl_call_tensor(&c, dvOut, &dv),
-        workspaceSize, c.native);
+        spa_acl_ws_slot(dbl, workspaceSize, &probe), c.native);
+    if (dbl && st != SPA_ERR_NULLPTR) /* CANN: NULL arguments (161001) first, then no double */
+        return spa_acl_refuse_double(&c, "aclnnNsaSelectedAttentionGradGetWorkspaceSize", spa_nsa_select_grad, workspaceSize, executor);
     /* CANN's own rules, on what the native phase 1 accepted (so that NULL
      * arguments and invalid descriptors keep the native codes, and the
      * indices are read only once checked) */

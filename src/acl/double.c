@@ -13,11 +13,16 @@ bool spa_acl_any_double(const aclTensor *const *t, int n)
     return false;
 }
 
+uint64_t *spa_acl_ws_slot(bool dbl, uint64_t *ws, uint64_t *probe)
+{
+    return dbl && ws != NULL ? probe : ws;
+}
+
 aclnnStatus spa_acl_refuse_double(spa_acl_call *c, const char *api, spa_acl_run_fn run,
                                   const uint64_t *workspace_size, aclOpExecutor **executor)
 {
     const bool null_slot = workspace_size == NULL || executor == NULL;
-    /* No native phase 1 ran: its executor has no refusal record to read. */
+    /* Whatever the native phase 1 planned or recorded is not this answer. */
     if (c->native != NULL)
         memset(c->native, 0, sizeof *c->native);
     aclnnStatus r = spa_acl_call_end(c, null_slot ? SPA_ERR_NULLPTR : SPA_ERR_INVALID, run,

@@ -24,6 +24,12 @@ SPA_ISA_INLINE spa_vd spa_vd_mul(spa_vd a, spa_vd b) { return _mm256_mul_pd(a, b
 SPA_ISA_INLINE spa_vd spa_vd_div(spa_vd a, spa_vd b) { return _mm256_div_pd(a, b); }
 SPA_ISA_INLINE spa_vd spa_vd_fma(spa_vd c, spa_vd a, spa_vd b) { return _mm256_fmadd_pd(a, b, c); }
 SPA_ISA_INLINE spa_vd spa_vd_max(spa_vd a, spa_vd b) { return _mm256_max_pd(a, b); }
+SPA_ISA_INLINE spa_vd spa_vd_min(spa_vd a, spa_vd b) { return _mm256_min_pd(a, b); }
+SPA_ISA_INLINE spa_vd spa_vd_pow2i(spa_vd n)
+{
+    const __m256i e = _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), _mm256_set1_epi64x(1023));
+    return _mm256_castsi256_pd(_mm256_slli_epi64(e, 52));
+}
 SPA_ISA_INLINE double spa_vd_hsum(spa_vd v)
 {
     __m128d q = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));

@@ -13,6 +13,10 @@
  *                      NEON fmla), a multiply then an add on the scalar
  *                      layers (as spa_vf_fma)
  *   spa_vd_max(a,b)    a > b ? a : b, lane by lane (x86 rule)
+ *   spa_vd_min(a,b)    a < b ? a : b, lane by lane (x86 rule)
+ *   spa_vd_pow2i(n)    2^n for integral n in [-1023, 1024] (an exponent
+ *                      field: -1023 gives +0, 1024 gives +inf), the scale
+ *                      step of an exp
  *   spa_vd_hsum(v)     the lanes summed by halves (j + j+VDL/2, then
  *                      j + j+VDL/4, ...): a fixed order, so a result never
  *                      depends on the runner
@@ -43,6 +47,12 @@ SPA_ISA_INLINE spa_vd spa_vd_mul(spa_vd a, spa_vd b) { return _mm512_mul_pd(a, b
 SPA_ISA_INLINE spa_vd spa_vd_div(spa_vd a, spa_vd b) { return _mm512_div_pd(a, b); }
 SPA_ISA_INLINE spa_vd spa_vd_fma(spa_vd c, spa_vd a, spa_vd b) { return _mm512_fmadd_pd(a, b, c); }
 SPA_ISA_INLINE spa_vd spa_vd_max(spa_vd a, spa_vd b) { return _mm512_max_pd(a, b); }
+SPA_ISA_INLINE spa_vd spa_vd_min(spa_vd a, spa_vd b) { return _mm512_min_pd(a, b); }
+SPA_ISA_INLINE spa_vd spa_vd_pow2i(spa_vd n)
+{
+    const __m512i e = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_cvtpd_epi32(n)), _mm512_set1_epi64(1023));
+    return _mm512_castsi512_pd(_mm512_slli_epi64(e, 52));
+}
 SPA_ISA_INLINE double spa_vd_hsum(spa_vd v)
 {
     __m256d h = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));

@@ -32,6 +32,11 @@ SPA_ISA_INLINE spa_vd spa_vd_div(spa_vd a, spa_vd b) { return vdivq_f64(a, b); }
 SPA_ISA_INLINE spa_vd spa_vd_fma(spa_vd c, spa_vd a, spa_vd b) { return vfmaq_f64(c, a, b); }
 /* The x86 rule (a > b ? a : b), not fmax's NaN handling. */
 SPA_ISA_INLINE spa_vd spa_vd_max(spa_vd a, spa_vd b) { return vbslq_f64(vcgtq_f64(a, b), a, b); }
+SPA_ISA_INLINE spa_vd spa_vd_min(spa_vd a, spa_vd b) { return vbslq_f64(vcltq_f64(a, b), a, b); }
+SPA_ISA_INLINE spa_vd spa_vd_pow2i(spa_vd n)
+{
+    return vreinterpretq_f64_s64(vshlq_n_s64(vaddq_s64(vcvtq_s64_f64(n), vdupq_n_s64(1023)), 52));
+}
 SPA_ISA_INLINE double spa_vd_hsum(spa_vd v) { return vgetq_lane_f64(v, 0) + vgetq_lane_f64(v, 1); }
 
 #endif

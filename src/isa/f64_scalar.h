@@ -30,6 +30,16 @@ SPA_ISA_INLINE spa_vd spa_vd_mul(spa_vd a, spa_vd b) { return a * b; }
 SPA_ISA_INLINE spa_vd spa_vd_div(spa_vd a, spa_vd b) { return a / b; }
 SPA_ISA_INLINE spa_vd spa_vd_fma(spa_vd c, spa_vd a, spa_vd b) { return c + a * b; }
 SPA_ISA_INLINE spa_vd spa_vd_max(spa_vd a, spa_vd b) { return a > b ? a : b; }
+SPA_ISA_INLINE spa_vd spa_vd_min(spa_vd a, spa_vd b) { return a < b ? a : b; }
+SPA_ISA_INLINE spa_vd spa_vd_pow2i(spa_vd n)
+{
+    union {
+        uint64_t u;
+        double d;
+    } e;
+    e.u = (uint64_t)((int64_t)n + 1023) << 52;
+    return e.d;
+}
 SPA_ISA_INLINE double spa_vd_hsum(spa_vd v) { return v; }
 
 #endif

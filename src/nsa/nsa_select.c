@@ -106,7 +106,7 @@ static void make_plan(const nsas_exec *e, const spa_nsas_shape *sh, nsas_plan *p
     p->vpack_floats = spa_nsas_pack_floats(&e->v, sh);
 #if SPA_FLOAT64_NSA_SELECT
     if (e->q.dtype == SPA_FLOAT64) { /* nsa_select_f64.c: k and v in place, 8-byte scratch words */
-        p->scratch_floats = 2 * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(sh->kc, sh->bs);
+        p->scratch_floats = 2 * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(sh->g, sh->d, sh->dv, sh->kc, sh->bs);
         p->kpack_floats = p->vpack_floats = 0;
     }
 #endif

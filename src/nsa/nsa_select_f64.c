@@ -48,7 +48,7 @@ static void run_fwd_block(void *arg, uint32_t blk)
 {
     const nsas_f64_run *r = arg;
     const spa_nsas_args *a = &r->f->a;
-    double *scratch = r->scratch + (uint64_t)blk * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(a->kc, a->bs);
+    double *scratch = r->scratch + (uint64_t)blk * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(a->g, a->d, a->dv, a->kc, a->bs);
     const int64_t t0 = (int64_t)blk * r->per_block;
     const int64_t end = t0 + r->per_block < r->t1 ? t0 + r->per_block : r->t1;
     for (int64_t n2 = 0; n2 < a->n2; n2++) {
@@ -88,7 +88,7 @@ static void run_grad_range(void *arg, uint32_t range)
     double *dkp = gp->partial + gp->offset[range], *dvp = dkp + nrows * a->d;
     for (int64_t i = 0; i < nrows * (a->d + a->dv); i++)
         dkp[i] = 0.0;
-    double *scratch = gp->scratch + (uint64_t)range * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(a->kc, a->bs);
+    double *scratch = gp->scratch + (uint64_t)range * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(a->g, a->d, a->dv, a->kc, a->bs);
     const int64_t t0 = (int64_t)range * gp->per_range;
     const int64_t end = t0 + gp->per_range < gp->t1 ? t0 + gp->per_range : gp->t1;
     nsas_f64_piece pc;
@@ -113,8 +113,8 @@ static void run_grad_reduce(void *arg, uint32_t task)
     for (int64_t row = row0; row < row1; row++) {
         for (int part = 0; part < 2; part++) {
             const int64_t n = part == 0 ? a->d : a->dv;
-            const spa_tensor *out = part == 0 ? gp->dk : gp->dv;
-            double *dst = (double *)out->data + row * out->strides[0] + r->n2 * out->strides[1];
+            const spa_nsas_grad_out *out = part == 0 ? gp->dk : gp->dv;
+            double *dst = (double *)out->data + row * out->s0 + r->n2 * out->s1;
             for (int64_t i = 0; i < n; i++) {
                 double acc = 0.0;
                 for (int64_t rg = 0; rg < gp->ranges; rg++) {
@@ -125,7 +125,7 @@ static void run_grad_reduce(void *arg, uint32_t task)
                                         (part == 0 ? (row - lo) * a->d : (hi - lo) * a->d + (row - lo) * a->dv);
                     acc += src[i];
                 }
-                dst[i * out->strides[2]] = part == 0 ? r->f->scale * acc + 0.0 : acc;
+                dst[i * out->s2] = part == 0 ? r->f->scale * acc + 0.0 : acc;
             }
         }
     }

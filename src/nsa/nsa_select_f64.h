@@ -18,50 +18,72 @@ typedef struct spa_nsas_f64_args {
     double scale; /* scaleValue itself: no f32 rounding */
 } spa_nsas_f64_args;
 
-/* The positions query token t (in-batch position s = t - qstart) attends to
- * with kv head n2, in the order of the spec (slot i of topk, then j < bs):
- * rows[c] the absolute KV row kstart + idx*bs + j, or -(row + 1) where the
- * causal mask hides it (position > s). A slot < 0 selects nothing and a
- * block is clipped to the batch's klen KV rows, so c < kc * bs. Returns the
- * count. */
-static inline int64_t spa_nsas_f64_positions(const spa_nsas_args *a, int64_t n2, int64_t t,
-                                             int64_t qstart, int64_t kstart, int64_t klen,
-                                             int64_t *rows)
+/* A selected block of query token t (in-batch position s = t - qstart) with
+ * kv head n2: its len rows from the absolute KV row `row`, the first `valid`
+ * of them visible (the causal mask hides the positions > s, a suffix of the
+ * block). Slots in topk order; a slot < 0 selects nothing and a block is
+ * clipped to the batch's klen KV rows. A block's rows are distinct, so a
+ * register tile over rows of one block never holds one row twice (topk may
+ * repeat a block). */
+typedef struct spa_nsas_f64_seg {
+    int64_t row, len, valid;
+} spa_nsas_f64_seg;
+
+/* The blocks of (t, n2) into seg[0..kc); returns their count, *cnt the
+ * positions (the sum of len, at most kc * bs). */
+static inline int64_t spa_nsas_f64_segments(const spa_nsas_args *a, int64_t n2, int64_t t,
+                                            int64_t qstart, int64_t kstart, int64_t klen,
+                                            spa_nsas_f64_seg *seg, int64_t *cnt)
 {
     const int32_t *idx = a->idx + t * a->is0 + n2 * a->is1;
     const int64_t s = t - qstart;
-    int64_t c = 0;
+    int64_t ns = 0, c = 0;
     for (int64_t i = 0; i < a->kc; i++) {
         const int64_t blk = idx[i * a->is2];
         if (blk < 0)
             continue;
-        for (int64_t j = 0; j < a->bs && blk * a->bs + j < klen; j++) {
-            const int64_t p = blk * a->bs + j;
-            rows[c++] = a->causal && p > s ? -(kstart + p + 1) : kstart + p;
-        }
+        const int64_t p0 = blk * a->bs;
+        const int64_t len = klen - p0 < a->bs ? klen - p0 : a->bs;
+        if (len <= 0) /* a checked index never points past klen; nothing to read if it did */
+            continue;
+        const int64_t vis = !a->causal ? len : s - p0 + 1 < 0 ? 0 : s - p0 + 1;
+        seg[ns].row = kstart + p0, seg[ns].len = len, seg[ns].valid = vis < len ? vis : len;
+        c += len, ns++;
     }
-    return c;
+    *cnt = c;
+    return ns;
 }
+
+/* Head lanes the kernels pad a group to (a multiple of the layer's double
+ * lanes, at most 8): scratch is sized for the widest. */
+#define SPA_NSAS_F64_GP(g) (((g) + 7) / 8 * 8)
 
 /* The score of a masked position, in the scaled domain (spec/nsa.md 3.2). */
 #define SPA_NSAS_F64_MASKED (-(double)FLT_MAX)
 
 /* Forward: query tokens [t0, t1) of kv head n2, in the batch whose queries
- * start at qstart and whose klen KV rows start at kstart; scratch: 2*kc*bs
- * doubles. Writes attentionOut, softmaxMax and softmaxSum of those tokens. */
+ * start at qstart and whose klen KV rows start at kstart; scratch:
+ * SPA_NSAS_F64_FWD_SCRATCH doubles. Writes attentionOut, softmaxMax and
+ * softmaxSum of those tokens. */
 typedef void spa_nsas_fwd_f64_kernel(const spa_nsas_f64_args *f, int64_t n2, int64_t t0, int64_t t1,
                                      int64_t qstart, int64_t kstart, int64_t klen, double *scratch);
 
 /* Grad: the same tokens; writes dq and adds sum dS*q (unscaled) and P*dY into
  * the partial rows dkp [rows][d], dvp [rows][dv] (row 0: KV row kvlo);
- * scratch: 3*kc*bs doubles. */
+ * scratch: SPA_NSAS_F64_GRAD_SCRATCH doubles. */
 typedef void spa_nsas_grad_f64_kernel(const spa_nsas_f64_args *f, int64_t n2, int64_t t0,
                                       int64_t t1, int64_t qstart, int64_t kstart, int64_t klen,
                                       int64_t kvlo, double *dkp, double *dvp, double *scratch);
 
-/* 8-byte words of scratch per block. */
-#define SPA_NSAS_F64_FWD_SCRATCH(kc, bs) (2 * (kc) * (bs))
-#define SPA_NSAS_F64_GRAD_SCRATCH(kc, bs) (3 * (kc) * (bs))
+/* 8-byte words of scratch per block (g <= 32, d, dv <= 768, kc <= 32: no
+ * overflow). Forward: qt [d][GP], scores then P [kc*bs][GP], out [dv][GP],
+ * max, sum [GP], the blocks [kc]. Grad: qt, dqt [d][GP], dyt [dv][GP],
+ * qn [g][d], dyn [g][dv], P and dP then dS [kc*bs][GP], max, sum, D [GP],
+ * the blocks [kc]. */
+#define SPA_NSAS_F64_FWD_SCRATCH(g, d, dv, kc, bs)                                              \
+    (SPA_NSAS_F64_GP(g) * ((d) + (kc) * (bs) + (dv) + 2) + 3 * (kc))
+#define SPA_NSAS_F64_GRAD_SCRATCH(g, d, dv, kc, bs)                                             \
+    (SPA_NSAS_F64_GP(g) * (2 * (d) + (dv) + 2 * (kc) * (bs) + 3) + (g) * ((d) + (dv)) + 3 * (kc))
 
 spa_nsas_f64_args spa_nsas_f64_args_of(const spa_nsas_args *a, const spa_tensor *k,
                                        const spa_tensor *v, double scale);
@@ -72,6 +94,15 @@ void spa_nsas_f64_forward(const spa_runner *rn, const spa_nsas_f64_args *f,
                           const spa_nsas_trusted *tr, int64_t t1, int64_t per_block,
                           uint32_t blocks, double *scratch);
 
+/* A gradient output (dK or dV, [T2, N2, dim], checked) as the reductions
+ * store it: its data, dtype and strides only (phase 2 of the grad keeps
+ * these under the kernels instead of whole descriptors: Cortex-M stack). */
+typedef struct spa_nsas_grad_out {
+    void *data;
+    int64_t s0, s1, s2;
+    int32_t dtype;
+} spa_nsas_grad_out;
+
 /* Grad phase 2: the token ranges and partial table of nsa_select_grad.c
  * (offsets in doubles), per kv head step 1 (ranges into their partials) then
  * step 2 (each KV row sums the partials covering it in range order; dk
@@ -81,7 +112,7 @@ typedef struct spa_nsas_f64_grad_plan {
     const uint64_t *offset;
     const int64_t *kvlo, *kvhi;
     double *partial, *scratch; /* scratch [ranges][GRAD_SCRATCH] */
-    const spa_tensor *dk, *dv;
+    const spa_nsas_grad_out *dk, *dv;
 } spa_nsas_f64_grad_plan;
 void spa_nsas_f64_grad(const spa_runner *rn, const spa_nsas_f64_args *f,
                        const spa_nsas_trusted *tr, const spa_nsas_f64_grad_plan *gp);

@@ -16,6 +16,7 @@
 #include "half.h"
 #include "nsa_select_pack.h"
 #include "nsa_select_plan.h"
+#include "nsa_select_f64.h"
 #include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
@@ -176,7 +177,7 @@ static void make_plan(const nsasg_exec *e, const spa_nsas_shape *sh, const spa_i
 #if SPA_FLOAT64_NSA_SELECT_GRAD
     if (e->q.dtype == SPA_FLOAT64) { /* nsa_select_f64.c: double partials, k and v in place */
         p->partial_floats *= 2;
-        p->scratch_floats = 2 * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(sh->kc, sh->bs);
+        p->scratch_floats = 2 * (uint64_t)SPA_NSAS_F64_GRAD_SCRATCH(sh->g, sh->d, sh->dv, sh->kc, sh->bs);
         p->kpack_floats = p->vpack_floats = 0;
     }
 #endif
@@ -281,8 +282,20 @@ static spa_status phase1(
     return SPA_OK;
 }
 
+/* What the steps read of the call once phase 2 has checked it: key and
+ * value (attached per head), the gradients the reduction stores, the scale.
+ * Copied out of the executor copy, which then leaves the stack before the
+ * kernels run (its twelve tensors were most of phase 2's frame under them:
+ * the Cortex-M limit is 4 KiB). */
+typedef struct nsasg_kv {
+    spa_tensor k, v;
+    spa_nsas_grad_out dk, dv;
+    double scale;
+    int32_t dtype;
+} nsasg_kv;
+
 typedef struct nsasg_run {
-    const nsasg_exec *e;
+    const nsasg_kv *kv;
     const nsasg_plan *p;        /* derived in phase 2 */
     const spa_nsas_trusted *tr; /* sequence arrays and indices, checked copies */
     spa_nsas_args args;
@@ -317,9 +330,9 @@ static void run_token_block(void *arg, uint32_t range)
     }
 }
 
-static void store_row(const spa_tensor *out, int64_t row, int64_t h2, const float *acc, int64_t n)
+static void store_row(const spa_nsas_grad_out *out, int64_t row, int64_t h2, const float *acc, int64_t n)
 {
-    const int64_t base = row * out->strides[0] + h2 * out->strides[1], s2 = out->strides[2];
+    const int64_t base = row * out->s0 + h2 * out->s1, s2 = out->s2;
     switch (out->dtype) {
     case SPA_FLOAT16:
         for (int64_t i = 0; i < n; i++)
@@ -342,7 +355,7 @@ static void store_row(const spa_tensor *out, int64_t row, int64_t h2, const floa
 static void run_reduce(void *arg, uint32_t task)
 {
     const nsasg_run *r = arg;
-    const nsasg_exec *e = r->e;
+    const nsasg_kv *e = r->kv;
     const nsasg_plan *p = r->p;
     const int64_t t2 = p->sh.t2, h2 = r->h2;
     const int64_t row0 = (int64_t)task * NSASG_ROWS_PER_TASK;
@@ -380,27 +393,33 @@ static void run_reduce(void *arg, uint32_t task)
                 if (part == 0)
                     for (int64_t i = 0; i < cn; i++)
                         acc[i] = scale * acc[i] + 0.0f;
-                const spa_tensor *out = part == 0 ? &e->dk : &e->dv;
-                spa_tensor view = *out;
-                view.data = (unsigned char *)out->data +
-                            (size_t)(c0 * out->strides[2]) * spa_dtype_size(out->dtype);
+                const spa_nsas_grad_out *out = part == 0 ? &e->dk : &e->dv;
+                spa_nsas_grad_out view = *out;
+                view.data = (unsigned char *)out->data + (size_t)(c0 * out->s2) * spa_dtype_size(out->dtype);
                 store_row(&view, row, h2, acc, cn);
             }
         }
     }
 }
 
-spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
-                                      const spa_executor *executor, const spa_runner *runner)
+#if defined(__GNUC__)
+#define NSASG_NOINLINE __attribute__((noinline))
+#else
+#define NSASG_NOINLINE
+#endif
+
+/* Phase 2 up to the kernels: every argument again (the caller's may have
+ * changed since phase 1) and the plan derived again, no executor byte
+ * trusted but the arguments; the trusted copies made, the workspace carved,
+ * the kernel arguments built (r but its kv). Out of line, so that its copy
+ * of the executor is off the stack when the kernels run. */
+static NSASG_NOINLINE spa_status prepare(void *workspace, uint64_t workspace_size,
+                                         const spa_executor *executor, nsasg_plan *p,
+                                         spa_nsas_trusted *tr, nsasg_run *r, nsasg_kv *kv)
 {
-    const spa_runner rn = spa_runner_copy(runner);
     nsasg_exec e;
     SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT_GRAD));
-    /* Every argument again (the caller's may have changed since phase 1), and
-     * the plan derived again: no executor byte is trusted but the arguments. */
-    /* the shape lives in the plan only: one copy less on the stack under the kernels */
-    nsasg_plan p;
-    spa_nsas_shape *const sh = &p.sh;
+    spa_nsas_shape *const sh = &p->sh;
     SPA_TRY(check_args(&e, "TND", sh));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
     const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.o, &e.dy, &e.mx, &e.sm, &e.topk,
@@ -408,28 +427,47 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     const spa_int_array *arrays[] = {&e.sq, &e.skv};
     SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 12, arrays, 2));
     spa_ws ws;
-    spa_nsas_trusted tr;
     spa_ws_attach(&ws, workspace, e.head.ws_size);
-    spa_nsas_trusted_take(&ws, sh, &tr);
+    spa_nsas_trusted_take(&ws, sh, tr);
     SPA_REQUIRE(!ws.overflow);
-    SPA_TRY(spa_nsas_trusted_fill(&e.topk, &e.sq, &e.skv, sh, &tr));
-    make_plan(&e, sh, &tr.sqa, &tr.skva, &p);
-    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
+    SPA_TRY(spa_nsas_trusted_fill(&e.topk, &e.sq, &e.skv, sh, tr));
+    make_plan(&e, sh, &tr->sqa, &tr->skva, p);
+    SPA_REQUIRE(planned_bytes(p) == e.head.ws_size);
+    carve(&ws, p, &r->s);
+    SPA_REQUIRE(!ws.overflow);
+    fill_table(p, tr, SPA_FLOAT64_NSA_SELECT_GRAD && e.q.dtype == SPA_FLOAT64, &r->s);
+    r->p = p;
+    r->tr = tr;
+    spa_nsas_args_fill(&r->args, sh, &e.q, tr->idx, &e.o, &e.mx, &e.sm, &e.dy, &e.dq, e.scale);
+    r->kernel = kernel_for(e.q.dtype).fn;
+    kv->k = e.k, kv->v = e.v;
+    const spa_tensor *const outs[2] = {&e.dk, &e.dv};
+    spa_nsas_grad_out *const views[2] = {&kv->dk, &kv->dv};
+    for (int i = 0; i < 2; i++) {
+        views[i]->data = outs[i]->data, views[i]->dtype = outs[i]->dtype;
+        views[i]->s0 = outs[i]->strides[0], views[i]->s1 = outs[i]->strides[1], views[i]->s2 = outs[i]->strides[2];
+    }
+    kv->scale = e.scale;
+    kv->dtype = e.q.dtype;
+    return SPA_OK;
+}
+
+spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
+                                      const spa_executor *executor, const spa_runner *runner)
+{
+    const spa_runner rn = spa_runner_copy(runner);
+    nsasg_plan p;
+    spa_nsas_trusted tr;
     nsasg_run r;
-    carve(&ws, &p, &r.s);
-    SPA_REQUIRE(!ws.overflow);
-    fill_table(&p, &tr, SPA_FLOAT64_NSA_SELECT_GRAD && e.q.dtype == SPA_FLOAT64, &r.s);
-    r.e = &e;
-    r.p = &p;
-    r.tr = &tr;
-    r.args = spa_nsas_args_of(&p.sh, &e.q, tr.idx, &e.o, &e.mx, &e.sm, &e.dy, &e.dq, e.scale);
-    r.kernel = kernel_for(e.q.dtype).fn;
+    nsasg_kv kv;
+    SPA_TRY(prepare(workspace, workspace_size, executor, &p, &tr, &r, &kv));
+    r.kv = &kv;
 #if SPA_FLOAT64_NSA_SELECT_GRAD
-    if (e.q.dtype == SPA_FLOAT64) {
-        const spa_nsas_f64_args f = spa_nsas_f64_args_of(&r.args, &e.k, &e.v, e.scale);
+    if (kv.dtype == SPA_FLOAT64) {
+        const spa_nsas_f64_args f = spa_nsas_f64_args_of(&r.args, &kv.k, &kv.v, kv.scale);
         const spa_nsas_f64_grad_plan gp = {p.ranges, p.per_range, p.sh.t1, p.sh.t2, r.s.offset,
                                            r.s.kvlo, r.s.kvhi, (double *)(void *)r.s.partial,
-                                           (double *)(void *)r.s.scratch, &e.dk, &e.dv};
+                                           (double *)(void *)r.s.scratch, &kv.dk, &kv.dv};
         spa_nsas_f64_grad(&rn, &f, &tr, &gp);
         return SPA_OK;
     }
@@ -437,7 +475,7 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     const int64_t tasks = (p.sh.t2 + NSASG_ROWS_PER_TASK - 1) / NSASG_ROWS_PER_TASK;
     for (r.h2 = 0; r.h2 < p.sh.n2; r.h2++) {
         if (p.sh.t1 > 0) {
-            spa_nsas_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, r.s.kpack, r.s.vpack, r.h2, &rn);
+            spa_nsas_attach_head(&r.args, &p.sh, &tr, &kv.k, &kv.v, r.s.kpack, r.s.vpack, r.h2, &rn);
             spa_run_blocks(&rn, run_token_block, &r, (uint32_t)p.ranges);
         }
         spa_run_blocks(&rn, run_reduce, &r, (uint32_t)tasks);

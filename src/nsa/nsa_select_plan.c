@@ -183,41 +183,50 @@ spa_status spa_nsas_trusted_fill(const spa_tensor *topk, const spa_int_array *sq
     return spa_nsas_check_indices(topk, &tr->sqa, &tr->skva, sh, tr->idx);
 }
 
+void spa_nsas_args_fill(spa_nsas_args *out, const spa_nsas_shape *sh, const spa_tensor *q,
+                        const int32_t *idx, const spa_tensor *o, const spa_tensor *mx,
+                        const spa_tensor *sm, const spa_tensor *dy, const spa_tensor *dq,
+                        double scale)
+{
+    spa_nsas_args *const a = out;
+    memset(a, 0, sizeof *a);
+    a->q = q->data;
+    a->qs0 = q->strides[0], a->qs1 = q->strides[1], a->qs2 = q->strides[2];
+    a->idx = idx; /* the trusted copy, [t1][n2][kc] */
+    a->is0 = sh->n2 * sh->kc, a->is1 = sh->kc, a->is2 = 1;
+    a->o = o->data;
+    a->os0 = o->strides[0], a->os1 = o->strides[1], a->os2 = o->strides[2];
+    a->mx = mx->data;
+    a->ms0 = mx->strides[0], a->ms1 = mx->strides[1], a->ms2 = mx->strides[2];
+    a->sm = sm->data;
+    a->ss0 = sm->strides[0], a->ss1 = sm->strides[1], a->ss2 = sm->strides[2];
+    if (dy != NULL) {
+        a->dy = dy->data;
+        a->dys0 = dy->strides[0], a->dys1 = dy->strides[1], a->dys2 = dy->strides[2];
+    }
+    if (dq != NULL) {
+        a->dq = dq->data;
+        a->dqs0 = dq->strides[0], a->dqs1 = dq->strides[1], a->dqs2 = dq->strides[2];
+    }
+    a->n2 = sh->n2;
+    a->g = sh->g;
+    a->gp = sh->gp;
+    a->d = sh->d;
+    a->dv = sh->dv;
+    a->dp = sh->dp;
+    a->dvp = sh->dvp;
+    a->bs = sh->bs;
+    a->kc = sh->kc;
+    a->scale = (float)scale;
+    a->causal = sh->causal;
+}
+
 spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q,
                                const int32_t *idx, const spa_tensor *o,
                                const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *dy,
                                const spa_tensor *dq, double scale)
 {
     spa_nsas_args a;
-    memset(&a, 0, sizeof a);
-    a.q = q->data;
-    a.qs0 = q->strides[0], a.qs1 = q->strides[1], a.qs2 = q->strides[2];
-    a.idx = idx; /* the trusted copy, [t1][n2][kc] */
-    a.is0 = sh->n2 * sh->kc, a.is1 = sh->kc, a.is2 = 1;
-    a.o = o->data;
-    a.os0 = o->strides[0], a.os1 = o->strides[1], a.os2 = o->strides[2];
-    a.mx = mx->data;
-    a.ms0 = mx->strides[0], a.ms1 = mx->strides[1], a.ms2 = mx->strides[2];
-    a.sm = sm->data;
-    a.ss0 = sm->strides[0], a.ss1 = sm->strides[1], a.ss2 = sm->strides[2];
-    if (dy != NULL) {
-        a.dy = dy->data;
-        a.dys0 = dy->strides[0], a.dys1 = dy->strides[1], a.dys2 = dy->strides[2];
-    }
-    if (dq != NULL) {
-        a.dq = dq->data;
-        a.dqs0 = dq->strides[0], a.dqs1 = dq->strides[1], a.dqs2 = dq->strides[2];
-    }
-    a.n2 = sh->n2;
-    a.g = sh->g;
-    a.gp = sh->gp;
-    a.d = sh->d;
-    a.dv = sh->dv;
-    a.dp = sh->dp;
-    a.dvp = sh->dvp;
-    a.bs = sh->bs;
-    a.kc = sh->kc;
-    a.scale = (float)scale;
-    a.causal = sh->causal;
+    spa_nsas_args_fill(&a, sh, q, idx, o, mx, sm, dy, dq, scale);
     return a;
 }

@@ -84,5 +84,11 @@ spa_nsas_args spa_nsas_args_of(const spa_nsas_shape *sh, const spa_tensor *q,
                                const int32_t *idx, const spa_tensor *o,
                                const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *dy,
                                const spa_tensor *dq, double scale);
+/* The same written into *out (no struct temporary: phase 2 of the grad
+ * fills its run context so, under the 4 KiB Cortex-M stack). */
+void spa_nsas_args_fill(spa_nsas_args *out, const spa_nsas_shape *sh, const spa_tensor *q,
+                        const int32_t *idx, const spa_tensor *o, const spa_tensor *mx,
+                        const spa_tensor *sm, const spa_tensor *dy, const spa_tensor *dq,
+                        double scale);
 
 #endif

@@ -468,7 +468,8 @@ static void test_compress_npu_limits(void)
     }
 }
 
-/* NsaCompressGrad: each NULL argument gives the native code. */
+/* NsaCompressGrad: each NULL argument gives the native code, with float or
+ * double tensors. */
 static void test_compress_grad_null_codes(void)
 {
     const int64_t lens[2] = {48, 40};
@@ -499,8 +500,40 @@ static void test_compress_grad_null_codes(void)
         CU_ASSERT_EQUAL(got, want);
         CU_ASSERT_EQUAL(got, ACLNN_ERR_PARAM_NULLPTR);
     }
-    for (int i = 0; i < 5; i++)
+    /* The same with every float tensor ACL_DOUBLE (CANN takes no double): a
+     * NULL argument still answers 161001 first, as CANN checks pointers
+     * before dtypes; with none, 161002. The forward too. */
+    aclTensor *d[5];
+    for (int i = 0; i < 5; i++) {
+        spa_tensor v = *n[i];
+        v.dtype = SPA_FLOAT64;
+        d[i] = acl_of(&v);
+    }
+    for (int hole = -1; hole < 8; hole++) {
+        uint64_t size = 77;
+        aclOpExecutor *ex = NULL;
+        const aclnnStatus want = hole < 0 ? ACLNN_ERR_PARAM_INVALID : ACLNN_ERR_PARAM_NULLPTR;
+#define D_(i) (hole == (i) ? NULL : d[i])
+        CU_ASSERT_EQUAL(aclnnNsaCompressGradGetWorkspaceSize(D_(0), D_(1), D_(2), hole == 5 ? NULL : seq, c.bs,
+                                                             c.st, 0, layout, D_(3), D_(4),
+                                                             hole == 6 ? NULL : &size, hole == 7 ? NULL : &ex),
+                        want);
+        CU_ASSERT_EQUAL(size, 77);
+        CU_ASSERT_PTR_NULL(ex);
+        if (hole == 0 || hole == 3 || hole == 4)
+            continue; /* the forward has input (x), weight, seq, output (dy) */
+        CU_ASSERT_EQUAL(aclnnNsaCompressGetWorkspaceSize(D_(1), D_(2), hole == 5 ? NULL : seq, layout, c.bs, c.st, 0,
+                                                         d[0], hole == 6 ? NULL : &size, hole == 7 ? NULL : &ex),
+                        want);
+#undef D_
+        CU_ASSERT_EQUAL(size, 77);
+        CU_ASSERT_PTR_NULL(ex);
+        (void)aclGetRecentErrMsg();
+    }
+    for (int i = 0; i < 5; i++) {
         aclDestroyTensor(t[i]);
+        aclDestroyTensor(d[i]);
+    }
     aclDestroyIntArray(seq);
     bwd_free(&io);
 }
@@ -927,7 +960,7 @@ void suite_acl(void)
     CU_add_test(s, "NsaCompress: same bytes as native", test_compress_same_as_native);
     CU_add_test(s, "NsaCompressGrad: same bytes as native", test_compress_grad_same_as_native);
     CU_add_test(s, "NsaCompress: codes of the native API", test_compress_codes_as_native);
-    CU_add_test(s, "NsaCompressGrad: NULL codes", test_compress_grad_null_codes);
+    CU_add_test(s, "NsaCompress(Grad): NULL codes, before the double refusal", test_compress_grad_null_codes);
     CU_add_test(s, "NsaCompress, NsaCompressGrad: the NPU's limits", test_compress_npu_limits);
     CU_add_test(s, "views: offset, strides, storage", test_views_offset_strides);
     CU_add_test(s, "views reaching outside refused", test_views_refused);

@@ -180,24 +180,42 @@ static spa_status compare(const op_api *api, op_case *c, int hole, const char *w
 }
 
 /* CANN takes no double: with every float tensor ACL_DOUBLE the wrapper
- * answers 161002 and makes no executor, whatever the native API accepts. */
-static void refuses_double(const op_api *api, op_case *c)
+ * answers 161002 and makes no executor, whatever the native API accepts;
+ * but CANN checks pointers first, so with argument `hole` NULL (as in
+ * compare) it answers 161001 where the native phase 1 of the float problem
+ * with that hole does, and leaves workspaceSize alone either way. */
+static void refuses_double(const op_api *api, op_case *c, int hole)
 {
+    const spa_tensor *nt[MAX_T];
     aclTensor *at[MAX_T];
+    const spa_int_array *na[2] = {NULL, NULL};
     aclIntArray *aa[2] = {NULL, NULL};
     for (int i = 0; i < c->n; i++) {
+        const bool null = hole == i || c->absent[i];
         spa_tensor d = c->t[i];
         if (d.dtype == SPA_FLOAT32 || d.dtype == SPA_FLOAT16 || d.dtype == SPA_BFLOAT16)
             d.dtype = SPA_FLOAT64;
-        at[i] = c->absent[i] ? NULL : acl_of(&d);
+        nt[i] = null ? NULL : &c->t[i];
+        at[i] = null ? NULL : acl_of(&d);
     }
-    for (int i = 0; i < api->narrays; i++)
-        aa[i] = aclCreateIntArray(c->arr[i].data, c->arr[i].size);
-    uint64_t size = 0;
+    for (int i = 0; i < api->narrays; i++) {
+        na[i] = hole == c->n + i ? NULL : &c->arr[i];
+        aa[i] = hole == c->n + i ? NULL : aclCreateIntArray(c->arr[i].data, c->arr[i].size);
+    }
+    uint64_t nsize = 0, size = 12345;
+    spa_executor nex;
     aclOpExecutor *ex = NULL;
     char *layout = c->layout ? strdup(c->layout) : NULL;
-    CU_ASSERT_EQUAL(api->acl(c, at, aa, layout, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    const spa_status native = api->native(c, nt, na, hole == c->n + 2 ? NULL : &nsize,
+                                          hole == c->n + 3 ? NULL : &nex);
+    const aclnnStatus want = native == SPA_ERR_NULLPTR ? ACLNN_ERR_PARAM_NULLPTR : ACLNN_ERR_PARAM_INVALID;
+    const aclnnStatus got = api->acl(c, at, aa, layout, hole == c->n + 2 ? NULL : &size,
+                                     hole == c->n + 3 ? NULL : &ex);
+    if (got != want)
+        fprintf(stderr, "  %s double (hole %d): aclnn %d, want %d\n", api->name, hole, (int)got, (int)want);
+    CU_ASSERT_EQUAL(got, want);
     CU_ASSERT_PTR_NULL(ex);
+    CU_ASSERT_EQUAL(size, 12345);
     for (int i = 0; i < c->n; i++)
         aclDestroyTensor(at[i]);
     for (int i = 0; i < api->narrays; i++)
@@ -216,11 +234,12 @@ static void run_all(const op_api *api, op_case *c, const named_mutation *m, size
     op_case base = *c;
     /* The base problem is valid (spec), so the byte comparison runs. */
     CU_ASSERT_EQUAL(compare(api, c, -1, "valid"), SPA_OK);
-    refuses_double(api, c);
+    refuses_double(api, c, -1);
     for (int hole = 0; hole < c->n + 4; hole++) {
         if (hole >= c->n && hole < c->n + 2 && hole - c->n >= api->narrays)
             continue;
         compare(api, c, hole, "NULL argument");
+        refuses_double(api, c, hole);
     }
     for (size_t k = 0; k < nm; k++) {
         *c = base;

@@ -365,8 +365,8 @@ static void test_nsas_random(void) { nsas_sweep(0); }
 static void test_nsasg_random(void) { nsas_sweep(1); }
 
 /* Head dims with tails on every layer (D 48 and 100, Dv 36), blocks of 5,
- * several G, causal and not: through the kernels where the op's rules do not
- * take the shape yet. */
+ * several G (up to 32: every tile of head lanes), causal and not: through
+ * the kernels where the op's rules do not take the shape yet. */
 #if SPA_FLOAT64_NSA_SELECT && SPA_FLOAT64_NSA_SELECT_GRAD
 static void nsas_kernels(const nsas_case *c, nsas_io *io)
 {
@@ -377,7 +377,10 @@ static void nsas_kernels(const nsas_case *c, nsas_io *io)
     const spa_nsas_args a = spa_nsas_args_of(&sh, &io->q.t, c->idx, &io->o.t, &io->mx.t, &io->sm.t,
                                              &io->dy.t, &io->dq.t, c->scale);
     const spa_nsas_f64_args f = spa_nsas_f64_args_of(&a, &io->k.t, &io->v.t, c->scale);
-    double *scratch = malloc(sizeof(double) * (size_t)(3 * c->kc * c->bs + 1));
+    const int64_t g = c->n1 / c->n2;
+    const int64_t fw = SPA_NSAS_F64_FWD_SCRATCH(g, c->d, c->dv, c->kc, c->bs),
+                  gw = SPA_NSAS_F64_GRAD_SCRATCH(g, c->d, c->dv, c->kc, c->bs);
+    double *scratch = malloc(sizeof(double) * (size_t)(fw > gw ? fw : gw));
     double *dkp = calloc((size_t)(c->t2 * (c->d + c->dv) + 1), sizeof(double));
     for (int64_t n2 = 0; n2 < c->n2; n2++)
         for (int64_t b = 0; b < c->batches; b++)
@@ -405,7 +408,9 @@ static void test_nsas_kernel_tails(void)
 {
     static const int64_t shapes[][6] = {/* n1, n2, d, dv, bs, causal */
                                         {4, 2, 48, 48, 16, 0}, {6, 2, 100, 36, 5, 1},
-                                        {3, 1, 1, 3, 7, 1}, {8, 1, 100, 100, 5, 0}};
+                                        {3, 1, 1, 3, 7, 1}, {8, 1, 100, 100, 5, 0},
+                                        /* three and four vectors of head lanes (avx512) */
+                                        {20, 1, 48, 36, 16, 1}, {32, 1, 24, 20, 5, 0}};
     rng r = rng_seed(6413);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t ql[2] = {9, 6}, kl[2] = {30, 41};
