@@ -116,10 +116,10 @@ static void make_plan(const nsca_exec *e, const spa_nsca_shape *sh, nsca_plan *p
     p->blocks = (uint32_t)((sh->t1 + p->per_block - 1) / p->per_block);
     const uint64_t rmax = (uint64_t)spa_nsca_rows16(sh->max_cmp), gp = (uint64_t)sh->gp;
     /* qt [dp][gp], st [rmax][gp], ot [dvp][gp], max, sum, 1/sum [gp],
-     * colsum [tq][rmax], importance [max_sel] and top-K values [K] in
+     * selector [32][tqp] and colsum [rmax][tqp] (tqp: tq rounded up to 16 or 32), importance [max_sel] and top-K values [K] in
      * doubles, top-K blocks [K] int32 */
     p->scratch_floats = (uint64_t)sh->dp * gp + rmax * gp + (uint64_t)sh->dvp * gp + 3 * gp +
-                        (uint64_t)sh->tq * rmax + 2 * (uint64_t)sh->max_sel +
+                        (sh->tq <= 16 ? 16u : 32u) * (rmax + 32) + 2 * (uint64_t)sh->max_sel +
                         3 * (uint64_t)sh->kc + 2;
     p->kpack_floats = spa_nsca_pack_floats(&e->k, sh);
     p->vpack_floats = spa_nsca_pack_floats(&e->v, sh);
