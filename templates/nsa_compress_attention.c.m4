@@ -24,6 +24,32 @@ m4_include(`templates/nsa_select_mk.m4')m4_dnl
 
 enum { TK = NSCA_TK };
 
+/* Lane l of a transposed tile (col = tile + l, pitch gp) from / to a
+ * caller's row: whole vectors where the row is unit-stride, the tail
+ * element by element (the same conversions, bit for bit). */
+static inline void lane_in(float *col, int64_t gp, const SPA_T *row, int64_t stride, int64_t n)
+{
+    int64_t d = 0;
+    if (stride == 1)
+        for (; d + SPA_VL <= n; d += SPA_VL)
+            spa_vf_scatter(col + d * gp, gp, SPA_VLOAD(row + d));
+    for (; d < n; d++)
+        col[d * gp] = SPA_LOAD(row[d * stride]);
+}
+
+static inline void lane_out(SPA_T *row, int64_t stride, const float *col, int64_t gp, int64_t n,
+                            float s)
+{
+    int64_t e = 0;
+    if (stride == 1) {
+        const spa_vf sv = spa_vf_set1(s);
+        for (; e + SPA_VL <= n; e += SPA_VL)
+            SPA_VSTORE(row + e, spa_vf_mul(spa_vf_gather(col + e * gp, gp), sv));
+    }
+    for (; e < n; e++)
+        row[e * stride] = SPA_STORE(col[e * gp] * s);
+}
+
 /* Rows [0, rows) of a group in micro-steps of TK: scores of the keys kb
  * against qt into st. */
 static void scores_rows(const float *kb, int64_t kfr, int64_t rows, const float *qt, int64_t dp,
@@ -100,6 +126,8 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
     const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 0);
     (void)bf16;
 
+    for (int64_t x = 0; x < DP * GP; x++)
+        qt[x] = 0.0f;
     for (int64_t tg = t0; tg < t1; tg += TQ) {
         const int64_t nt = t1 - tg < TQ ? t1 - tg : TQ;
         int64_t vend[32], rows = 0;
@@ -126,15 +154,13 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                     }
                 continue;
             }
-            for (int64_t x = 0; x < DP * GP; x++)
-                qt[x] = 0.0f;
+            if (lanes < GP) /* lanes past the group: zero (the tail rows past D stay 0) */
+                for (int64_t x = 0; x < DP * GP; x++)
+                    qt[x] = 0.0f;
             for (int64_t i = 0; i < nt; i++)
-                for (int64_t g = 0; g < nh; g++) {
-                    const SPA_T *qr = q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1;
-                    float *col = qt + i * nh + g;
-                    for (int64_t d = 0; d < D; d++)
-                        col[d * GP] = SPA_LOAD(qr[d * a->qs2]);
-                }
+                for (int64_t g = 0; g < nh; g++)
+                    lane_in(qt + i * nh + g, GP, q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1,
+                            a->qs2, D);
             scores_rows(kb, a->kfr, R, qt, DP, GP, st);
             /* z' = scale * s, MASKVAL where masked, -inf past the keys, and
              * the max of each lane: whole rows of lanes where no token of the
@@ -199,9 +225,8 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             for (int64_t i = 0; i < nt; i++)
                 for (int64_t g = 0; g < nh; g++) {
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
-                    SPA_T *orow = o + t * a->os0 + h * a->os1;
-                    for (int64_t e = 0; e < DV; e++)
-                        orow[e * a->os2] = SPA_STORE(m4_ifelse(SPA_DT, `f32', `ot[e * GP + l] * inv[l]', `ot[e * GP + l]'));
+                    lane_out(o + t * a->os0 + h * a->os1, a->os2, ot + l, GP, DV,
+                             m4_ifelse(SPA_DT, `f32', `inv[l]', `1.0f'));
                     for (int64_t c = 0; c < 8; c++) {
                         mx[t * a->ms0 + h * a->ms1 + c * a->ms2] = mrow[l];
                         sm[t * a->ss0 + h * a->ss1 + c * a->ss2] = lrow[l];

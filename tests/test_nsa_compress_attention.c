@@ -463,7 +463,7 @@ static void test_ties(void)
             for (int64_t n2 = 0; n2 < c.n2; n2++)
                 for (int64_t i = 0; i < c.kc; i++) {
                     const int64_t blocks = t < 5 ? 9 : 20;
-                    CU_ASSERT_EQUAL(tt_get(&io.topk, (t * c.n2 + n2) * c.kc + i), i < blocks ? i : -1);
+                    CU_ASSERT_EQUAL(tt_get(&io.topk, (t * c.n2 + n2) * c.kc + i), (double)(i < blocks ? i : -1));
                 }
         CU_ASSERT_EQUAL(compare_fwd(&c, &io), 0);
         io_free(&io);
