@@ -127,68 +127,67 @@ SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
 SPA_ISA_INLINE spa_rvv_u16 spa_rvv_load_u16(const uint16_t *p) { return __riscv_vle16_v_u16m1(p, SPA_RVV_VL); }
 SPA_ISA_INLINE spa_rvv_u32 spa_rvv_u32_of(spa_vf v) { return __riscv_vreinterpret_v_f32m2_u32m2(v); }
 SPA_ISA_INLINE spa_vf spa_rvv_f32_of(spa_rvv_u32 u) { return __riscv_vreinterpret_v_u32m2_f32m2(u); }
-/* f16 bits -> f32, half.h's spa_f16_to_f32 on integer lanes: exponent and
- * mantissa placed in an f32 and scaled by 2^112 (normals rebiased,
- * subnormals made normal), exponent 31 made 255, the sign put back. */
-SPA_ISA_INLINE spa_vf spa_rvv_widen_f16(spa_rvv_u16 h16)
+/* f16 bits -> f32, half.h's spa_f16_to_f32 on integer lanes: one widening
+ * multiply by 2^13 of the bits as int16 places exponent and mantissa (bits
+ * 13..27) with the sign in bit 31; the f32 of exponent and mantissa scaled by
+ * 2^112 (normals rebiased, subnormals made normal), exponent 31 made 255,
+ * the sign copied back. */
+SPA_ISA_INLINE spa_vf spa_rvv_widen_f16(spa_rvv_u16 h)
 {
-    const spa_rvv_u32 h = __riscv_vzext_vf2_u32m2(h16, SPA_RVV_VL);
-    const spa_rvv_u32 em = __riscv_vand_vx_u32m2(h, 0x7FFFu, SPA_RVV_VL);
-    const spa_rvv_u32 sign = __riscv_vsll_vx_u32m2(__riscv_vxor_vv_u32m2(h, em, SPA_RVV_VL), 16, SPA_RVV_VL);
-    const spa_vf scaled = __riscv_vfmul_vf_f32m2(spa_rvv_f32_of(__riscv_vsll_vx_u32m2(em, 13, SPA_RVV_VL)), 0x1p112f,
-                                                 SPA_RVV_VL);
-    spa_rvv_u32 bits = __riscv_vor_vv_u32m2(spa_rvv_u32_of(scaled), sign, SPA_RVV_VL);
-    const vbool16_t special = __riscv_vmsgeu_vx_u32m2_b16(em, 0x7C00u, SPA_RVV_VL);
-    bits = __riscv_vor_vx_u32m2_mu(special, bits, bits, 0x7F800000u, SPA_RVV_VL);
-    return spa_rvv_f32_of(bits);
+    const vint32m2_t w = __riscv_vwmul_vx_i32m2(__riscv_vreinterpret_v_u16m1_i16m1(h), 8192, SPA_RVV_VL);
+    const spa_rvv_u32 em = __riscv_vand_vx_u32m2(__riscv_vreinterpret_v_i32m2_u32m2(w), 0x0FFFE000u, SPA_RVV_VL);
+    spa_rvv_u32 bits = spa_rvv_u32_of(__riscv_vfmul_vf_f32m2(spa_rvv_f32_of(em), 0x1p112f, SPA_RVV_VL));
+    bits = __riscv_vor_vx_u32m2_mu(__riscv_vmsgeu_vx_u32m2_b16(em, 0x0F800000u, SPA_RVV_VL), bits, bits, 0x7F800000u,
+                                   SPA_RVV_VL);
+    return __riscv_vfsgnj_vv_f32m2(spa_rvv_f32_of(bits), __riscv_vreinterpret_v_i32m2_f32m2(w), SPA_RVV_VL);
 }
 /* f32 -> f16 bits, half.h's spa_f32_to_f16 on integer lanes: RNE, Inf from
- * 65520 up, NaN kept NaN (quiet bit, upper payload). */
+ * 65520 up, NaN kept NaN (quiet bit, upper payload). The normal range is
+ * rebiased and narrowed by vnclipu, whose fixed-point rounding set to
+ * round-to-nearest-even (vxrm rne) is RNE on the bits shifted out; the
+ * 32-bit work (masks, the subnormal sum) first, then the 16-bit lanes, so
+ * that the vector type changes once. */
 SPA_ISA_INLINE spa_rvv_u16 spa_rvv_narrow_f16(spa_vf v)
 {
     const spa_rvv_u32 u = spa_rvv_u32_of(v);
     const spa_rvv_u32 a = __riscv_vand_vx_u32m2(u, 0x7FFFFFFFu, SPA_RVV_VL);
-    const spa_rvv_u32 sign = __riscv_vsrl_vx_u32m2(__riscv_vxor_vv_u32m2(u, a, SPA_RVV_VL), 16, SPA_RVV_VL);
-    const spa_rvv_u32 a13 = __riscv_vsrl_vx_u32m2(a, 13, SPA_RVV_VL);
-    /* normal range: rebias the exponent and round on bit 13 */
-    spa_rvv_u32 r = __riscv_vadd_vv_u32m2(__riscv_vadd_vx_u32m2(a, 0xC8000FFFu, SPA_RVV_VL),
-                                          __riscv_vand_vx_u32m2(a13, 1u, SPA_RVV_VL), SPA_RVV_VL);
-    r = __riscv_vsrl_vx_u32m2(r, 13, SPA_RVV_VL);
-    /* below 2^-14: adding 0.5 makes the FPU round to a multiple of 2^-24 */
+    /* below 2^-14: adding 0.5 makes the FPU round to a multiple of 2^-24,
+     * the low bits of the sum are the result */
+    const spa_rvv_u32 sub_sum = spa_rvv_u32_of(__riscv_vfadd_vf_f32m2(spa_rvv_f32_of(a), 0.5f, SPA_RVV_VL));
+    const spa_rvv_u32 rebiased = __riscv_vadd_vx_u32m2(a, 0xC8000000u, SPA_RVV_VL);
     const vbool16_t sub = __riscv_vmsltu_vx_u32m2_b16(a, 0x38800000u, SPA_RVV_VL);
-    const spa_rvv_u32 subv = __riscv_vsub_vx_u32m2(
-        spa_rvv_u32_of(__riscv_vfadd_vf_f32m2(spa_rvv_f32_of(a), 0.5f, SPA_RVV_VL)), 0x3F000000u, SPA_RVV_VL);
-    r = __riscv_vmerge_vvm_u32m2(r, subv, sub, SPA_RVV_VL);
-    r = __riscv_vmerge_vxm_u32m2(r, 0x7C00u, __riscv_vmsgeu_vx_u32m2_b16(a, 0x477FF000u, SPA_RVV_VL), SPA_RVV_VL);
-    const spa_rvv_u32 nan = __riscv_vor_vx_u32m2(__riscv_vand_vx_u32m2(a13, 0x3FFu, SPA_RVV_VL), 0x7E00u, SPA_RVV_VL);
-    r = __riscv_vmerge_vvm_u32m2(r, nan, __riscv_vmsgtu_vx_u32m2_b16(a, 0x7F800000u, SPA_RVV_VL), SPA_RVV_VL);
-    return __riscv_vncvt_x_x_w_u16m1(__riscv_vor_vv_u32m2(r, sign, SPA_RVV_VL), SPA_RVV_VL);
+    const vbool16_t big = __riscv_vmsgeu_vx_u32m2_b16(a, 0x477FF000u, SPA_RVV_VL);
+    const vbool16_t nan = __riscv_vmsgtu_vx_u32m2_b16(a, 0x7F800000u, SPA_RVV_VL);
+    const vbool16_t neg = __riscv_vmsgeu_vx_u32m2_b16(u, 0x80000000u, SPA_RVV_VL);
+    spa_rvv_u16 r = __riscv_vnclipu_wx_u16m1(rebiased, 13, __RISCV_VXRM_RNE, SPA_RVV_VL);
+    r = __riscv_vmerge_vvm_u16m1(r, __riscv_vncvt_x_x_w_u16m1(sub_sum, SPA_RVV_VL), sub, SPA_RVV_VL);
+    r = __riscv_vmerge_vxm_u16m1(r, 0x7C00u, big, SPA_RVV_VL);
+    r = __riscv_vand_vx_u16m1_mu(nan, r, __riscv_vnsrl_wx_u16m1(a, 13, SPA_RVV_VL), 0x3FFu, SPA_RVV_VL);
+    r = __riscv_vor_vx_u16m1_mu(nan, r, r, 0x7E00u, SPA_RVV_VL);
+    return __riscv_vor_vx_u16m1_mu(neg, r, r, 0x8000u, SPA_RVV_VL);
 }
-/* bf16 bits (RNE, NaN kept NaN with the quiet bit), still in the upper
- * half of each 32-bit lane */
-SPA_ISA_INLINE spa_rvv_u32 spa_rvv_bf16_hi(spa_vf v)
+/* f32 -> bf16 bits for lanes that are not NaN (the _num forms): the upper
+ * half rounded to nearest even by vnclipu (vxrm rne); no lane saturates but
+ * NaN (the largest finite values round to the infinities, as half.h). */
+SPA_ISA_INLINE spa_rvv_u16 spa_rvv_narrow_bf16_num(spa_vf v)
 {
-    const spa_rvv_u32 u = spa_rvv_u32_of(v);
-    const spa_rvv_u32 odd = __riscv_vand_vx_u32m2(__riscv_vsrl_vx_u32m2(u, 16, SPA_RVV_VL), 1u, SPA_RVV_VL);
-    const spa_rvv_u32 rounded = __riscv_vadd_vv_u32m2(__riscv_vadd_vx_u32m2(u, 0x7FFFu, SPA_RVV_VL), odd, SPA_RVV_VL);
-    return __riscv_vmerge_vvm_u32m2(rounded, __riscv_vor_vx_u32m2(u, 0x400000u, SPA_RVV_VL),
-                                    __riscv_vmfne_vv_f32m2_b16(v, v, SPA_RVV_VL), SPA_RVV_VL);
+    return __riscv_vnclipu_wx_u16m1(spa_rvv_u32_of(v), 16, __RISCV_VXRM_RNE, SPA_RVV_VL);
 }
-/* The same for lanes that are not NaN (the _num forms): u + 0x7fff + lsb. */
-SPA_ISA_INLINE spa_rvv_u32 spa_rvv_bf16_num_hi(spa_vf v)
+/* ... and NaN kept NaN: its upper half with the quiet bit set. */
+SPA_ISA_INLINE spa_rvv_u16 spa_rvv_narrow_bf16(spa_vf v)
 {
-    const spa_rvv_u32 u = spa_rvv_u32_of(v);
-    const spa_rvv_u32 odd = __riscv_vand_vx_u32m2(__riscv_vsrl_vx_u32m2(u, 16, SPA_RVV_VL), 1u, SPA_RVV_VL);
-    return __riscv_vadd_vv_u32m2(__riscv_vadd_vx_u32m2(u, 0x7FFFu, SPA_RVV_VL), odd, SPA_RVV_VL);
+    const vbool16_t nan = __riscv_vmfne_vv_f32m2_b16(v, v, SPA_RVV_VL);
+    const spa_rvv_u16 r = spa_rvv_narrow_bf16_num(v);
+    return __riscv_vor_vx_u16m1_mu(nan, r, __riscv_vnsrl_wx_u16m1(spa_rvv_u32_of(v), 16, SPA_RVV_VL), 0x40u,
+                                   SPA_RVV_VL);
 }
-SPA_ISA_INLINE spa_rvv_u16 spa_rvv_hi16(spa_rvv_u32 u) { return __riscv_vnsrl_wx_u16m1(u, 16, SPA_RVV_VL); }
+SPA_ISA_INLINE spa_vf spa_rvv_widen_bf16(spa_rvv_u16 h)
+{
+    return spa_rvv_f32_of(__riscv_vsll_vx_u32m2(__riscv_vzext_vf2_u32m2(h, SPA_RVV_VL), 16, SPA_RVV_VL));
+}
 
 SPA_ISA_INLINE spa_vf spa_vf_load_f16(const uint16_t *p) { return spa_rvv_widen_f16(spa_rvv_load_u16(p)); }
-/* bf16 -> f32: zero-extended, shifted up */
-SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p)
-{
-    return spa_rvv_f32_of(__riscv_vsll_vx_u32m2(__riscv_vzext_vf2_u32m2(spa_rvv_load_u16(p), SPA_RVV_VL), 16, SPA_RVV_VL));
-}
+SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p) { return spa_rvv_widen_bf16(spa_rvv_load_u16(p)); }
 SPA_ISA_INLINE void spa_vf_load2_f16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
 {
     *lo = spa_vf_load_f16(p);
@@ -200,16 +199,13 @@ SPA_ISA_INLINE void spa_vf_load2_bf16(const uint16_t *p, spa_vf *lo, spa_vf *hi)
     *hi = spa_vf_load_bf16(p + SPA_VL);
 }
 SPA_ISA_INLINE void spa_vf_store_f16(uint16_t *p, spa_vf v) { __riscv_vse16_v_u16m1(p, spa_rvv_narrow_f16(v), SPA_RVV_VL); }
-SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v)
-{
-    __riscv_vse16_v_u16m1(p, spa_rvv_hi16(spa_rvv_bf16_hi(v)), SPA_RVV_VL);
-}
+SPA_ISA_INLINE void spa_vf_store_bf16(uint16_t *p, spa_vf v) { __riscv_vse16_v_u16m1(p, spa_rvv_narrow_bf16(v), SPA_RVV_VL); }
 #include "compose_pairs.h"
 SPA_ISA_INLINE void spa_vf_store_f16_num(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
 SPA_ISA_INLINE void spa_vf_store2_f16_num(uint16_t *p, spa_vf lo, spa_vf hi) { spa_vf_store2_f16(p, lo, hi); }
 SPA_ISA_INLINE void spa_vf_store_bf16_num(uint16_t *p, spa_vf v)
 {
-    __riscv_vse16_v_u16m1(p, spa_rvv_hi16(spa_rvv_bf16_num_hi(v)), SPA_RVV_VL);
+    __riscv_vse16_v_u16m1(p, spa_rvv_narrow_bf16_num(v), SPA_RVV_VL);
 }
 SPA_ISA_INLINE void spa_vf_store2_bf16_num(uint16_t *p, spa_vf lo, spa_vf hi)
 {
@@ -225,10 +221,7 @@ SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
     return __riscv_vcpop_m_b16(__riscv_vmfne_vv_f32m2_b16(seen, seen, SPA_RVV_VL), SPA_RVV_VL) != 0;
 }
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return spa_rvv_widen_f16(spa_rvv_narrow_f16(v)); }
-SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
-{
-    return spa_rvv_f32_of(__riscv_vand_vx_u32m2(spa_rvv_bf16_hi(v), 0xFFFF0000u, SPA_RVV_VL));
-}
+SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v) { return spa_rvv_widen_bf16(spa_rvv_narrow_bf16(v)); }
 
 SPA_ISA_INLINE void spa_vf_stream(float *p, spa_vf v) { spa_vf_store(p, v); }
 SPA_ISA_INLINE void spa_vf_stream_f16(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
