@@ -18,4 +18,7 @@ The bf16 narrowing for numbers (three integer operations) costs less than the
 exact one, which fixes NaN lanes: NsaCompressGrad narrows its two-window rows
 by it where the inputs are finite.
 m4_define(`SPA_NUM_BF16', 1)
+The vector types are sizeless (no arrays or struct members of them): the
+templates name their vectors where they would index an array of them.
+m4_define(`SPA_VF_SIZELESS', 1)
 m4_divert(0)m4_dnl

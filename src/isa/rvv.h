@@ -127,45 +127,49 @@ SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
 SPA_ISA_INLINE spa_rvv_u16 spa_rvv_load_u16(const uint16_t *p) { return __riscv_vle16_v_u16m1(p, SPA_RVV_VL); }
 SPA_ISA_INLINE spa_rvv_u32 spa_rvv_u32_of(spa_vf v) { return __riscv_vreinterpret_v_f32m2_u32m2(v); }
 SPA_ISA_INLINE spa_vf spa_rvv_f32_of(spa_rvv_u32 u) { return __riscv_vreinterpret_v_u32m2_f32m2(u); }
-/* f16 bits -> f32, half.h's spa_f16_to_f32 on integer lanes: one widening
- * multiply by 2^13 of the bits as int16 places exponent and mantissa (bits
- * 13..27) with the sign in bit 31; the f32 of exponent and mantissa scaled by
- * 2^112 (normals rebiased, subnormals made normal), exponent 31 made 255,
- * the sign copied back. */
+/* (Unsigned compares as "greater than": RVV has no vmsgeu.vx, which the
+ * compiler would make a vmsltu and a vmnot.) */
+/* The conversions keep to 32-bit lanes (e32, m2) up to the one narrowing
+ * instruction of a store: each change of the element width costs a
+ * vsetvli, and unit-stride 16-bit loads and stores of 8 lanes need none. */
+/* f16 bits -> f32, half.h's spa_f16_to_f32 on integer lanes: the bits
+ * shifted to the top (the sign in bit 31), exponent and mantissa to bits
+ * 13..27; their f32 scaled by 2^112 (normals rebiased, subnormals made
+ * normal), exponent 31 made 255, the sign copied back. */
+SPA_ISA_INLINE spa_vf spa_rvv_widen_f16_top(spa_rvv_u32 top)
+{
+    const spa_rvv_u32 em = __riscv_vand_vx_u32m2(__riscv_vsrl_vx_u32m2(top, 3, SPA_RVV_VL), 0x0FFFE000u, SPA_RVV_VL);
+    spa_rvv_u32 bits = spa_rvv_u32_of(__riscv_vfmul_vf_f32m2(spa_rvv_f32_of(em), 0x1p112f, SPA_RVV_VL));
+    bits = __riscv_vor_vx_u32m2_mu(__riscv_vmsgtu_vx_u32m2_b16(em, 0x0F7FFFFFu, SPA_RVV_VL), bits, bits, 0x7F800000u,
+                                   SPA_RVV_VL);
+    return __riscv_vfsgnj_vv_f32m2(spa_rvv_f32_of(bits), spa_rvv_f32_of(top), SPA_RVV_VL);
+}
 SPA_ISA_INLINE spa_vf spa_rvv_widen_f16(spa_rvv_u16 h)
 {
-    const vint32m2_t w = __riscv_vwmul_vx_i32m2(__riscv_vreinterpret_v_u16m1_i16m1(h), 8192, SPA_RVV_VL);
-    const spa_rvv_u32 em = __riscv_vand_vx_u32m2(__riscv_vreinterpret_v_i32m2_u32m2(w), 0x0FFFE000u, SPA_RVV_VL);
-    spa_rvv_u32 bits = spa_rvv_u32_of(__riscv_vfmul_vf_f32m2(spa_rvv_f32_of(em), 0x1p112f, SPA_RVV_VL));
-    bits = __riscv_vor_vx_u32m2_mu(__riscv_vmsgeu_vx_u32m2_b16(em, 0x0F800000u, SPA_RVV_VL), bits, bits, 0x7F800000u,
-                                   SPA_RVV_VL);
-    return __riscv_vfsgnj_vv_f32m2(spa_rvv_f32_of(bits), __riscv_vreinterpret_v_i32m2_f32m2(w), SPA_RVV_VL);
+    return spa_rvv_widen_f16_top(__riscv_vsll_vx_u32m2(__riscv_vzext_vf2_u32m2(h, SPA_RVV_VL), 16, SPA_RVV_VL));
 }
-/* f32 -> f16 bits, half.h's spa_f32_to_f16 on integer lanes: RNE, Inf from
- * 65520 up, NaN kept NaN (quiet bit, upper payload). The normal range is
- * rebiased and narrowed by vnclipu, whose fixed-point rounding set to
- * round-to-nearest-even (vxrm rne) is RNE on the bits shifted out; the
- * 32-bit work (masks, the subnormal sum) first, then the 16-bit lanes, so
- * that the vector type changes once. */
-SPA_ISA_INLINE spa_rvv_u16 spa_rvv_narrow_f16(spa_vf v)
+/* f32 -> f16 bits (in the low half of 32-bit lanes), half.h's
+ * spa_f32_to_f16: RNE, Inf from 65520 up, NaN kept NaN (quiet bit, upper
+ * payload). The normal range is rebiased and shifted by vssrl, whose
+ * fixed-point rounding set to round-to-nearest-even (vxrm rne) is RNE on the
+ * bits shifted out. */
+SPA_ISA_INLINE spa_rvv_u32 spa_rvv_f16_bits(spa_vf v)
 {
     const spa_rvv_u32 u = spa_rvv_u32_of(v);
     const spa_rvv_u32 a = __riscv_vand_vx_u32m2(u, 0x7FFFFFFFu, SPA_RVV_VL);
-    /* below 2^-14: adding 0.5 makes the FPU round to a multiple of 2^-24,
-     * the low bits of the sum are the result */
+    spa_rvv_u32 r = __riscv_vssrl_vx_u32m2(__riscv_vadd_vx_u32m2(a, 0xC8000000u, SPA_RVV_VL), 13, __RISCV_VXRM_RNE,
+                                           SPA_RVV_VL);
+    /* below 2^-14: adding 0.5 makes the FPU round to a multiple of 2^-24;
+     * the low bits of the sum are the result (0x3f000000 above them) */
     const spa_rvv_u32 sub_sum = spa_rvv_u32_of(__riscv_vfadd_vf_f32m2(spa_rvv_f32_of(a), 0.5f, SPA_RVV_VL));
-    const spa_rvv_u32 rebiased = __riscv_vadd_vx_u32m2(a, 0xC8000000u, SPA_RVV_VL);
-    const vbool16_t sub = __riscv_vmsltu_vx_u32m2_b16(a, 0x38800000u, SPA_RVV_VL);
-    const vbool16_t big = __riscv_vmsgeu_vx_u32m2_b16(a, 0x477FF000u, SPA_RVV_VL);
+    r = __riscv_vmerge_vvm_u32m2(r, sub_sum, __riscv_vmsltu_vx_u32m2_b16(a, 0x38800000u, SPA_RVV_VL), SPA_RVV_VL);
+    r = __riscv_vmerge_vxm_u32m2(r, 0x7C00u, __riscv_vmsgtu_vx_u32m2_b16(a, 0x477FEFFFu, SPA_RVV_VL), SPA_RVV_VL);
     const vbool16_t nan = __riscv_vmsgtu_vx_u32m2_b16(a, 0x7F800000u, SPA_RVV_VL);
-    const vbool16_t neg = __riscv_vmsgeu_vx_u32m2_b16(u, 0x80000000u, SPA_RVV_VL);
-    spa_rvv_u16 r = __riscv_vnclipu_wx_u16m1(rebiased, 13, __RISCV_VXRM_RNE, SPA_RVV_VL);
-    r = __riscv_vmerge_vvm_u16m1(r, __riscv_vncvt_x_x_w_u16m1(sub_sum, SPA_RVV_VL), sub, SPA_RVV_VL);
-    r = __riscv_vmerge_vxm_u16m1(r, 0x7C00u, big, SPA_RVV_VL);
-    r = __riscv_vand_vx_u16m1_mu(nan, r, __riscv_vnsrl_wx_u16m1(a, 13, SPA_RVV_VL), 0x3FFu, SPA_RVV_VL);
-    r = __riscv_vor_vx_u16m1_mu(nan, r, r, 0x7E00u, SPA_RVV_VL);
-    return __riscv_vor_vx_u16m1_mu(neg, r, r, 0x8000u, SPA_RVV_VL);
+    r = __riscv_vand_vx_u32m2_mu(nan, r, __riscv_vsrl_vx_u32m2(a, 13, SPA_RVV_VL), 0x3FFu, SPA_RVV_VL);
+    r = __riscv_vor_vx_u32m2_mu(nan, r, r, 0x7E00u, SPA_RVV_VL);
+    return __riscv_vor_vx_u32m2_mu(__riscv_vmsgtu_vx_u32m2_b16(u, 0x7FFFFFFFu, SPA_RVV_VL), r, r, 0x8000u, SPA_RVV_VL);
 }
+SPA_ISA_INLINE spa_rvv_u16 spa_rvv_narrow_f16(spa_vf v) { return __riscv_vncvt_x_x_w_u16m1(spa_rvv_f16_bits(v), SPA_RVV_VL); }
 /* f32 -> bf16 bits for lanes that are not NaN (the _num forms): the upper
  * half rounded to nearest even by vnclipu (vxrm rne); no lane saturates but
  * NaN (the largest finite values round to the infinities, as half.h). */
@@ -220,8 +224,20 @@ SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
 {
     return __riscv_vcpop_m_b16(__riscv_vmfne_vv_f32m2_b16(seen, seen, SPA_RVV_VL), SPA_RVV_VL) != 0;
 }
-SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return spa_rvv_widen_f16(spa_rvv_narrow_f16(v)); }
-SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v) { return spa_rvv_widen_bf16(spa_rvv_narrow_bf16(v)); }
+SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v)
+{
+    return spa_rvv_widen_f16_top(__riscv_vsll_vx_u32m2(spa_rvv_f16_bits(v), 16, SPA_RVV_VL));
+}
+/* in 32-bit lanes throughout: vssrl (vxrm rne) rounds as vnclipu */
+SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
+{
+    const spa_rvv_u32 u = spa_rvv_u32_of(v);
+    const vbool16_t nan = __riscv_vmfne_vv_f32m2_b16(v, v, SPA_RVV_VL);
+    spa_rvv_u32 r = __riscv_vssrl_vx_u32m2(u, 16, __RISCV_VXRM_RNE, SPA_RVV_VL);
+    r = __riscv_vsrl_vx_u32m2_mu(nan, r, u, 16, SPA_RVV_VL);
+    r = __riscv_vor_vx_u32m2_mu(nan, r, r, 0x40u, SPA_RVV_VL);
+    return spa_rvv_f32_of(__riscv_vsll_vx_u32m2(r, 16, SPA_RVV_VL));
+}
 
 SPA_ISA_INLINE void spa_vf_stream(float *p, spa_vf v) { spa_vf_store(p, v); }
 SPA_ISA_INLINE void spa_vf_stream_f16(uint16_t *p, spa_vf v) { spa_vf_store_f16(p, v); }
