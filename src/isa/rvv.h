@@ -133,20 +133,21 @@ SPA_ISA_INLINE spa_vf spa_rvv_f32_of(spa_rvv_u32 u) { return __riscv_vreinterpre
  * instruction of a store: each change of the element width costs a
  * vsetvli, and unit-stride 16-bit loads and stores of 8 lanes need none. */
 /* f16 bits -> f32, half.h's spa_f16_to_f32 on integer lanes: the bits
- * shifted to the top (the sign in bit 31), exponent and mantissa to bits
+ * sign-extended (the sign in bit 31), exponent and mantissa shifted to bits
  * 13..27; their f32 scaled by 2^112 (normals rebiased, subnormals made
  * normal), exponent 31 made 255, the sign copied back. */
-SPA_ISA_INLINE spa_vf spa_rvv_widen_f16_top(spa_rvv_u32 top)
+SPA_ISA_INLINE spa_vf spa_rvv_widen_f16_s(vint32m2_t sx)
 {
-    const spa_rvv_u32 em = __riscv_vand_vx_u32m2(__riscv_vsrl_vx_u32m2(top, 3, SPA_RVV_VL), 0x0FFFE000u, SPA_RVV_VL);
+    const spa_rvv_u32 su = __riscv_vreinterpret_v_i32m2_u32m2(sx);
+    const spa_rvv_u32 em = __riscv_vand_vx_u32m2(__riscv_vsll_vx_u32m2(su, 13, SPA_RVV_VL), 0x0FFFE000u, SPA_RVV_VL);
     spa_rvv_u32 bits = spa_rvv_u32_of(__riscv_vfmul_vf_f32m2(spa_rvv_f32_of(em), 0x1p112f, SPA_RVV_VL));
     bits = __riscv_vor_vx_u32m2_mu(__riscv_vmsgtu_vx_u32m2_b16(em, 0x0F7FFFFFu, SPA_RVV_VL), bits, bits, 0x7F800000u,
                                    SPA_RVV_VL);
-    return __riscv_vfsgnj_vv_f32m2(spa_rvv_f32_of(bits), spa_rvv_f32_of(top), SPA_RVV_VL);
+    return __riscv_vfsgnj_vv_f32m2(spa_rvv_f32_of(bits), spa_rvv_f32_of(su), SPA_RVV_VL);
 }
 SPA_ISA_INLINE spa_vf spa_rvv_widen_f16(spa_rvv_u16 h)
 {
-    return spa_rvv_widen_f16_top(__riscv_vsll_vx_u32m2(__riscv_vzext_vf2_u32m2(h, SPA_RVV_VL), 16, SPA_RVV_VL));
+    return spa_rvv_widen_f16_s(__riscv_vsext_vf2_i32m2(__riscv_vreinterpret_v_u16m1_i16m1(h), SPA_RVV_VL));
 }
 /* f32 -> f16 bits (in the low half of 32-bit lanes), half.h's
  * spa_f32_to_f16: RNE, Inf from 65520 up, NaN kept NaN (quiet bit, upper
@@ -226,7 +227,10 @@ SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
 }
 SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v)
 {
-    return spa_rvv_widen_f16_top(__riscv_vsll_vx_u32m2(spa_rvv_f16_bits(v), 16, SPA_RVV_VL));
+    /* the f16 bits sign-extended from bit 15 (shifted up, shifted down
+     * arithmetically) */
+    const vint32m2_t b = __riscv_vreinterpret_v_u32m2_i32m2(__riscv_vsll_vx_u32m2(spa_rvv_f16_bits(v), 16, SPA_RVV_VL));
+    return spa_rvv_widen_f16_s(__riscv_vsra_vx_i32m2(b, 16, SPA_RVV_VL));
 }
 /* in 32-bit lanes throughout: vssrl (vxrm rne) rounds as vnclipu */
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)
