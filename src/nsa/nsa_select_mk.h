@@ -99,38 +99,38 @@ SPA_NSAS_INLINE void spa_nsas_scale_round(float *x, int64_t rows_, int64_t gp_, 
  * P == 0). Separate multiplies and adds, no FMA: the same bits on every ISA. */
 #define SPA_NSAS_EXP_LOW (-87.0f)
 
-/* The constants of spa_nsas_expv, set once before a loop so that they stay
- * in registers. */
+/* The constants of spa_nsas_expv, as floats: broadcast where they are used
+ * (constant vectors, which the compilers keep in registers across a loop as
+ * before), since the vector types of some layers (RVV) are sizeless and
+ * cannot be struct members. */
 typedef struct spa_nsas_expk {
-    spa_vf lo, hi, log2e, ln2hi, ln2lo, c7, c6, c5, c4, c3, c2, one, low;
+    float lo, hi, log2e, ln2hi, ln2lo, c7, c6, c5, c4, c3, c2, one, low;
 } spa_nsas_expk;
 
 SPA_NSAS_INLINE spa_nsas_expk spa_nsas_expk_set(void)
 {
-    const spa_nsas_expk k = {spa_vf_set1(-87.5f),          spa_vf_set1(88.0f),         spa_vf_set1(1.44269504088896341f),
-                             spa_vf_set1(0.693359375f),    spa_vf_set1(-2.12194440e-4f), spa_vf_set1(1.98412698e-4f),
-                             spa_vf_set1(1.38888889e-3f),  spa_vf_set1(8.33333333e-3f), spa_vf_set1(4.16666667e-2f),
-                             spa_vf_set1(1.66666667e-1f),  spa_vf_set1(0.5f),           spa_vf_set1(1.0f),
-                             spa_vf_set1(SPA_NSAS_EXP_LOW)};
+    const spa_nsas_expk k = {-87.5f,         88.0f,          1.44269504088896341f, 0.693359375f, -2.12194440e-4f,
+                             1.98412698e-4f, 1.38888889e-3f, 8.33333333e-3f,       4.16666667e-2f, 1.66666667e-1f,
+                             0.5f,           1.0f,           SPA_NSAS_EXP_LOW};
     return k;
 }
 
 SPA_NSAS_INLINE spa_vf spa_nsas_expv(spa_vf x, const spa_nsas_expk *k)
 {
-    spa_vf xc = spa_vf_max(x, k->lo);
-    xc = spa_vf_min(xc, k->hi);
-    const spa_vf n = spa_vf_round(spa_vf_mul(xc, k->log2e));
-    spa_vf r = spa_vf_sub(xc, spa_vf_mul(n, k->ln2hi));
-    r = spa_vf_sub(r, spa_vf_mul(n, k->ln2lo));
-    spa_vf p = k->c7;
-    p = spa_vf_add(spa_vf_mul(p, r), k->c6);
-    p = spa_vf_add(spa_vf_mul(p, r), k->c5);
-    p = spa_vf_add(spa_vf_mul(p, r), k->c4);
-    p = spa_vf_add(spa_vf_mul(p, r), k->c3);
-    p = spa_vf_add(spa_vf_mul(p, r), k->c2);
-    p = spa_vf_add(spa_vf_mul(p, r), k->one);
-    p = spa_vf_add(spa_vf_mul(p, r), k->one);
-    return spa_vf_keep_ge(spa_vf_scale2(p, n), x, k->low);
+    spa_vf xc = spa_vf_max(x, spa_vf_set1(k->lo));
+    xc = spa_vf_min(xc, spa_vf_set1(k->hi));
+    const spa_vf n = spa_vf_round(spa_vf_mul(xc, spa_vf_set1(k->log2e)));
+    spa_vf r = spa_vf_sub(xc, spa_vf_mul(n, spa_vf_set1(k->ln2hi)));
+    r = spa_vf_sub(r, spa_vf_mul(n, spa_vf_set1(k->ln2lo)));
+    spa_vf p = spa_vf_set1(k->c7);
+    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->c6));
+    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->c5));
+    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->c4));
+    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->c3));
+    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->c2));
+    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->one));
+    p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->one));
+    return spa_vf_keep_ge(spa_vf_scale2(p, n), x, spa_vf_set1(k->low));
 }
 
 /* x[0..n) = exp(x[0..n)), n a multiple of 16. */

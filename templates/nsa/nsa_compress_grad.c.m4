@@ -404,6 +404,22 @@ static inline bool widen_row_finite(float *dst, const SPA_T *src, int64_t stride
 /* The 16 dot-product lanes of one window, folded by halves (8, 4, 2, 1):
  * as vectors, then the lanes of one vector by spa_vf_hsum, the same order
  * on every ISA. */
+m4_ifelse(m4_ifdef(`SPA_VF_SIZELESS', `SPA_VF_SIZELESS', 0), 1, `m4_dnl
+m4_dnl Where the vector type is sizeless (RVV: no arrays of it), the vectors
+m4_dnl are named, unrolled here; the same operations in the same order.
+m4_define(`NSACG_FOLD_NV', m4_eval(16 / SPA_VL))m4_dnl
+m4_define(`NSACG_FOLD_LD', `    spa_vf v$1 = spa_vf_load(l + $1 * SPA_VL);
+')m4_dnl
+m4_define(`NSACG_FOLD_ADD', `    v$1 = spa_vf_add(v$1, v`'m4_eval($1 + NSACG_FOLD_H));
+')m4_dnl
+m4_define(`NSACG_FOLD', `m4_ifelse(m4_eval($1 >= 1), 1, `m4_define(`NSACG_FOLD_H', $1)SPA_FOR($1, `NSACG_FOLD_ADD')NSACG_FOLD(m4_eval($1 / 2))')')m4_dnl
+static inline float fold16(const float *l)
+{
+SPA_FOR(NSACG_FOLD_NV, `NSACG_FOLD_LD')m4_dnl
+NSACG_FOLD(m4_eval(NSACG_FOLD_NV / 2))m4_dnl
+    return spa_vf_hsum(v0);
+}
+', `m4_dnl
 static inline float fold16(const float *l)
 {
     enum { NV = LANES / SPA_VL };
@@ -417,6 +433,7 @@ static inline float fold16(const float *l)
             v[k] = spa_vf_add(v[k], v[k + half]);
     return spa_vf_hsum(v[0]);
 }
+')m4_dnl
 
 /* Channels [c0, c0 + TC) of every head (all of them where D <= TC). */
 SPA_ISA_INLINE void grad_slice(const spa_nsac_args *a_in, int64_t c0, int64_t bstart, int64_t row0, int64_t nwin,
