@@ -67,11 +67,15 @@ m4_define(`MSDA_FOLD_FULL_STEP', `MSDA_FOLD_STEP($1, `spa_vf_load', `')')
 m4_define(`MSDA_FOLD_TAIL_STEP', `MSDA_FOLD_STEP($1, `spa_vf_load_n', `, n')')
 m4_define(`MSDA_STORE', `    spa_vf_store(acc + c0 + $1 * SPA_VL, s$1);
 ')
+MSDA_GROUP_INLINE(nb): the main block of the combine is inlined at each call
+(the first, at c0 = 0, reads its rows at constant offsets); the others are
+left to the compiler (code size).
+m4_define(`MSDA_GROUP_INLINE', `m4_ifelse(m4_eval($1 == MSDA_NB && SPA_MSDA_NB_MEM == 0), 1, `SPA_ISA_INLINE', `static inline')')
 MSDA_GROUP(name, nb, step macro, store, extra parameter, folded): one block
 of channels of one query, nb accumulators.
 m4_define(`MSDA_GROUP', `
 /* channels from c0 of one query, $2 accumulator vector(s) */
-SPA_ISA_INLINE void group_$1(const spa_msda_chunk *ch, int64_t nch, int64_t c0,$5 float *acc)
+MSDA_GROUP_INLINE($2) void group_$1(const spa_msda_chunk *ch, int64_t nch, int64_t c0,$5 float *acc)
 {
 SPA_FOR($2, `MSDA_ZERO')m4_dnl
     for (int64_t j = 0; j < nch; j++) {
@@ -224,7 +228,7 @@ SPA_MSDA_COLD static void plain_query(const spa_msda_args *a, const spa_msda_lan
                                       int64_t aq, bool packed, const spa_msda_stage_out *o, spa_msda_chunk *ch,
                                       float *gat, int64_t cl, float *acc)
 {
-    stage_query(a, ln, nch, lq, a->loc_dt, aq, a->attn_dt, packed, o, ch, gat, NULL);
+    (void)stage_query_mixed(a, ln, nch, lq, aq, packed, o, ch, gat, false);
     combine_plain(ch, nch, cl, acc);
 }
 ')m4_dnl
