@@ -9,9 +9,11 @@
  *   bench_uniform  locations uniform in [0, 1): no locality at all, the worst
  *                  case for the caches.
  * gbps: every input read once and every output written once. gflops: per
- * (sample, channel) 5 multiply-adds forward (4 corners, the attention weight)
- * and 19 in the grad (4 gradValue, 4 for the sample, 4 each for d/dx and
- * d/dy, 3 reductions), a multiply-add counted as 2. */
+ * (sample, channel) 4 multiply-adds forward (the 4 corners; the attention
+ * weight folded into the corner weights once per sample, so not counted per
+ * channel) and 19 in the grad by the same rule (4 gradValue, 4 for the
+ * sample, 4 each for d/dx and d/dy, 3 reductions), a multiply-add counted as
+ * 2: the counts of tools/insn/insn_case.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,7 +146,7 @@ static void bench_dtype(spa_dtype dt, int grad, int encoder)
             exit(1);
         }
         b.run = spa_msda;
-        time_threads("msda", dt, shape, &b, v_bytes + l_bytes + a_bytes + o_bytes + idx_bytes, 2 * 5 * per_ch);
+        time_threads("msda", dt, shape, &b, v_bytes + l_bytes + a_bytes + o_bytes + idx_bytes, 2 * 4 * per_ch);
     } else {
         void *gv = bench_alloc_zero(nv * es), *gl = bench_alloc_zero(2 * na * es), *ga = bench_alloc_zero(na * es);
         spa_tensor tgv = bench_tensor(dt, 4, vd, gv), tgl = bench_tensor(dt, 6, ld, gl),

@@ -55,4 +55,13 @@ The layer reads eight 16-bit elements as two vectors, the even and the odd
 ones (spa_vf_load_eo_f16 / _bf16: one load, a conversion each), and stores
 such pairs back interleaved (spa_vf_store_eo*).
 m4_define(`SPA_VF_EVEN_ODD', 1)
+Deformable attention folds the attention weight into the corner weights at
+staging (templates/msda/msda.c.m4): four vfma by a core register per vector of a
+sample instead of five, and one weight fewer held in core registers.
+m4_define(`SPA_MSDA_FOLD', 1)
+Its blocks are eight vectors (32 channels): six accumulators in Q registers
+(with an operand and a memory accumulator: all eight), two in the acc row (a
+vldrw and a vstrw each per sample), so that a sample s corner pointers and
+weights load once per 32 channels instead of once per 16.
+m4_define(`SPA_MSDA_NB_MEM', 2)
 m4_divert(0)m4_dnl

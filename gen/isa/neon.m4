@@ -15,4 +15,9 @@ less than the exact one, which fixes NaN lanes: NsaCompressGrad narrows its
 two-window rows by it where the inputs are finite. (fcvtn narrows f16
 exactly at the same cost.)
 m4_define(`SPA_NUM_BF16', 1)
+Deformable attention folds the attention weight into the corner weights at
+staging (templates/msda/msda.c.m4): four fmla by element per vector of a sample
+instead of five, with eight channel vectors (32 channels) to interleave the
+accumulators' chains.
+m4_define(`SPA_MSDA_FOLD', 1)
 m4_divert(0)m4_dnl

@@ -103,15 +103,22 @@ static inline bool spa_msda_wide(const spa_msda_args *a, uint64_t row_bytes)
     return a->nk > INT32_MAX || row_bytes > UINT32_MAX;
 }
 
-/* Lanes s .. s+SPA_VL-1 of a chunk from their coordinates; returns their live bits. */
+/* Lanes s .. s+SPA_VL-1 of a chunk from their coordinates; returns their live
+ * bits. seen != NULL (the forward where the ISA folds): each corner weight is
+ * stored multiplied by the attention weight (one product more, rounded), a is
+ * not stored, and *seen becomes NaN in a lane where a is not finite (the
+ * caller then stages the query again unfolded: Inf * 0 would differ). */
 SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_vf xn, spa_vf yn, spa_vf an,
                                            const spa_msda_stage_out *o, spa_msda_chunk *ch,
-                                           spa_msda_gchunk *gch)
+                                           spa_msda_gchunk *gch, spa_vf *seen)
 {
     const spa_vf fw = spa_vf_load(ln->fw + s), fh = spa_vf_load(ln->fh + s);
     const spa_vf half = spa_vf_set1(0.5f), one = spa_vf_set1(1.0f), mone = spa_vf_set1(-1.0f);
     const spa_vf x = spa_vf_sub(spa_vf_mul(xn, fw), half), y = spa_vf_sub(spa_vf_mul(yn, fh), half);
-    spa_vf_store(ch->a + s, an);
+    if (seen != NULL)
+        *seen = spa_vf_fma(*seen, an, spa_vf_zero());
+    else
+        spa_vf_store(ch->a + s, an);
     /* the range check; ordered compares, so NaN fails */
     const spa_vm live = spa_vm_and(spa_vm_and(spa_vf_gt(y, mone), spa_vf_gt(x, mone)),
                                    spa_vm_and(spa_vf_lt(y, fh), spa_vf_lt(x, fw)));
@@ -119,10 +126,17 @@ SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_
     const spa_vi x0 = spa_vi_from_vf(x0f), y0 = spa_vi_from_vf(y0f); /* live lanes: in [-1, 2^31) */
     const spa_vf lx = spa_vf_sub(x, x0f), ly = spa_vf_sub(y, y0f);
     const spa_vf hx = spa_vf_sub(one, lx), hy = spa_vf_sub(one, ly);
-    spa_vf_store(ch->w[0] + s, spa_vf_mul(hy, hx));
-    spa_vf_store(ch->w[1] + s, spa_vf_mul(hy, lx));
-    spa_vf_store(ch->w[2] + s, spa_vf_mul(ly, hx));
-    spa_vf_store(ch->w[3] + s, spa_vf_mul(ly, lx));
+    spa_vf w00 = spa_vf_mul(hy, hx), w01 = spa_vf_mul(hy, lx), w10 = spa_vf_mul(ly, hx), w11 = spa_vf_mul(ly, lx);
+    if (seen != NULL) {
+        w00 = spa_vf_mul(w00, an);
+        w01 = spa_vf_mul(w01, an);
+        w10 = spa_vf_mul(w10, an);
+        w11 = spa_vf_mul(w11, an);
+    }
+    spa_vf_store(ch->w[0] + s, w00);
+    spa_vf_store(ch->w[1] + s, w01);
+    spa_vf_store(ch->w[2] + s, w10);
+    spa_vf_store(ch->w[3] + s, w11);
     /* both bounds of every corner, unsigned (-1 is huge); dead lanes have no
      * inside corner */
     const spa_vi w = spa_vi_load(ln->w + s), h = spa_vi_load(ln->h + s), ione = spa_vi_set1(1);
@@ -175,7 +189,8 @@ static inline void spa_msda_gather(const spa_msda_args *a, int64_t j0, int64_t l
 /* The 64-bit form, lane by lane, for num_keys > INT32_MAX: the float
  * operations of spa_msda_stage_vec, int64 keys. */
 static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const float *g,
-                                       const spa_msda_stage_out *o, spa_msda_chunk *ch, spa_msda_gchunk *gch)
+                                       const spa_msda_stage_out *o, spa_msda_chunk *ch, spa_msda_gchunk *gch,
+                                       spa_vf *seen)
 {
     const int64_t nlp = a->nl * a->np;
     const int64_t cl = (int64_t)(o->row_bytes / sizeof(float));
@@ -186,17 +201,20 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
         const float fw = a->lv[l].fw, fh = a->lv[l].fh;
         const float xs = g[i] * fw, ys = g[16 + i] * fh;
         const float x = xs - 0.5f, y = ys - 0.5f;
-        ch->a[i] = g[32 + i];
+        const float av = g[32 + i], fold = seen != NULL ? av : 1.0f;
+        ch->a[i] = av;
+        if (seen != NULL)
+            *seen = spa_vf_add(*seen, spa_vf_set1(av * 0.0f));
         if (!(y > -1.0f && x > -1.0f && y < fh && x < fw))
             continue;
         live |= 1u << i;
         const float x0f = floorf(x), y0f = floorf(y);
         const int64_t x0 = (int64_t)x0f, y0 = (int64_t)y0f; /* in [-1, 2^31] here */
         const float lx = x - x0f, ly = y - y0f, hx = 1.0f - lx, hy = 1.0f - ly;
-        ch->w[0][i] = hy * hx;
-        ch->w[1][i] = hy * lx;
-        ch->w[2][i] = ly * hx;
-        ch->w[3][i] = ly * lx;
+        ch->w[0][i] = hy * hx * fold; /* (hy * hx) * a: the vector form's two products */
+        ch->w[1][i] = hy * lx * fold;
+        ch->w[2][i] = ly * hx * fold;
+        ch->w[3][i] = ly * lx * fold;
         const bool in_x0 = (uint64_t)x0 < (uint64_t)ww, in_x1 = (uint64_t)(x0 + 1) < (uint64_t)ww;
         const bool in_y0 = (uint64_t)y0 < (uint64_t)hh, in_y1 = (uint64_t)(y0 + 1) < (uint64_t)hh;
         const bool in[4] = {in_y0 && in_x0, in_y0 && in_x1, in_y1 && in_x0, in_y1 && in_x1};
@@ -218,15 +236,16 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
 /* Stages samples j0 .. j0+15 of one query (lq, aq: the element offsets of
  * location[b, q, h, 0, 0, 0] and attnWeight[b, q, h, 0, 0], of dtypes ldt
  * and adt); packed: the layouts spa_msda_packed accepts. g:
- * SPA_MSDA_GATHER_FLOATS of scratch. */
+ * SPA_MSDA_GATHER_FLOATS of scratch. seen: NULL, or the forward's folding
+ * of the attention weight into the corner weights (spa_msda_stage_vec). */
 SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes *ln, int64_t j0, int64_t lq,
                                    int32_t ldt, int64_t aq, int32_t adt, bool packed, const spa_msda_stage_out *o,
-                                   spa_msda_chunk *ch, spa_msda_gchunk *gch, float *g)
+                                   spa_msda_chunk *ch, spa_msda_gchunk *gch, float *g, spa_vf *seen)
 {
     uint32_t live = 0;
     if (o->wide) {
         spa_msda_gather(a, j0, lq, aq, g);
-        spa_msda_stage_wide(a, j0, g, o, ch, gch);
+        spa_msda_stage_wide(a, j0, g, o, ch, gch, seen);
         return;
     }
     if (packed && j0 + 16 <= a->nl * a->np) {
@@ -235,13 +254,13 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
             spa_vf xn, yn;
             spa_msda_vload_unzip(a->loc, ldt, off, &xn, &yn);
             const spa_vf an = spa_msda_vload(a->attn, adt, aq + j0 + s);
-            live |= spa_msda_stage_vec(ln, s, xn, yn, an, o, ch, gch) << s;
+            live |= spa_msda_stage_vec(ln, s, xn, yn, an, o, ch, gch, seen) << s;
         }
     } else {
         spa_msda_gather(a, j0, lq, aq, g);
         for (int s = 0; s < 16; s += SPA_VL)
             live |= spa_msda_stage_vec(ln, s, spa_vf_load(g + s), spa_vf_load(g + 16 + s), spa_vf_load(g + 32 + s),
-                                       o, ch, gch)
+                                       o, ch, gch, seen)
                     << s;
     }
     ch->live = live;

@@ -25,3 +25,6 @@ $(foreach dt,f32 f16 bf16,$(B)/obj/gen/nsa_compress_$(dt).o): CFLAGS_LIB += -fno
 # The same for deformable attention's combine (four accumulators, the
 # sample's chain in two registers).
 $(B)/obj/gen/msda_%.o: CFLAGS_LIB += -fno-schedule-insns
+# Deformable attention's forward combine: auto-inc-dec copies each corner
+# pointer to post-increment its first load (a move per corner and sample).
+$(foreach dt,f32 f16 bf16,$(B)/obj/gen/msda_$(dt).o): CFLAGS_LIB += -fno-auto-inc-dec

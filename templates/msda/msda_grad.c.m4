@@ -243,7 +243,7 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                         SPA_PREFETCH((const char *)a->gout +
                                      (size_t)(b * a->gos[0] + qn * a->gos[1] + h * cl * a->gos[2]) * gsz + off);
             }
-            spa_msda_stage(a, &ln[j], 16 * j, lq, a->loc_dt, aq, a->attn_dt, packed, &o, &ch[u - u0].f, &ch[u - u0], gat);
+            spa_msda_stage(a, &ln[j], 16 * j, lq, a->loc_dt, aq, a->attn_dt, packed, &o, &ch[u - u0].f, &ch[u - u0], gat, NULL);
         }
         for (int64_t u = u0; u < u0 + un; u++) {
             const int64_t q = u / nch, j = u - q * nch;

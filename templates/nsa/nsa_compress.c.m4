@@ -139,6 +139,36 @@ m4_define(`NSAC_SEO0', `        spa_vf_store_eo_'SPA_DT`(o0 + m4_eval(2 * $1) * 
 ')
 m4_define(`NSAC_SEO1', `        spa_vf_store_eo_'SPA_DT`(o1 + m4_eval(2 * $1) * SPA_VL, a1_`'m4_eval(2 * $1), a1_`'m4_eval(2 * $1 + 1));
 ')
+SPA_NSAC_PF_NEXT (gen/isa/<isa>.m4, 0 unless it says so): where the ring
+tile covers a head in several channel blocks (NSAC_NV vectors narrower than
+the head), each pass walks the rows at the token stride reading one or two
+lines of each; the hardware prefetchers start over at every pass and the
+rows come from memory again. With the fact set, each row of a pass also
+prefetches the lines of the next pass (pfo elements on; the last block of a
+head: the first block of the next head of the group, nxt elements from the
+head; none after the group s last head), so the passes after the first find
+their rows in the caches; NSAC_PF_LINES prefetches, unrolled.
+m4_define(`NSAC_PF_NEXT', m4_ifdef(`SPA_NSAC_PF_NEXT', `SPA_NSAC_PF_NEXT', 0))
+m4_ifelse(NSAC_PF_NEXT, 1, `
+m4_define(`NSAC_PF_LINES', m4_eval((NSAC_NV_FIT(m4_ifelse(m4_eval(128 / SPA_VL > 8), 1, 8, m4_eval(128 / SPA_VL))) * SPA_VL * m4_ifelse(SPA_IS_F32, 1, 4, 2) + 63) / 64))
+m4_define(`NSAC_PF_PARAMS', `, ptrdiff_t pfo')
+m4_define(`NSAC_PF_ONE', `                __builtin_prefetch((const char *)(xp + pfo) + $1 * 64);
+')
+m4_define(`NSAC_PF', `            if (pfo != 0) {
+SPA_FOR(NSAC_PF_LINES, `NSAC_PF_ONE')m4_dnl
+            }
+')
+NSAC_PF_ARGS(blk): the next pass after a ring call at channel c of blk channels.
+m4_define(`NSAC_PF_ARGS', `, c + $1 < d_len ? $1 : nxt != 0 ? nxt - c : 0')
+m4_define(`NSAC_PF_HT_PARAM', `, ptrdiff_t nxt')
+m4_define(`NSAC_PF_HT_ARG', `, hh + 1 < hn ? (ptrdiff_t)a->xs1 : 0')
+', `
+m4_define(`NSAC_PF_PARAMS', `')
+m4_define(`NSAC_PF', `')
+m4_define(`NSAC_PF_ARGS', `')
+m4_define(`NSAC_PF_HT_PARAM', `')
+m4_define(`NSAC_PF_HT_ARG', `')
+')
 NSAC_TILES(nv): the pair and single-window tiles of nv vectors, then those of nv / 2, ... 1.
 m4_define(`NSAC_TILES', `
 /* windows k and k+1 (their rows from xp, st apart), channels of $1 vector(s)
@@ -169,14 +199,14 @@ SPA_FOR($1, `NSAC_ST')m4_dnl
  * segment before, the one starting), their accumulators in registers.
  * NSAC_RING_W: the weights as staged (see the kernel below). */
 static inline void ring_$1(const SPA_T *xp, ptrdiff_t xs0, const float *wp, ptrdiff_t st, ptrdiff_t kn,
-                          NSAC_RING_OUT *o, ptrdiff_t width)
+                          NSAC_RING_OUT *o, ptrdiff_t width`'NSAC_PF_PARAMS)
 {
 NSAC_RING_DECL()m4_dnl
     NSAC_RING_OUT *o0, *o1;
 SPA_FOR($1, `NSAC_ZERO')m4_dnl
     for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
         const spa_vb u0 = NSAC_W(NSAC_WNEW);
-NSAC_RROW($1, `NSAC_F0')m4_dnl
+NSAC_PF()NSAC_RROW($1, `NSAC_F0')m4_dnl
     }
     ptrdiff_t k = 1;
     for (; k + 1 < kn; k += 2) {
@@ -184,7 +214,7 @@ SPA_FOR($1, `NSAC_Z1')m4_dnl
 NSAC_RING_SEG(`u0', `u1')m4_dnl
         for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
 NSAC_RING_U(`u0', `u1')m4_dnl
-NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
+NSAC_PF()NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
         }
         o0 = o + (k - 1) * width;
 NSAC_RSTORES($1, 0)m4_dnl
@@ -192,7 +222,7 @@ SPA_FOR($1, `NSAC_Z0')m4_dnl
 NSAC_RING_SEG(`u1', `u0')m4_dnl
         for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
 NSAC_RING_U(`u1', `u0')m4_dnl
-NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
+NSAC_PF()NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
         }
         o1 = o + k * width;
 NSAC_RSTORES($1, 1)m4_dnl
@@ -202,20 +232,20 @@ SPA_FOR($1, `NSAC_Z1')m4_dnl
 NSAC_RING_SEG(`u0', `u1')m4_dnl
         for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
 NSAC_RING_U(`u0', `u1')m4_dnl
-NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
+NSAC_PF()NSAC_RROW($1, `NSAC_F0', `NSAC_F1')m4_dnl
         }
         o0 = o + (k - 1) * width;
 NSAC_RSTORES($1, 0)m4_dnl
         for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
             const spa_vb u1 = NSAC_W(NSAC_WOLD);
-NSAC_RROW($1, `NSAC_F1')m4_dnl
+NSAC_PF()NSAC_RROW($1, `NSAC_F1')m4_dnl
         }
         o1 = o + k * width;
 NSAC_RSTORES($1, 1)m4_dnl
     } else {
         for (ptrdiff_t r = 0; r < st; r++, xp += xs0) {
             const spa_vb u0 = NSAC_W(NSAC_WOLD);
-NSAC_RROW($1, `NSAC_F0')m4_dnl
+NSAC_PF()NSAC_RROW($1, `NSAC_F0')m4_dnl
         }
         o0 = o + (k - 1) * width;
 NSAC_RSTORES($1, 0)m4_dnl
@@ -233,12 +263,13 @@ NSAC_ROW($1, `NSAC_F0')m4_dnl
 SPA_FOR($1, `NSAC_ST0')m4_dnl
 }
 m4_ifelse(m4_eval($1 > 1), 1, `NSAC_TILES(m4_eval($1 / 2))')')
-NSAC_CALLS(nv, what, args): the blocks of nv / 2, ..., 1 vectors for what is left of d.
+NSAC_CALLS(nv, what, args[, extra]): the blocks of nv / 2, ..., 1 vectors for
+what is left of d; extra(block channels): more arguments (NSAC_PF_ARGS).
 m4_define(`NSAC_CALLS', `m4_ifelse(m4_eval($1 >= 1), 1, `        if (c + m4_eval($1 * SPA_VL) <= d_len) {
-            $2_$1($3);
+            $2_$1($3`'m4_ifelse(`$4', `', `', `$4(m4_eval($1 * SPA_VL))'));
             c += m4_eval($1 * SPA_VL);
         }
-NSAC_CALLS(m4_eval($1 / 2), `$2', `$3')')')
+NSAC_CALLS(m4_eval($1 / 2), `$2', `$3', `$4')')')
 m4_divert(0)m4_dnl
 NSAC_TILES(NSAC_NV)m4_dnl
 
@@ -255,20 +286,21 @@ static void head_ring(const SPA_T *xh, ptrdiff_t xs0, const float *wt, ptrdiff_t
     ptrdiff_t c = 0;
     { /* d_len is a multiple of VL (ring above) */
         for (; c + m4_eval(NSAC_NV * SPA_VL) <= d_len; c += m4_eval(NSAC_NV * SPA_VL))
-            ring_`'NSAC_NV`'(xh + c, xs0, wt, st, kn, o + c, width);
-NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, xs0, wt, st, kn, o + c, width')m4_dnl
+            ring_`'NSAC_NV`'(xh + c, xs0, wt, st, kn, o + c, width`'NSAC_PF_ARGS(m4_eval(NSAC_NV * SPA_VL)));
+NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, xs0, wt, st, kn, o + c, width', `NSAC_PF_ARGS')m4_dnl
     }
 }
 ')m4_dnl
 static void head_tiles(const SPA_T *xh, int64_t xs0, const float *wt, int64_t bs, int64_t st, int64_t d_len,
-                       int64_t kn, float *acc, int64_t width)
+                       int64_t kn, float *acc, int64_t width`'NSAC_PF_HT_PARAM)
 {
 m4_ifelse(NSAC_STORE_Y, 1, `', `m4_dnl
     if (bs == 2 * st) {
         int64_t c = 0;
         for (; c + m4_eval(NSAC_NV * SPA_VL) <= d_len; c += m4_eval(NSAC_NV * SPA_VL))
-            ring_`'NSAC_NV`'(xh + c, (ptrdiff_t)xs0, wt, (ptrdiff_t)st, (ptrdiff_t)kn, acc + c, (ptrdiff_t)width);
-NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, (ptrdiff_t)xs0, wt, (ptrdiff_t)st, (ptrdiff_t)kn, acc + c, (ptrdiff_t)width')m4_dnl
+            ring_`'NSAC_NV`'(xh + c, (ptrdiff_t)xs0, wt, (ptrdiff_t)st, (ptrdiff_t)kn, acc + c,
+                             (ptrdiff_t)width`'NSAC_PF_ARGS(m4_eval(NSAC_NV * SPA_VL)));
+NSAC_CALLS(m4_eval(NSAC_NV / 2), `ring', `xh + c, (ptrdiff_t)xs0, wt, (ptrdiff_t)st, (ptrdiff_t)kn, acc + c, (ptrdiff_t)width', `NSAC_PF_ARGS')m4_dnl
         return;
     }
 ')m4_dnl
@@ -409,7 +441,7 @@ NSAC_STAGE_RING()m4_dnl
                     for (int64_t j = 0; j < bs; j++)
                         xf[j] = SPA_LOAD(w[j * a->ws0 + (h0 + hh) * a->ws1]);
                     head_tiles(x + first * a->xs0 + (h0 + hh) * a->xs1, a->xs0, xf, bs, st, d_len, kn,
-                               acc + hh * d_len, width);
+                               acc + hh * d_len, width`'NSAC_PF_HT_ARG);
                     if (d_len % SPA_VL != 0) { /* the tiles took whole vectors */
                         const int64_t c = d_len - d_len % SPA_VL;
                         tail_windows(x + first * a->xs0 + (h0 + hh) * a->xs1 + c, a->xs0, w + (h0 + hh) * a->ws1,

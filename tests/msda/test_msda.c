@@ -281,6 +281,61 @@ static void test_nonfinite_locations(void)
     }
 }
 
+/* Infinite and NaN attention weights, on samples at pixel centres (exact
+ * zero corner weights): a * samp as the spec orders it, +-Inf where the
+ * sample is finite and nonzero, never the NaN that Inf folded into a zero
+ * corner weight would make; the other queries as the reference. */
+static void test_nonfinite_attention(void)
+{
+    const int64_t h[2] = {4, 2}, w[2] = {4, 8};
+    static const double specials[3] = {INFINITY, -INFINITY, NAN};
+    for (int k = 0; k < 6; k++) {
+        static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
+        msda_case c;
+        msda_case_fixed(&c, dts[k % 3], 1, 2, k < 3 ? 40 : 7, 9, 2, h, w, 3);
+        c.strided = k >= 3;
+        rng r = rng_seed(211 + (uint64_t)k);
+        msda_io io;
+        msda_io_make(&io, &c, &r, false);
+        /* every location a pixel centre: (i + 0.5) / W, exact in every dtype */
+        for (int64_t i = 0; i < tt_numel(&io.loc); i++) {
+            const int64_t l = (i / 2 / c.np) % c.nl, n = i % 2 ? c.h[l] : c.w[l];
+            msda_set_float(&io.loc, i, ((double)rng_int(&r, 0, n - 1) + 0.5) / (double)n);
+        }
+        /* queries 0, 1, 2 (head 1, one sample each) and query 5 (head 0,
+         * every sample): +Inf, -Inf, NaN, +Inf */
+        const int64_t per_q = c.nh * c.nl * c.np;
+        for (int s = 0; s < 3; s++)
+            msda_set_float(&io.attn, s * per_q + c.nl * c.np + 1 + s, specials[s]);
+        for (int64_t j = 0; j < c.nl * c.np; j++)
+            msda_set_float(&io.attn, 5 * per_q + j, INFINITY);
+        CU_ASSERT_EQUAL(run_fwd(&io, k % 3, 3), SPA_OK);
+        CU_ASSERT(msda_io_guards_ok(&io));
+        double *v = tt_to_doubles(&io.value), *l = tt_to_doubles(&io.loc), *a = tt_to_doubles(&io.attn);
+        double *got = tt_to_doubles(&io.out);
+        const int64_t n = tt_numel(&io.out);
+        double *ref = malloc(sizeof(double) * (size_t)n), *mag = malloc(sizeof(double) * (size_t)n);
+        ref_msda_shape sh = msda_case_shape(&c);
+        ref_msda(&sh, v, l, a, REF_COORD_F32, ref, mag);
+        int64_t nonfinite = 0, bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (isfinite(ref[i]))
+                continue;
+            nonfinite++;
+            if (isnan(ref[i]) ? !isnan(got[i]) : got[i] != ref[i]) {
+                if (bad++ < 5)
+                    fprintf(stderr, "  output[%lld]: got %g want %g\n", (long long)i, got[i], ref[i]);
+            }
+            got[i] = ref[i] = mag[i] = 1.0; /* checked: out of the tolerance check below */
+        }
+        CU_ASSERT_EQUAL(nonfinite, 4 * c.c); /* the four rows */
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT_EQUAL(msda_check("output", c.odt, 0x1p-17, got, ref, mag, n), 0);
+        free(v), free(l), free(a), free(got), free(ref), free(mag);
+        msda_io_free(&io);
+    }
+}
+
 /* ---- validation: one case per rule, nothing written on error ---- */
 
 typedef struct fwd_args {
@@ -600,6 +655,7 @@ void suite_msda(void)
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
     CU_add_test(s, "worked example", test_worked_example);
     CU_add_test(s, "NaN and Inf locations", test_nonfinite_locations);
+    CU_add_test(s, "NaN and Inf attention weights", test_nonfinite_attention);
     CU_add_test(s, "validation rules", test_validation_rules);
     CU_add_test(s, "phase 2 errors", test_phase2_errors);
     CU_add_test(s, "empty inputs", test_empty_inputs);

@@ -4,7 +4,8 @@
  * generation and phase 1 cancel out.
  *   spattn_insn <op> <f32|f16|bf16> <calls>
  * prints "case op=<op> dtype=<dt> shape=<name> flops=<n>" (useful FLOPs of
- * one call: the products only, a multiply-add counted as 2, as bench/ does).
+ * one call: the products only, a multiply-add counted as 2, as bench/ does;
+ * msda: 8 per sample and channel, msda_grad 38, see msda()).
  * Shapes (named insn): nsa_select(_grad) T 256, N1 16 / N2 2, D = Dv = 128,
  * blockSize 64, K 4; nsa_compress(_grad) T 8192, N 4, D 128, 32 / 16 (T 2048 on
  * the boards, SPA_TEST_SMALL: x and its grad must fit their 15 MiB); msda(_grad)
@@ -175,13 +176,22 @@ static double msda(spa_dtype dt, int grad, int calls)
         if (spa_msda_get_workspace_size(&tv, &tss, &tlsi, &tl, &ta, &to, &ws, &ex) != SPA_OK)
             exit(1);
         run(spa_msda, ws, &ex, calls);
-        return 2 * 5 * per_ch;
+        /* per (sample, channel) four corners times a multiply-add: the
+         * attention weight is folded into the corner weights once per
+         * sample, not counted per channel */
+        return 2 * 4 * per_ch;
     }
     void *gv = fill(dt, nv, 0, 0), *gl = fill(dt, 2 * na, 0, 0), *ga = fill(dt, na, 0, 0);
     spa_tensor tgv = tensor(dt, 4, vd, gv), tgl = tensor(dt, 6, ld, gl), tga = tensor(dt, 5, ad, ga);
     if (spa_msda_grad_get_workspace_size(&tv, &tss, &tlsi, &tl, &ta, &to, &tgv, &tgl, &tga, &ws, &ex) != SPA_OK)
         exit(1);
     run(spa_msda_grad, ws, &ex, calls);
+    /* the same derivation (the attention weight folded into the per-sample
+     * weights): per (sample, channel) 4 multiply-adds into gradValue (folded
+     * corner weight times gradOutput), 4 for the unweighted sample (for
+     * gradAttnWeight), 4 each for the x and y derivatives of the bilinear
+     * sum (folded derivative weights), and 3 reductions against gradOutput
+     * (attention weight, x, y): 19 multiply-adds, 38 FLOPs */
     return 2 * 19 * per_ch;
 }
 
