@@ -141,7 +141,7 @@ $(B)/gen/spa_kernels.h: Makefile $(CONFIG)
 	@mkdir -p $(@D)
 	printf '/* Generated: every kernel of every dtype. */\n#include "spa_dtypes.h"\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)' > $@
 
-# Which element types this build has kernels for (src/f64.h, the tests).
+# Which element types this build has kernels for (src/core/f64.h, the tests).
 $(B)/gen/spa_dtypes.h: Makefile $(CONFIG)
 	@mkdir -p $(@D)
 	printf '/* Generated: the element types of this build (DTYPES $(DTYPES)). */\n#define SPA_HAVE_F64 $(if $(filter f64,$(DTYPES)),1,0)\n' > $@

@@ -3,7 +3,7 @@
  * through half.h.
  *
  * The float64 kernels keep their accumulators in arrays of spa_vd (chunks of
- * SPA_F64_NV vectors, src/f64_rows.h), which RVV types cannot be (they are
+ * SPA_F64_NV vectors, src/core/f64_rows.h), which RVV types cannot be (they are
  * sizeless), so spa_vd is a GNU vector of four doubles: clang compiles its
  * arithmetic to RVV instructions at vl = 4 in a LMUL = 2 group (vsetivli 4,
  * e64, m2), right at any VLEN >= 128, as the f32 lanes. Tails go through the
