@@ -1,0 +1,211 @@
+"""A whole Native Sparse Attention layer: fla's parallel_nsa on the CPU.
+
+The layer is composed of the library's operators: nsa_compress (mean pooling
+of K and V per block), the compressed attention (spa_nsa_compress_attention),
+the block selection (here, from the compressed attention's queries, keys and
+log-sum-exp, as fla's top-k kernel does), nsa_selected_attention (causal)
+and the sliding window (spa_swa). Each is differentiable; the selection is
+not (block indices have no gradient), as in fla.
+"""
+import warnings
+
+import torch
+
+from . import _lib, attention
+from .nsa import nsa_compress, nsa_selected_attention
+
+# The selection's score table is built a token chunk at a time, so that its
+# memory stays near this many elements whatever the sequence length.
+_SELECT_CHUNK_ELEMENTS = 1 << 22
+
+
+def _sequences(cu_seqlens, batch, length):
+    """(start, end) token rows of each sequence in the [B*T] order: the batch
+    rows, or cu_seqlens (flash-attn's [0, e0, e1, ...]; the form without the
+    leading 0 is taken too) over the one batch row."""
+    if cu_seqlens is None:
+        return [(b * length, (b + 1) * length) for b in range(batch)]
+    if batch != 1:
+        raise ValueError("spattn: parallel_nsa takes cu_seqlens with batch size 1 only "
+                         "(the sequences are concatenated along T), got batch %d" % batch)
+    if isinstance(cu_seqlens, torch.Tensor):
+        _lib.check_tensor("cu_seqlens", cu_seqlens, 1, (torch.int64, torch.int32))
+        cu = [int(x) for x in cu_seqlens.tolist()]
+    else:
+        cu = [int(x) for x in cu_seqlens]
+    if not cu or cu[0] != 0:
+        cu = [0] + cu
+    if any(b < a for a, b in zip(cu, cu[1:])) or cu[-1] != length:
+        raise ValueError("spattn: cu_seqlens must be non-decreasing and end at T = %d, got %s"
+                         % (length, cu))
+    return list(zip(cu[:-1], cu[1:]))
+
+
+def _check_gate(name, g, batch, length, heads):
+    _lib.check_tensor(name, g, 3)
+    if tuple(g.shape) != (batch, length, heads):
+        raise ValueError("spattn: %s must have shape %s (as q's [B, T, HQ]), got %s"
+                         % (name, (batch, length, heads), tuple(g.shape)))
+
+
+def select_blocks(q, k_cmp, lse, seqs, block_size, count, scale):
+    """fla's block selection. q [T, HQ, K] (TND, sequences at seqs), k_cmp
+    [sum of complete blocks, H, K] (each sequence's blocks in turn), lse
+    [T, HQ] the log-sum-exp of the compressed attention's scaled scores.
+    Importance of block c for token t (position p in its sequence) and kv
+    head h: the sum over h's G query heads of exp(scale q.k_cmp[c] - lse)
+    for c < p // block_size; the current block p // block_size counts 1 per
+    head (G); later blocks are never selected. Returns int32 [T, H, count]:
+    the blocks in descending importance (ties to the lower block; a stable
+    sort), -1 padded."""
+    t_all, hq, dk = q.shape
+    hk = k_cmp.shape[1]
+    g = hq // hk
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
+    out = torch.full((t_all, hk, count), -1, dtype=torch.int32)
+    c0 = 0
+    for start, end in seqs:
+        n = end - start
+        nc, nb = n // block_size, -(-n // block_size)
+        kc = k_cmp[c0:c0 + nc].to(work)
+        c0 += nc
+        chunk = max(1, _SELECT_CHUNK_ELEMENTS // (hq * max(nb, 1)))
+        for t0 in range(0, n, chunk):
+            t1 = min(n, t0 + chunk)
+            m = t1 - t0
+            cur = torch.arange(t0, t1) // block_size
+            score = torch.full((m, hk, nb), float("-inf"), dtype=work)
+            if nc:
+                qs = q[start + t0:start + t1].to(work).reshape(m, hk, g, dk)
+                s = torch.einsum("mhgk,chk->mhgc", qs, kc) * scale
+                s -= lse[start + t0:start + t1].to(work).reshape(m, hk, g, 1)
+                summed = s.exp_().sum(2)  # [m, H, C]
+                past = torch.arange(nc)[None, :] < cur[:, None]
+                score[:, :, :nc] = torch.where(past[:, None, :], summed, score[:, :, :nc])
+            score.scatter_(2, cur[:, None, None].expand(m, hk, 1), float(g))
+            ranked, blocks = torch.sort(score, dim=2, descending=True, stable=True)
+            take = min(count, nb)
+            blocks = blocks[:, :, :take].to(torch.int32)
+            blocks.masked_fill_(ranked[:, :, :take] == float("-inf"), -1)
+            out[start + t0:start + t1, :, :take] = blocks
+    return out
+
+
+def _given_indices(block_indices, rows, hk, seqs, block_size):
+    """The caller's block_indices as [T, H, S] int32 slots; as fla's kernel,
+    a block that is negative, past its sequence or starting after the query
+    selects nothing (-1)."""
+    if not isinstance(block_indices, torch.Tensor):
+        raise TypeError("spattn: block_indices must be a tensor when g_cmp is None")
+    _lib.check_tensor("block_indices", block_indices, 4, (torch.int64, torch.int32))
+    idx = block_indices.reshape(rows, hk, block_indices.shape[-1]).long()
+    pos = torch.empty(rows, dtype=torch.int64)
+    for start, end in seqs:
+        pos[start:end] = torch.arange(end - start)
+    skip = (idx < 0) | (idx * block_size > pos[:, None, None])
+    return idx.masked_fill(skip, -1).to(torch.int32)
+
+
+def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=16,
+                 block_size=64, window_size=0, scale=None, cu_seqlens=None, head_first=False):
+    """fla's parallel_nsa (fla-org/native-sparse-attention) on CPU tensors,
+    differentiable in q, k, v and the three gates.
+
+    q [B, T, HQ, K], k [B, T, H, K], v [B, T, H, V], gates [B, T, HQ]
+    (head_first: [B, HQ, T, K], [B, H, T, *], gates [B, HQ, T]) -> o
+    [B, T, HQ, V] ([B, HQ, T, V]). Any G = HQ / H >= 1, any K and V the
+    operators take, any T (a sequence's last partial block is never seen
+    compressed, and is selected as the current block). cu_seqlens (B == 1):
+    the sequences' cumulative bounds along T, flash-attn's form.
+
+    g_cmp given: the compressed branch runs and selects the blocks
+    (block_indices is ignored, with a warning, as in fla); else
+    block_indices [B, T, H, S] are the blocks (a negative block, or one
+    starting after the query, selects nothing). block_counts: an int S
+    (exactly S blocks are attended; fla's GPU kernel rounds S up to a power
+    of 2, its naive reference does not), or a tensor [B, T, H] ([B, H, T])
+    of per-token counts (S = its maximum). window_size > 0 adds the sliding
+    window (query t sees t-W+1 .. t) with the same scale (fla's naive
+    reference; its GPU path uses flash-attn's default 1/sqrt(K), the same
+    when scale is None). o = o_slc g_slc + o_cmp g_cmp + o_swa g_swa."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _lib.check_tensor(name, t, 4)
+    if head_first:
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+        g_cmp, g_slc, g_swa = (g.transpose(1, 2) if isinstance(g, torch.Tensor) and g.dim() == 3
+                               else g for g in (g_cmp, g_slc, g_swa))
+        if isinstance(block_indices, torch.Tensor) and block_indices.dim() == 4:
+            block_indices = block_indices.transpose(1, 2)
+        if isinstance(block_counts, torch.Tensor) and block_counts.dim() == 3:
+            block_counts = block_counts.transpose(1, 2)
+    batch, length, hq, dk = q.shape
+    hk = k.shape[2]
+    if tuple(k.shape[:2]) != (batch, length) or k.shape[3] != dk or hk < 1:
+        raise ValueError("spattn: k must be [B, T, H, K] with q's B, T and K; q %s, k %s"
+                         % (tuple(q.shape), tuple(k.shape)))
+    if tuple(v.shape[:3]) != (batch, length, hk):
+        raise ValueError("spattn: v must be [B, T, H, V] with k's B, T and H; k %s, v %s"
+                         % (tuple(k.shape), tuple(v.shape)))
+    if hq % hk:
+        raise ValueError("spattn: the query heads (%d) must be a multiple of the kv heads (%d)"
+                         % (hq, hk))
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError("spattn: block_size must be a positive int, got %r" % (block_size,))
+    if not isinstance(window_size, int) or window_size < 0:
+        raise ValueError("spattn: window_size must be an int >= 0, got %r" % (window_size,))
+    _check_gate("g_slc", g_slc, batch, length, hq)
+    if g_cmp is not None:
+        _check_gate("g_cmp", g_cmp, batch, length, hq)
+    if window_size > 0:
+        _check_gate("g_swa", g_swa, batch, length, hq)
+    if scale is None:
+        scale = dk ** -0.5
+    seqs = _sequences(cu_seqlens, batch, length)
+    ends = [e for _, e in seqs]
+    rows = batch * length
+    qf, kf, vf = (x.reshape((rows,) + tuple(x.shape[2:])) for x in (q, k, v))
+
+    counts = None
+    if isinstance(block_counts, torch.Tensor):
+        _lib.check_tensor("block_counts", block_counts, 3, (torch.int64, torch.int32))
+        if tuple(block_counts.shape) != (batch, length, hk):
+            raise ValueError("spattn: block_counts must have shape %s ([B, T, H]), got %s"
+                             % ((batch, length, hk), tuple(block_counts.shape)))
+        counts = block_counts.reshape(rows, hk).long()
+        count = int(counts.max()) if counts.numel() else 0
+    elif isinstance(block_counts, int) and not isinstance(block_counts, bool):
+        count = block_counts
+    else:
+        raise TypeError("spattn: block_counts must be an int or a [B, T, H] tensor")
+    if count < 0 or (counts is not None and int(counts.min()) < 0):
+        raise ValueError("spattn: block_counts must be >= 0")
+
+    o_cmp = None
+    if g_cmp is not None:
+        if block_indices is not None:
+            warnings.warn("spattn.parallel_nsa: block_indices is ignored when g_cmp is given "
+                          "(the compressed attention selects the blocks)")
+        weight = torch.full((block_size, hk), 1.0 / block_size, dtype=k.dtype)
+        o_cmp, seen, k_cmp, lse = attention.compressed_branch(qf, kf, vf, weight, seqs,
+                                                              block_size, scale)
+        slots = select_blocks(qf.detach(), k_cmp.detach(), lse, seqs, block_size, count, scale)
+    else:
+        if block_indices is None:
+            raise ValueError("spattn: parallel_nsa needs g_cmp (to select the blocks) or "
+                             "block_indices")
+        slots = _given_indices(block_indices, rows, hk, seqs, block_size)[:, :, :count]
+    if counts is not None:
+        unused = torch.arange(slots.shape[2])[None, None, :] >= counts[:, :, None]
+        slots = slots.masked_fill(unused, -1)
+    if slots.shape[2] == 0:  # nothing selected anywhere
+        slots = torch.full((rows, hk, 1), -1, dtype=torch.int32)
+
+    o = nsa_selected_attention(qf, kf, vf, slots, ends, ends, scale, block_size, causal=True)
+    o = o * g_slc.reshape(rows, hq, 1)
+    if o_cmp is not None:
+        o = o + o_cmp * (g_cmp.reshape(rows, hq, 1) * seen)
+    if window_size > 0:
+        o_swa = attention.sliding_window_attention(qf, kf, vf, window_size, ends, scale)
+        o = o + o_swa * g_swa.reshape(rows, hq, 1)
+    o = o.reshape(batch, length, hq, o.shape[-1])
+    return o.transpose(1, 2) if head_first else o
