@@ -42,6 +42,8 @@ def _sequences(cu_seqlens, batch, length):
 
 
 def _check_gate(name, g, batch, length, heads):
+    if g is None:
+        raise ValueError("spattn: %s must be a [B, T, HQ] tensor here, got None" % name)
     _lib.check_tensor(name, g, 3)
     if tuple(g.shape) != (batch, length, heads):
         raise ValueError("spattn: %s must have shape %s (as q's [B, T, HQ]), got %s"

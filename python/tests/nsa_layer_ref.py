@@ -23,6 +23,8 @@ import torch
 def masked_softmax(s, allowed, weight=None):
     """Softmax of s over the last dim restricted to allowed (weight: a
     multiplicity per key); a row with nothing allowed gives 0."""
+    if s.shape[-1] == 0:
+        return s.new_zeros(s.shape)
     s = s.masked_fill(~allowed, float("-inf"))
     m = s.amax(-1, keepdim=True).detach()
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
@@ -82,13 +84,13 @@ def select_blocks(p, n, block, heads_kv, count):
 
 
 def selected_attention(q, k, v, slots, block, scale):
-    """One sequence: slots [n, H, S] (-1: nothing), causal, a block listed
-    twice weighs twice -> [n, HQ, V]."""
+    """One sequence: slots [n, H, S] (a negative block or one past the
+    sequence: nothing), causal, a block listed twice weighs twice -> [n, HQ, V]."""
     n, hq, _ = q.shape
     hk = k.shape[1]
     g = hq // hk
     nb = -(-n // block)
-    valid = slots >= 0
+    valid = (slots >= 0) & (slots < nb)
     onehot = torch.zeros((n, hk, nb + 1), dtype=torch.float64)
     onehot.scatter_add_(2, torch.where(valid, slots, torch.full_like(slots, nb)),
                         valid.double())
@@ -154,9 +156,9 @@ def nsa_layer_ref(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts
         else:
             slots = flat(block_indices)[start:end].long()
         picks.append(slots)
-        if counts is not None:
-            unused = torch.arange(slots.shape[-1])[None, None, :] >= counts[start:end, :, None]
-            slots = slots.masked_fill(unused, -1)
+        limit = counts[start:end, :, None] if counts is not None else int(block_counts)
+        unused = torch.arange(slots.shape[-1])[None, None, :] >= limit
+        slots = slots.masked_fill(unused, -1)
         o = o + selected_attention(qs, ks, vs, slots, block_size, scale) * g_slc[start:end, :, None]
         if window_size > 0:
             o = o + window_attention(qs, ks, vs, window_size, scale) * g_swa[start:end, :, None]

@@ -1,0 +1,253 @@
+"""spattn.parallel_nsa (fla's NSA layer) against the float64 formulation of
+fla's semantics (nsa_layer_ref.py): output and the gradients of q, k, v and
+the three gates, varlen and batched, head-first, G 1 to 16, windows, per-token
+block counts, sequences that are not whole blocks; its block selection on
+hand-worked cases; its refusals."""
+import unittest
+import warnings
+
+import torch
+
+import refs
+import spattn
+from nsa_layer_ref import nsa_layer_ref, select_blocks as ref_select_blocks
+from nsa_layer_ref import compressed_attention as ref_compressed_attention
+from spattn import _lib
+from spattn.nsa_layer import select_blocks
+
+HAS_CATTN = _lib.nsa_cattn_ws is not None and _lib.nsa_cattn_grad_ws is not None
+HAS_SWA = _lib.swa_ws is not None and _lib.swa_grad_ws is not None
+
+
+def close(case, what, got, ref, dtype):
+    """refs.assert_close, and 1e-12 of max|ref| for float64 (sums in another order)."""
+    if dtype != torch.float64:
+        refs.assert_close(case, what, got, ref, dtype)
+        return
+    case.assertEqual(tuple(got.shape), tuple(ref.shape), what)
+    err = (got.detach() - ref.detach()).abs().max().item() if ref.numel() else 0.0
+    bound = 1e-12 * max(ref.detach().abs().max().item() if ref.numel() else 0.0, 1.0)
+    case.assertLessEqual(err, bound, "%s (float64)" % what)
+
+
+def layer_inputs(gen, dtype, b, t, hq, h, dk, dv, head_first=False):
+    q = refs.rand((b, t, hq, dk), dtype, gen=gen)
+    k = refs.rand((b, t, h, dk), dtype, gen=gen)
+    v = refs.rand((b, t, h, dv), dtype, gen=gen)
+    gates = [refs.rand((b, t, hq), dtype, 0.0, 1.0, gen=gen) for _ in range(3)]
+    if head_first:
+        q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+        gates = [g.transpose(1, 2).contiguous() for g in gates]
+    return [q, k, v] + gates
+
+
+def run_both(case, dtype, inputs, kwargs, uses=(True, True, True)):
+    """parallel_nsa on inputs (dtype) and the reference on their float64
+    values; compares the output and every gradient. uses: which gates
+    (cmp, slc, swa) the call passes (None for the others)."""
+    ours = [x.detach().requires_grad_() for x in inputs]
+    ref = [x.detach().double().requires_grad_() for x in inputs]
+
+    def gates(xs):
+        return [g if used else None for g, used in zip(xs[3:], uses)]
+
+    out = spattn.parallel_nsa(*ours[:3], *gates(ours), **kwargs)
+    exp, _ = nsa_layer_ref(*ref[:3], *gates(ref), **kwargs)
+    close(case, "output", out, exp, dtype)
+    grad = refs.rand(tuple(out.shape), dtype, gen=torch.Generator().manual_seed(5))
+    out.backward(grad)
+    exp.backward(grad.double())
+    for name, a, r in zip(("dq", "dk", "dv", "dg_cmp", "dg_slc", "dg_swa"), ours, ref):
+        if r.grad is None:
+            case.assertIsNone(a.grad, name)
+        else:
+            close(case, name, a.grad, r.grad, dtype)
+
+
+def random_indices(gen, b, t, h, s, block):
+    """Random blocks with -1 slots, duplicates, later and past-the-end blocks."""
+    nb = -(-t // block)
+    idx = torch.randint(-1, nb + 2, (b, t, h, s), generator=gen)
+    return idx
+
+
+class TestSelection(unittest.TestCase):
+    """The block selection from the compressed attention: fla's importance
+    (the current block 1 per head, later blocks never), descending, ties to
+    the lower block, -1 padded."""
+
+    def setUp(self):
+        torch.set_num_threads(2)
+
+    def hand_case(self, scores, count, token):
+        """One kv head, G = 2, block 16, compressed key c scoring scores[c]
+        for every query (q = e0, k_cmp[c] = scores[c] e0, scale 1)."""
+        block, g, dk = 16, 2, 4
+        n = token + 1
+        c = len(scores)
+        q = torch.zeros((n, g, dk), dtype=torch.float64)
+        q[:, :, 0] = 1
+        k_cmp = torch.zeros((c, 1, dk), dtype=torch.float64)
+        k_cmp[:, 0, 0] = torch.tensor(scores, dtype=torch.float64)
+        seen = ((torch.arange(n) + 1) // block)[:, None] > torch.arange(c)[None, :]
+        z = torch.tensor(scores, dtype=torch.float64)[None, :].expand(n, c)
+        lse = torch.logsumexp(z.masked_fill(~seen, float("-inf")), dim=1)
+        lse = lse.masked_fill(~seen.any(1), 0)[:, None].expand(n, g)
+        nc = n // block
+        return select_blocks(q, k_cmp[:nc], lse, [(0, n)], block, count, 1.0)[token, 0].tolist()
+
+    def test_hand_worked(self):
+        # increasing scores: the current block, then the newest past blocks
+        self.assertEqual(self.hand_case([0.0, 1.0, 2.0, 3.0, 4.0], 3, 4 * 16 + 3), [4, 3, 2])
+        # equal scores: past blocks tie, the lower ones first
+        self.assertEqual(self.hand_case([0.5] * 5, 3, 4 * 16 + 3), [4, 0, 1])
+        # the first block: only the current one, -1 padded
+        self.assertEqual(self.hand_case([0.5] * 5, 3, 5), [0, -1, -1])
+        # the last token of block 2 sees block 2 compressed, yet it counts G
+        # (1 per head), and later blocks are never selected
+        self.assertEqual(self.hand_case([3.0, 2.0, 1.0, 9.0], 4, 2 * 16 + 15), [2, 0, 1, -1])
+        # a past block with probability 1 in both heads ties the current
+        # block (G): the lower block first
+        self.assertEqual(self.hand_case([0.0, 1000.0, 0.0], 2, 2 * 16 + 1), [1, 2])
+
+    def test_against_reference(self):
+        gen = torch.Generator().manual_seed(211)
+        block, hq, h, dk, count = 16, 4, 2, 8, 3
+        lengths = [70, 5, 48, 33]
+        ends = refs.cumulative(lengths)
+        q = refs.rand((ends[-1], hq, dk), torch.float64, -2, 2, gen=gen)
+        k = refs.rand((ends[-1], h, dk), torch.float64, -2, 2, gen=gen)
+        starts = [0] + ends[:-1]
+        seqs = list(zip(starts, ends))
+        k_cmp, lse, expected = [], torch.zeros(ends[-1], hq, dtype=torch.float64), []
+        for s, e in seqs:
+            n, c = e - s, (e - s) // block
+            k_cmp.append(k[s:s + c * block].reshape(c, block, h, dk).mean(1))
+            _, p = ref_compressed_attention(q[s:e], k[s:e], k[s:e, :, :1], block, 0.7)
+            kc = k_cmp[-1].repeat_interleave(hq // h, 1)
+            z = 0.7 * torch.einsum("thd,chd->thc", q[s:e], kc)
+            seen = torch.arange(c)[None, :] < ((torch.arange(n) + 1) // block)[:, None]
+            lse[s:e] = torch.logsumexp(z.masked_fill(~seen[:, None, :], float("-inf")), 2)
+            expected.append(ref_select_blocks(p, n, block, h, count))
+        got = select_blocks(q, torch.cat(k_cmp), lse, seqs, block, count, 0.7)
+        self.assertTrue(torch.equal(got.long(), torch.cat(expected)))
+
+
+class TestGivenIndices(unittest.TestCase):
+    """g_cmp None: the caller's block_indices, through nsa_selected_attention."""
+
+    def setUp(self):
+        torch.set_num_threads(2)
+
+    def test_shapes(self):
+        gen = torch.Generator().manual_seed(212)
+        cases = [  # b, t, hq, h, dk, dv, block, s, counts, head_first, cu
+            (2, 70, 4, 2, 16, 8, 16, 3, "int", False, None),
+            (1, 64, 16, 1, 32, 32, 16, 4, "tensor", False, None),
+            (1, 90, 2, 2, 24, 40, 16, 2, "int", True, None),
+            (1, 100, 4, 1, 16, 16, 32, 3, "tensor", False, [0, 40, 41, 100]),
+        ]
+        for dtype in (torch.float32, torch.float64):
+            for b, t, hq, h, dk, dv, block, s, counts, head_first, cu in cases:
+                with self.subTest(dtype=dtype, t=t, hq=hq, h=h, counts=counts,
+                                  head_first=head_first, cu=cu):
+                    inputs = layer_inputs(gen, dtype, b, t, hq, h, dk, dv, head_first)
+                    idx = random_indices(gen, b, t, h, s + 1, block)
+                    if counts == "tensor":
+                        bc = torch.randint(0, s + 2, (b, t, h), generator=gen)
+                    else:
+                        bc = s  # one slot fewer than given: the last one unused
+                    if head_first:
+                        idx = idx.transpose(1, 2).contiguous()
+                        if counts == "tensor":
+                            bc = bc.transpose(1, 2).contiguous()
+                    kwargs = dict(block_indices=idx, block_counts=bc, block_size=block,
+                                  cu_seqlens=None if cu is None else torch.tensor(cu),
+                                  head_first=head_first, scale=0.3 if b == 2 else None)
+                    run_both(self, dtype, inputs, kwargs, uses=(False, True, False))
+
+
+@unittest.skipUnless(HAS_CATTN, "libspattn.so without spa_nsa_compress_attention")
+class TestLayer(unittest.TestCase):
+    """The whole layer: compressed attention, selection, selected attention
+    and the sliding window, against the float64 formulation."""
+
+    def setUp(self):
+        torch.set_num_threads(2)
+
+    def check(self, dtype, b, t, hq, h, dk, dv, block, counts, window, head_first=False,
+              cu=None, seed=0):
+        gen = torch.Generator().manual_seed(seed)
+        inputs = layer_inputs(gen, dtype, b, t, hq, h, dk, dv, head_first)
+        if counts == "tensor":
+            bc = torch.randint(0, 5, (b, t, h), generator=gen)
+            if head_first:
+                bc = bc.transpose(1, 2).contiguous()
+        else:
+            bc = counts
+        kwargs = dict(block_counts=bc, block_size=block, window_size=window,
+                      cu_seqlens=None if cu is None else torch.tensor(cu), head_first=head_first)
+        if window and not HAS_SWA:
+            with self.assertRaisesRegex(NotImplementedError, "spa_swa"):
+                spattn.parallel_nsa(*inputs, **kwargs)
+            return
+        run_both(self, dtype, inputs, kwargs)
+
+    def test_shapes(self):
+        cases = [  # b, t, hq, h, dk, dv, block, counts, window, head_first, cu
+            (2, 80, 16, 1, 32, 32, 16, 3, 0, False, None),
+            (1, 100, 2, 1, 16, 24, 16, 2, 24, False, [0, 37, 37, 100]),
+            (1, 70, 4, 2, 24, 16, 16, "tensor", 0, True, None),
+            (2, 50, 4, 4, 16, 16, 16, 16, 7, False, None),
+            (1, 96, 8, 2, 16, 16, 32, 2, 40, True, [0, 60, 96]),
+        ]
+        for dtype in (torch.float32, torch.float64):
+            for i, (b, t, hq, h, dk, dv, block, counts, window, hf, cu) in enumerate(cases):
+                with self.subTest(dtype=dtype, t=t, hq=hq, h=h, counts=counts, window=window,
+                                  head_first=hf, cu=cu):
+                    self.check(dtype, b, t, hq, h, dk, dv, block, counts, window, hf, cu, 300 + i)
+
+    def test_short_sequences(self):
+        """Sequences shorter than a block: nothing compressed, only the
+        current block selected."""
+        self.check(torch.float32, 1, 20, 2, 1, 16, 16, 16, 2, 0, cu=[0, 10, 20], seed=310)
+
+    def test_block_indices_ignored(self):
+        gen = torch.Generator().manual_seed(311)
+        inputs = layer_inputs(gen, torch.float32, 1, 40, 2, 1, 16, 16)
+        idx = torch.zeros((1, 40, 1, 2), dtype=torch.int64)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            a = spattn.parallel_nsa(*inputs, block_indices=idx, block_counts=2, block_size=16)
+        self.assertTrue(any("block_indices is ignored" in str(w.message) for w in seen))
+        b = spattn.parallel_nsa(*inputs, block_counts=2, block_size=16)
+        self.assertTrue(torch.equal(a, b))
+
+
+class TestRefusals(unittest.TestCase):
+    def test_bad_arguments(self):
+        gen = torch.Generator().manual_seed(213)
+        q, k, v, gc, gs, gw = layer_inputs(gen, torch.float32, 2, 32, 4, 2, 16, 16)
+        idx = torch.zeros((2, 32, 2, 2), dtype=torch.int64)
+        call = spattn.parallel_nsa
+        with self.assertRaisesRegex(ValueError, "batch size 1"):
+            call(q, k, v, None, gs, None, idx, 2, 16, cu_seqlens=torch.tensor([0, 32, 64]))
+        with self.assertRaisesRegex(ValueError, "multiple of the kv heads"):
+            call(q[:, :, :3], k, v, None, gs[:, :, :3], None, idx, 2, 16)
+        with self.assertRaisesRegex(ValueError, "g_cmp .*or block_indices"):
+            call(q, k, v, None, gs, None, None, 2, 16)
+        with self.assertRaisesRegex(ValueError, "g_slc must have shape"):
+            call(q, k, v, None, gs[:, :, :2], None, idx, 2, 16)
+        with self.assertRaisesRegex(ValueError, "g_swa must be"):
+            call(q, k, v, None, gs, None, idx, 2, 16, window_size=4)
+        with self.assertRaisesRegex(ValueError, "end at T"):
+            call(q[:1], k[:1], v[:1], None, gs[:1], None, idx[:1], 2, 16,
+                 cu_seqlens=torch.tensor([0, 10, 20]))
+        with self.assertRaisesRegex(ValueError, "block_counts must have shape"):
+            call(q, k, v, None, gs, None, idx, torch.ones((2, 32, 1), dtype=torch.int64), 16)
+        with self.assertRaisesRegex(ValueError, "v must be"):
+            call(q, k, v[:, :, :1], None, gs, None, idx, 2, 16)
+
+
+if __name__ == "__main__":
+    unittest.main()
