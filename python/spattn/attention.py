@@ -173,32 +173,60 @@ def sliding_window_attention(q, k, v, window_size, cu_seqlens, scale=None, windo
     return (out, mx, sm) if return_softmax else out
 
 
-def compressed_branch(q, k, v, weight, seqs, block_size, scale):
-    """The NSA layer's compressed branch over TND q [T, HQ, K], k [T, H, K],
-    v [T, H, V] at the sequences seqs ((start, end) rows): k and v mean-pooled
-    per complete block (nsa_compress with weight 1/block_size), then the
-    compressed attention with the causal rule (block c seen by position p
-    iff c < (p+1) // block_size). Returns (o_cmp [T, HQ, V], seen [T, 1, 1]
-    (0 where a query sees no block: fla's o_cmp is 0 there, the op's the
-    values' mean, so the gate is masked), k_cmp, lse [T, HQ] (detached))."""
-    rows, hq = q.shape[0], q.shape[1]
+def _lead_each(x, counts):
+    """x's rows per sequence (counts of them, in turn) behind one zero row each."""
+    zero = x.new_zeros((1,) + tuple(x.shape[1:]))
+    pieces, row = [], 0
+    for n in counts:
+        pieces += [zero, x[row:row + n]]
+        row += n
+    return torch.cat(pieces)
+
+
+def compressed_branch(q, k, v, weight, seqs, block_size, scale, count):
+    """The NSA layer's compressed branch and block selection (fla's rules)
+    over TND q [T, HQ, K], k [T, H, K], v [T, H, V] at the sequences seqs
+    ((start, end) rows), all in the library's ops:
+    - k and v mean-pooled per complete block (nsa_compress, weight 1/block);
+    - NsaCompressAttention with l = d = l' = block_size over those blocks
+      behind one leading key per sequence that every query has masked: the
+      op's importance of selection block j is the probability of compressed
+      key j + 1 (CANN's indexing), which behind the leading key is block j's
+      own, summed over the G heads (fla's importance). The mask is fla's
+      causal rule (block c seen by position p iff c < (p+1) // block); the
+      topk mask forces the current block p // block in (fla counts it 1 per
+      head, more than any other block can reach but a probability of exactly
+      1, so it ranks first here); later blocks, of importance 0, are cleared
+      to -1.
+    Returns (o_cmp [T, HQ, V], seen [T, 1, 1] (0 where a query sees no
+    block: fla's o_cmp is 0 there, the op's the mean of the values, so the
+    gate is masked), slots int32 [T, H, count])."""
+    rows = q.shape[0]
     ends = [e for _, e in seqs]
     pos = torch.empty(rows, dtype=torch.int64)
-    cmp_ends, total = [], 0
+    blocks, lead_ends, total = [], [], 0
     for start, end in seqs:
         pos[start:end] = torch.arange(end - start)
-        total += (end - start) // block_size
-        cmp_ends.append(total)
+        blocks.append((end - start) // block_size)
+        total += blocks[-1] + 1
+        lead_ends.append(total)
     seen = (pos >= block_size - 1).reshape(rows, 1, 1)
-    if total == 0:  # no complete block: every query sees nothing, o_cmp is 0
-        k_cmp = k.new_zeros((0,) + tuple(k.shape[1:]))
-        return (q.new_zeros((rows, hq, v.shape[2])), seen, k_cmp,
-                torch.zeros((rows, hq), dtype=_stat_dtype(q)))
     _require(_lib.nsa_cattn_ws, "spa_nsa_compress_attention")
-    k_cmp = nsa_compress(k, weight, ends, block_size, block_size)
-    v_cmp = nsa_compress(v, weight, ends, block_size, block_size)
-    out, _, mx, sm = _CompressAttention.apply(q, k_cmp, v_cmp, None, None, ends, cmp_ends, None,
-                                              scale, 2, block_size, block_size, block_size, 1)
-    with torch.no_grad():
-        lse = mx[:, :, 0] + torch.log(sm[:, :, 0])
-    return out, seen, k_cmp, lse
+    if sum(blocks):
+        k_cmp = nsa_compress(k, weight, ends, block_size, block_size)
+        v_cmp = nsa_compress(v, weight, ends, block_size, block_size)
+    else:  # no complete block anywhere: only the leading keys
+        k_cmp = k.new_zeros((0,) + tuple(k.shape[1:]))
+        v_cmp = v.new_zeros((0,) + tuple(v.shape[1:]))
+    k_lead, v_lead = _lead_each(k_cmp, blocks), _lead_each(v_cmp, blocks)
+    max_len, width = max(e - s for s, e in seqs), max(blocks) + 1
+    p = torch.arange(max(max_len, 1))[:, None]
+    c = torch.arange(width)[None, :]
+    atten_mask = (c == 0) | (c - 1 >= (p + 1) // block_size)
+    topk_mask = c == p // block_size
+    out, slots, _, _ = _CompressAttention.apply(q, k_lead, v_lead, atten_mask, topk_mask, ends,
+                                                lead_ends, None, scale, 1, block_size,
+                                                block_size, block_size, max(count, 1))
+    slots = slots[:, :, :count]
+    slots.masked_fill_(slots.long() > (pos // block_size)[:, None, None], -1)
+    return out, seen, slots

@@ -1,9 +1,8 @@
 """A whole Native Sparse Attention layer: fla's parallel_nsa on the CPU.
 
 The layer is composed of the library's operators: nsa_compress (mean pooling
-of K and V per block), the compressed attention (spa_nsa_compress_attention),
-the block selection (here, from the compressed attention's queries, keys and
-log-sum-exp, as fla's top-k kernel does), nsa_selected_attention (causal)
+of K and V per block), the compressed attention with the block importance and
+top-K selection (spa_nsa_compress_attention), nsa_selected_attention (causal)
 and the sliding window (spa_swa). Each is differentiable; the selection is
 not (block indices have no gradient), as in fla.
 """
@@ -13,11 +12,6 @@ import torch
 
 from . import _lib, attention
 from .nsa import nsa_compress, nsa_selected_attention
-
-# The selection's score table is built a token chunk at a time, so that its
-# memory stays near this many elements whatever the sequence length.
-_SELECT_CHUNK_ELEMENTS = 1 << 22
-
 
 def _sequences(cu_seqlens, batch, length):
     """(start, end) token rows of each sequence in the [B*T] order: the batch
@@ -50,49 +44,6 @@ def _check_gate(name, g, batch, length, heads):
                          % (name, (batch, length, heads), tuple(g.shape)))
 
 
-def select_blocks(q, k_cmp, lse, seqs, block_size, count, scale):
-    """fla's block selection. q [T, HQ, K] (TND, sequences at seqs), k_cmp
-    [sum of complete blocks, H, K] (each sequence's blocks in turn), lse
-    [T, HQ] the log-sum-exp of the compressed attention's scaled scores.
-    Importance of block c for token t (position p in its sequence) and kv
-    head h: the sum over h's G query heads of exp(scale q.k_cmp[c] - lse)
-    for c < p // block_size; the current block p // block_size counts 1 per
-    head (G); later blocks are never selected. Returns int32 [T, H, count]:
-    the blocks in descending importance (ties to the lower block; a stable
-    sort), -1 padded."""
-    t_all, hq, dk = q.shape
-    hk = k_cmp.shape[1]
-    g = hq // hk
-    work = torch.float64 if q.dtype == torch.float64 else torch.float32
-    out = torch.full((t_all, hk, count), -1, dtype=torch.int32)
-    c0 = 0
-    for start, end in seqs:
-        n = end - start
-        nc, nb = n // block_size, -(-n // block_size)
-        kc = k_cmp[c0:c0 + nc].to(work)
-        c0 += nc
-        chunk = max(1, _SELECT_CHUNK_ELEMENTS // (hq * max(nb, 1)))
-        for t0 in range(0, n, chunk):
-            t1 = min(n, t0 + chunk)
-            m = t1 - t0
-            cur = torch.arange(t0, t1) // block_size
-            score = torch.full((m, hk, nb), float("-inf"), dtype=work)
-            if nc:
-                qs = q[start + t0:start + t1].to(work).reshape(m, hk, g, dk)
-                s = torch.einsum("mhgk,chk->mhgc", qs, kc) * scale
-                s -= lse[start + t0:start + t1].to(work).reshape(m, hk, g, 1)
-                summed = s.exp_().sum(2)  # [m, H, C]
-                past = torch.arange(nc)[None, :] < cur[:, None]
-                score[:, :, :nc] = torch.where(past[:, None, :], summed, score[:, :, :nc])
-            score.scatter_(2, cur[:, None, None].expand(m, hk, 1), float(g))
-            ranked, blocks = torch.sort(score, dim=2, descending=True, stable=True)
-            take = min(count, nb)
-            blocks = blocks[:, :, :take].to(torch.int32)
-            blocks.masked_fill_(ranked[:, :, :take] == float("-inf"), -1)
-            out[start + t0:start + t1, :, :take] = blocks
-    return out
-
-
 def _given_indices(block_indices, rows, hk, seqs, block_size):
     """The caller's block_indices as [T, H, S] int32 slots; as fla's kernel,
     a block that is negative, past its sequence or starting after the query
@@ -121,7 +72,10 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     the sequences' cumulative bounds along T, flash-attn's form.
 
     g_cmp given: the compressed branch runs and selects the blocks
-    (block_indices is ignored, with a warning, as in fla); else
+    (block_indices is ignored, with a warning, as in fla): for token t, the
+    current block t // block_size first, then the earlier blocks by
+    descending importance (the compressed attention's probability summed
+    over the G query heads), ties to the lower block, -1 padded; else
     block_indices [B, T, H, S] are the blocks (a negative block, or one
     starting after the query, selects nothing). block_counts: an int S
     (exactly S blocks are attended; fla's GPU kernel rounds S up to a power
@@ -188,9 +142,8 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
             warnings.warn("spattn.parallel_nsa: block_indices is ignored when g_cmp is given "
                           "(the compressed attention selects the blocks)")
         weight = torch.full((block_size, hk), 1.0 / block_size, dtype=k.dtype)
-        o_cmp, seen, k_cmp, lse = attention.compressed_branch(qf, kf, vf, weight, seqs,
-                                                              block_size, scale)
-        slots = select_blocks(qf.detach(), k_cmp.detach(), lse, seqs, block_size, count, scale)
+        o_cmp, seen, slots = attention.compressed_branch(qf, kf, vf, weight, seqs, block_size,
+                                                         scale, count)
     else:
         if block_indices is None:
             raise ValueError("spattn: parallel_nsa needs g_cmp (to select the blocks) or "

@@ -9,8 +9,9 @@ sequence), query head hq, kv head h = hq // G:
   gets o_cmp = 0;
 - importance of block c for (t, h): the sum over the G query heads of h of
   the compressed softmax probability of c, for c < t//BS; the current block
-  t//BS counts 1 per head (G in all); later blocks are never selected; the
-  top S blocks by descending importance, ties to the lower block, -1 padded;
+  t//BS counts 1 per head (G in all: no other block can exceed it, and it
+  ranks first); later blocks are never selected; the top S blocks by
+  descending importance, ties to the lower block, -1 padded;
   with a tensor of counts, slots at or past a token's count are unused;
 - selected attention: softmax over the keys of the selected blocks (a block
   listed twice counts twice) that are at or before t;
@@ -72,7 +73,7 @@ def select_blocks(p, n, block, heads_kv, count):
     summed = p.detach().double().reshape(n, heads_kv, g, c).sum(2)
     past = torch.arange(c)[None, :] < cur[:, None]
     score[:, :, :c] = torch.where(past[:, None, :], summed, score[:, :, :c])
-    score[pos, :, cur] = float(g)
+    score[pos, :, cur] = float("inf")  # counts G: first whatever the others
     out = torch.full((n, heads_kv, count), -1, dtype=torch.int64)
     for t in range(n):
         for h in range(heads_kv):

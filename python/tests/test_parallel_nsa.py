@@ -13,7 +13,7 @@ import spattn
 from nsa_layer_ref import nsa_layer_ref, select_blocks as ref_select_blocks
 from nsa_layer_ref import compressed_attention as ref_compressed_attention
 from spattn import _lib
-from spattn.nsa_layer import select_blocks
+from spattn.attention import compressed_branch
 
 HAS_CATTN = _lib.nsa_cattn_ws is not None and _lib.nsa_cattn_grad_ws is not None
 HAS_SWA = _lib.swa_ws is not None and _lib.swa_grad_ws is not None
@@ -71,30 +71,28 @@ def random_indices(gen, b, t, h, s, block):
     return idx
 
 
+@unittest.skipUnless(HAS_CATTN, "libspattn.so without spa_nsa_compress_attention")
 class TestSelection(unittest.TestCase):
     """The block selection from the compressed attention: fla's importance
-    (the current block 1 per head, later blocks never), descending, ties to
-    the lower block, -1 padded."""
+    (the current block first, later blocks never), descending, ties to the
+    lower block, -1 padded."""
 
     def setUp(self):
         torch.set_num_threads(2)
 
     def hand_case(self, scores, count, token):
-        """One kv head, G = 2, block 16, compressed key c scoring scores[c]
-        for every query (q = e0, k_cmp[c] = scores[c] e0, scale 1)."""
+        """One kv head, G = 2, block 16: every key of block c is scores[c] e0,
+        so compressed key c scores scores[c] for every query (q = e0, scale 1)."""
         block, g, dk = 16, 2, 4
-        n = token + 1
-        c = len(scores)
-        q = torch.zeros((n, g, dk), dtype=torch.float64)
+        n = block * len(scores) + 5
+        q = torch.zeros((n, g, dk))
         q[:, :, 0] = 1
-        k_cmp = torch.zeros((c, 1, dk), dtype=torch.float64)
-        k_cmp[:, 0, 0] = torch.tensor(scores, dtype=torch.float64)
-        seen = ((torch.arange(n) + 1) // block)[:, None] > torch.arange(c)[None, :]
-        z = torch.tensor(scores, dtype=torch.float64)[None, :].expand(n, c)
-        lse = torch.logsumexp(z.masked_fill(~seen, float("-inf")), dim=1)
-        lse = lse.masked_fill(~seen.any(1), 0)[:, None].expand(n, g)
-        nc = n // block
-        return select_blocks(q, k_cmp[:nc], lse, [(0, n)], block, count, 1.0)[token, 0].tolist()
+        k = torch.zeros((n, 1, dk))
+        k[:block * len(scores), 0, 0] = torch.tensor(scores).repeat_interleave(block)
+        v = torch.rand((n, 1, dk), generator=torch.Generator().manual_seed(3))
+        weight = torch.full((block, 1), 1.0 / block)
+        _, _, slots = compressed_branch(q, k, v, weight, [(0, n)], block, 1.0, count)
+        return slots[token, 0].tolist()
 
     def test_hand_worked(self):
         # increasing scores: the current block, then the newest past blocks
@@ -103,33 +101,26 @@ class TestSelection(unittest.TestCase):
         self.assertEqual(self.hand_case([0.5] * 5, 3, 4 * 16 + 3), [4, 0, 1])
         # the first block: only the current one, -1 padded
         self.assertEqual(self.hand_case([0.5] * 5, 3, 5), [0, -1, -1])
-        # the last token of block 2 sees block 2 compressed, yet it counts G
-        # (1 per head), and later blocks are never selected
+        # the last token of block 2 sees block 2 compressed, yet it is the
+        # current block (first); block 3, complete, is later: never selected
         self.assertEqual(self.hand_case([3.0, 2.0, 1.0, 9.0], 4, 2 * 16 + 15), [2, 0, 1, -1])
-        # a past block with probability 1 in both heads ties the current
-        # block (G): the lower block first
-        self.assertEqual(self.hand_case([0.0, 1000.0, 0.0], 2, 2 * 16 + 1), [1, 2])
+        # a past block of probability 1 in both heads reaches G, as the
+        # current block: the current one still ranks first
+        self.assertEqual(self.hand_case([0.0, 1000.0, 0.0], 2, 2 * 16 + 1), [2, 1])
 
     def test_against_reference(self):
         gen = torch.Generator().manual_seed(211)
         block, hq, h, dk, count = 16, 4, 2, 8, 3
-        lengths = [70, 5, 48, 33]
-        ends = refs.cumulative(lengths)
+        ends = refs.cumulative([70, 5, 48, 33])
+        seqs = list(zip([0] + ends[:-1], ends))
         q = refs.rand((ends[-1], hq, dk), torch.float64, -2, 2, gen=gen)
         k = refs.rand((ends[-1], h, dk), torch.float64, -2, 2, gen=gen)
-        starts = [0] + ends[:-1]
-        seqs = list(zip(starts, ends))
-        k_cmp, lse, expected = [], torch.zeros(ends[-1], hq, dtype=torch.float64), []
+        weight = torch.full((block, h), 1.0 / block, dtype=torch.float64)
+        _, _, got = compressed_branch(q, k, k, weight, seqs, block, 0.7, count)
+        expected = []
         for s, e in seqs:
-            n, c = e - s, (e - s) // block
-            k_cmp.append(k[s:s + c * block].reshape(c, block, h, dk).mean(1))
-            _, p = ref_compressed_attention(q[s:e], k[s:e], k[s:e, :, :1], block, 0.7)
-            kc = k_cmp[-1].repeat_interleave(hq // h, 1)
-            z = 0.7 * torch.einsum("thd,chd->thc", q[s:e], kc)
-            seen = torch.arange(c)[None, :] < ((torch.arange(n) + 1) // block)[:, None]
-            lse[s:e] = torch.logsumexp(z.masked_fill(~seen[:, None, :], float("-inf")), 2)
-            expected.append(ref_select_blocks(p, n, block, h, count))
-        got = select_blocks(q, torch.cat(k_cmp), lse, seqs, block, count, 0.7)
+            _, p = ref_compressed_attention(q[s:e], k[s:e], k[s:e], block, 0.7)
+            expected.append(ref_select_blocks(p, e - s, block, h, count))
         self.assertTrue(torch.equal(got.long(), torch.cat(expected)))
 
 
