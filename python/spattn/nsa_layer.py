@@ -11,7 +11,7 @@ import warnings
 import torch
 
 from . import _lib, attention
-from .nsa import nsa_compress, nsa_selected_attention
+from .nsa import nsa_selected_attention
 
 def _sequences(cu_seqlens, batch, length):
     """(start, end) token rows of each sequence in the [B*T] order: the batch
