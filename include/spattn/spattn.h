@@ -5,4 +5,5 @@
 #include "spattn/nsa.h"
 #include "spattn/msda.h"
 #include "spattn/executor.h"
+#include "spattn/nsa_compress_attention.h"
 #endif

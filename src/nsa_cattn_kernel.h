@@ -1,0 +1,65 @@
+/* Contract between src/nsa_cattn*.c and the generated kernels of
+ * templates/nsa_compress_attention*.c.m4 (and templates/f64/). All strides
+ * are in elements. */
+#ifndef SPA_NSA_CATTN_KERNEL_H
+#define SPA_NSA_CATTN_KERNEL_H
+
+#include <stdint.h>
+
+typedef struct spa_nsca_args {
+    const void *q; /* query [T1, N1, D1] */
+    int64_t qs0, qs1, qs2;
+    const float *kf; /* f32 kernels: compressed key rows of the kv head being
+                      * run, as f32, kernel row r at kf + r * kfr (dp floats,
+                      * tail 0; each batch rounded up to 16 rows of zeros) */
+    int64_t kfr;
+    const float *vf; /* value rows of that head, the same way */
+    int64_t vfr;
+    const void *k, *v; /* float64 kernels: the caller's key / value, in place */
+    int64_t ks0, ks1, ks2, vs0, vs1, vs2;
+    void *o; /* attentionOut [T1, N1, D2]: forward writes, grad reads */
+    int64_t os0, os1, os2;
+    void *mx; /* softmaxMax [T1, N1, 8] (f32; f64 for f64) */
+    int64_t ms0, ms1, ms2;
+    void *sm; /* softmaxSum, the same */
+    int64_t ss0, ss1, ss2;
+    int32_t *topk; /* forward: topkIndices [T1, N2, K] */
+    int64_t ts0, ts1, ts2;
+    const void *dy; /* grad: attentionOutGrad [T1, N1, D2] */
+    int64_t dys0, dys1, dys2;
+    void *dq; /* grad: dqOut [T1, N1, D1] */
+    int64_t dqs0, dqs1, dqs2;
+    const uint8_t *mask;  /* trusted 0/1 copy of atten_mask [max_sq][mask_cols], or NULL */
+    int64_t mask_cols;
+    const uint8_t *tmask; /* trusted 0/1 copy of topk_mask [max_sq][tmask_cols], or NULL */
+    int64_t tmask_cols;
+    int64_t g;       /* query heads per kv head */
+    int64_t hc;      /* heads per lane chunk (min(g, 32)) */
+    int64_t tq;      /* query tokens per lane group (32 / hc, at least 1) */
+    int64_t gp;      /* lanes tq * hc padded to 8, 16 or 32 */
+    int64_t d, dv;   /* head dims */
+    int64_t dp, dvp; /* rounded up to 16 */
+    int64_t cmp_block, cmp_stride; /* l, d: the causal rule of sparse_mode 2 */
+    int64_t msel, nn; /* l'/d and l/d: the importance window */
+    int64_t kc;       /* selectBlockCount K */
+    int64_t rows_max; /* scratch rows: the longest batch's keys rounded up to 16 */
+    int64_t sel_max;  /* scratch slots: the longest batch's selection blocks */
+    int causal;
+    float scale;
+    double scale64;
+} spa_nsca_args;
+
+/* Forward: query tokens [t0, t1) of kv head h2, all in one batch whose
+ * queries start at token qstart and whose ncmp compressed keys start at
+ * row kstart (a kernel row of kf / vf; a row of k / v for float64). */
+typedef void spa_nsca_fwd_kernel(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1,
+                                 int64_t qstart, int64_t kstart, int64_t ncmp, float *scratch);
+
+/* Grad: the same tokens; writes dq of them and adds their dK / dV rows into
+ * the partials dkp [rows][dp] and dvp [rows][dvp] (f32), whose row 0 is row
+ * kvlo (float64: double partials of d / dv). */
+typedef void spa_nsca_grad_kernel(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1,
+                                  int64_t qstart, int64_t kstart, int64_t ncmp, int64_t kvlo,
+                                  float *dkp, float *dvp, float *scratch);
+
+#endif

@@ -1,0 +1,47 @@
+/* The top-K of NsaCompressAttention (docs/nsa_compress_attention.md 2): the
+ * min(K, n) largest importance values in descending order, equal values by
+ * ascending block, NaN below every number; the slots past n are -1. Shared
+ * by every kernel (the f32 sums are exact as doubles, so one comparison
+ * serves both). */
+#ifndef SPA_NSA_CATTN_TOPK_H
+#define SPA_NSA_CATTN_TOPK_H
+
+#include <stdint.h>
+
+/* Whether value x of block i ranks before value y of block j (i < j is the
+ * stable order: blocks are offered in ascending order). */
+static inline int spa_nsca_before(double x, double y)
+{
+    if (y != y) /* NaN ranks last: anything that is a number goes first */
+        return x == x;
+    return x > y;
+}
+
+/* imp[0..n) -> out[i * os] for i < k; topv / topi: k scratch slots. */
+static inline void spa_nsca_topk(const double *imp, int64_t n, int64_t k, double *topv,
+                                 int32_t *topi, int32_t *out, int64_t os)
+{
+    int64_t have = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const double x = imp[j];
+        /* the first slot it goes before; equal values stay in block order */
+        int64_t pos = have;
+        while (pos > 0 && spa_nsca_before(x, topv[pos - 1]))
+            pos--;
+        if (pos >= k)
+            continue;
+        const int64_t last = have < k ? have : k - 1;
+        for (int64_t i = last; i > pos; i--) {
+            topv[i] = topv[i - 1];
+            topi[i] = topi[i - 1];
+        }
+        topv[pos] = x;
+        topi[pos] = (int32_t)j;
+        if (have < k)
+            have++;
+    }
+    for (int64_t i = 0; i < k; i++)
+        out[i * os] = i < have ? topi[i] : -1;
+}
+
+#endif

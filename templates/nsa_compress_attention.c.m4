@@ -1,0 +1,209 @@
+SPA_STAMP
+/* NsaCompressAttention forward, a run of query tokens of one batch for one
+ * kv head (docs/nsa_compress_attention.md 2). The tokens go in lane groups:
+ * up to 32 lanes, each a (query token, query head) pair of the kv head, so
+ * that the register tiles of selected attention (templates/nsa_select_mk.m4,
+ * key-major scores of GP lanes) are full even for small groups of heads;
+ * a group of more than 32 heads goes in chunks of 32, one token at a time.
+ * Per lane group: S = Q Kᵀ over the keys up to the last visible one of its
+ * tokens (rounded up to 16 rows), scaled and masked (-FLT_MAX; every key
+ * of a fully masked row), rows past the batch -inf, softmax in f32, the
+ * group sums of P per key for the importance, P rounded to the dtype, then
+ * O = P V. Then per token: the block importance and its top-K. */
+#include <float.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "half.h"
+#include "nsa_cattn_kernel.h"
+#include "nsa_cattn_topk.h"
+#include "nsa_select_kernel.h"
+#include "nsa_select_mk.h"
+
+m4_include(`templates/nsa_select_mk.m4')m4_dnl
+
+enum { TK = NSCA_TK };
+
+/* Rows [0, rows) of a group in micro-steps of TK: scores of the keys kb
+ * against qt into st. */
+static void scores_rows(const float *kb, int64_t kfr, int64_t rows, const float *qt, int64_t dp,
+                        int64_t gp, float *st)
+{
+    for (int64_t j0 = 0; j0 < rows; j0 += TK) {
+        const int64_t nr = rows - j0 < TK ? rows - j0 : TK;
+        spa_nsas_pf pf = spa_nsas_pf_rows(j0 + TK < rows ? kb + (j0 + TK) * kfr : NULL, kfr * 4,
+                                          rows - j0 - TK < TK ? rows - j0 - TK : TK, dp * 4);
+        spa_nsas_scores_pitch(kb + j0 * kfr, kfr, nr, qt, dp, gp, st + j0 * gp, &pf);
+        spa_nsas_pf_rest(&pf);
+    }
+}
+
+/* ot[e][l] += sum_j vb[j][e] * st[j][l], j < rows, in micro-steps of TK. */
+static void pv_rows(const float *vb, int64_t vfr, int64_t rows, const float *st, int64_t dvp,
+                    int64_t gp, float *ot)
+{
+    for (int64_t j0 = 0; j0 < rows; j0 += TK) {
+        const int64_t nr = rows - j0 < TK ? rows - j0 : TK;
+        spa_nsas_pf pf = spa_nsas_pf_rows(j0 + TK < rows ? vb + (j0 + TK) * vfr : NULL, vfr * 4,
+                                          rows - j0 - TK < TK ? rows - j0 - TK : TK, dvp * 4);
+        spa_nsas_accum_t(vb + j0 * vfr, vfr, nr, st + j0 * gp, dvp, gp, ot, &pf);
+        spa_nsas_pf_rest(&pf);
+    }
+}
+
+/* The keys a token at in-batch position s sees: *vend = one past the last
+ * visible key (0: none, a fully masked row). */
+static int64_t visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
+{
+    int64_t end = ncmp;
+    if (a->causal) {
+        const int64_t lim = s - a->cmp_block + 1;
+        end = lim < 0 ? 0 : lim / a->cmp_stride + 1;
+        end = end < ncmp ? end : ncmp;
+    }
+    if (a->mask != NULL) {
+        const uint8_t *mr = a->mask + s * a->mask_cols;
+        while (end > 0 && mr[end - 1])
+            end--;
+    }
+    return end;
+}
+
+void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
+                 int64_t kstart, int64_t ncmp, float *scratch)
+{
+    const SPA_T *q = a->q;
+    SPA_T *o = a->o;
+    float *mx = a->mx, *sm = a->sm;
+    const int64_t G = a->g, HC = a->hc, TQ = a->tq, GP = a->gp, D = a->d, DV = a->dv, DP = a->dp,
+                  DVP = a->dvp, RMAX = a->rows_max;
+    const float *kb = a->kf + kstart * a->kfr, *vb = a->vf + kstart * a->vfr;
+    /* scratch (the floats phase 1 reserved) */
+    float *qt = scratch;            /* [DP][GP] query lanes, transposed */
+    float *st = qt + DP * GP;       /* [RMAX][GP] scores, then P */
+    float *ot = st + RMAX * GP;     /* [DVP][GP] output lanes, transposed */
+    float *mrow = ot + DVP * GP;    /* [GP] max */
+    float *lrow = mrow + GP;        /* [GP] sum */
+    float *inv = lrow + GP;         /* [GP] 1 / sum */
+    float *colsum = inv + GP;       /* [TQ][RMAX] P summed over the heads of a token */
+    double *imp = (double *)(void *)(colsum + TQ * RMAX); /* [sel_max] importance */
+    double *topv = imp + a->sel_max;                     /* [K] */
+    int32_t *topi = (int32_t *)(void *)(topv + a->kc);  /* [K] */
+    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 0);
+    (void)bf16;
+
+    for (int64_t tg = t0; tg < t1; tg += TQ) {
+        const int64_t nt = t1 - tg < TQ ? t1 - tg : TQ;
+        int64_t vend[32], rows = 0;
+        for (int64_t i = 0; i < nt; i++) {
+            vend[i] = visible_end(a, tg + i - qstart, ncmp);
+            const int64_t r = vend[i] > 0 ? vend[i] : ncmp; /* fully masked: every key */
+            rows = r > rows ? r : rows;
+            for (int64_t j = 0; j < ncmp; j++)
+                colsum[i * RMAX + j] = 0.0f;
+        }
+        const int64_t R = (rows + 15) / 16 * 16;
+        for (int64_t h0 = 0; h0 < G; h0 += HC) {
+            const int64_t nh = G - h0 < HC ? G - h0 : HC, lanes = nt * nh;
+            if (ncmp == 0) { /* no key: O = 0, max -FLT_MAX, sum 0 */
+                for (int64_t i = 0; i < nt; i++)
+                    for (int64_t g = 0; g < nh; g++) {
+                        const int64_t t = tg + i, h = h2 * G + h0 + g;
+                        for (int64_t e = 0; e < DV; e++)
+                            o[t * a->os0 + h * a->os1 + e * a->os2] = SPA_STORE(0.0f);
+                        for (int64_t c = 0; c < 8; c++) {
+                            mx[t * a->ms0 + h * a->ms1 + c * a->ms2] = -FLT_MAX;
+                            sm[t * a->ss0 + h * a->ss1 + c * a->ss2] = 0.0f;
+                        }
+                    }
+                continue;
+            }
+            for (int64_t x = 0; x < DP * GP; x++)
+                qt[x] = 0.0f;
+            for (int64_t i = 0; i < nt; i++)
+                for (int64_t g = 0; g < nh; g++) {
+                    const SPA_T *qr = q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1;
+                    float *col = qt + i * nh + g;
+                    for (int64_t d = 0; d < D; d++)
+                        col[d * GP] = SPA_LOAD(qr[d * a->qs2]);
+                }
+            scores_rows(kb, a->kfr, R, qt, DP, GP, st);
+            /* z' = scale * s, MASKVAL where masked, -inf past the keys */
+            for (int64_t l = 0; l < GP; l++)
+                mrow[l] = -FLT_MAX;
+            for (int64_t i = 0; i < nt; i++) {
+                const int64_t s = tg + i - qstart;
+                const uint8_t *mr = a->mask != NULL ? a->mask + s * a->mask_cols : NULL;
+                const int64_t ve = vend[i];
+                for (int64_t j = 0; j < R; j++) {
+                    float *row = st + j * GP + i * nh;
+                    const int masked = j >= ve || (mr != NULL && j < ncmp && mr[j]);
+                    for (int64_t g = 0; g < nh; g++)
+                        row[g] = j >= ncmp ? -INFINITY : masked ? -FLT_MAX : a->scale * row[g];
+                }
+                for (int64_t g = 0; g < nh; g++) {
+                    float m = -FLT_MAX;
+                    for (int64_t j = 0; j < R; j++)
+                        m = st[j * GP + i * nh + g] > m ? st[j * GP + i * nh + g] : m;
+                    mrow[i * nh + g] = m;
+                }
+            }
+            for (int64_t l = lanes; l < GP; l++) /* padded lanes: finite, never stored */
+                for (int64_t j = 0; j < R; j++)
+                    st[j * GP + l] = 0.0f;
+            NSAS_EXP_SUM()(st, R, GP, mrow, lrow);
+            for (int64_t l = 0; l < GP; l++)
+                inv[l] = 1.0f / lrow[l];
+            /* the importance sums: P of the heads of each token, in head order */
+            for (int64_t i = 0; i < nt; i++) {
+                float *cs = colsum + i * RMAX;
+                const int64_t jn = R < ncmp ? R : ncmp;
+                for (int64_t j = 0; j < jn; j++) {
+                    const float *row = st + j * GP + i * nh;
+                    float acc = cs[j];
+                    for (int64_t g = 0; g < nh; g++)
+                        acc += row[g] * inv[i * nh + g];
+                    cs[j] = acc;
+                }
+            }
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+            /* f32 P needs no rounding: 1/l is applied to O instead */
+', `m4_dnl
+            /* P rounded to the dtype, as the spec computes it */
+            spa_nsas_scale_round(st, R, GP, inv, bf16);
+')m4_dnl
+            for (int64_t x = 0; x < DVP * GP; x++)
+                ot[x] = 0.0f;
+            pv_rows(vb, a->vfr, R, st, DVP, GP, ot);
+            for (int64_t i = 0; i < nt; i++)
+                for (int64_t g = 0; g < nh; g++) {
+                    const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
+                    SPA_T *orow = o + t * a->os0 + h * a->os1;
+                    for (int64_t e = 0; e < DV; e++)
+                        orow[e * a->os2] = SPA_STORE(m4_ifelse(SPA_DT, `f32', `ot[e * GP + l] * inv[l]', `ot[e * GP + l]'));
+                    for (int64_t c = 0; c < 8; c++) {
+                        mx[t * a->ms0 + h * a->ms1 + c * a->ms2] = mrow[l];
+                        sm[t * a->ss0 + h * a->ss1 + c * a->ss2] = lrow[l];
+                    }
+                }
+        }
+        /* importance and top-K per token */
+        const int64_t M = a->msel, NN = a->nn, nsel = (ncmp + M - 1) / M;
+        for (int64_t i = 0; i < nt; i++) {
+            const int64_t t = tg + i, s = t - qstart;
+            const float *cs = colsum + i * RMAX;
+            const uint8_t *tm = a->tmask != NULL ? a->tmask + s * a->tmask_cols : NULL;
+            for (int64_t j = 0; j < nsel; j++) {
+                float acc = 0.0f;
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t n = 0; n < NN; n++) {
+                        const int64_t c = M * (j + 1) - m - n;
+                        if (c >= 0 && c < ncmp)
+                            acc += cs[c];
+                    }
+                imp[j] = tm != NULL && tm[j] ? (double)FLT_MAX : (double)acc;
+            }
+            spa_nsca_topk(imp, nsel, a->kc, topv, topi, a->topk + t * a->ts0 + h2 * a->ts1, a->ts2);
+        }
+    }
+}

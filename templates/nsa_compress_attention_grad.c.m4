@@ -1,0 +1,190 @@
+SPA_STAMP
+/* NsaCompressAttention backward, a run of query tokens of one batch for one
+ * kv head (docs/nsa_compress_attention.md 3), in the lane groups of the
+ * forward (templates/nsa_compress_attention.c.m4): per group, over the keys
+ * up to the last visible one of its tokens (rounded up to 16 rows),
+ * S = Q Kᵀ again, P = exp(z' - m) / l from the saved statistics,
+ * dP = dY Vᵀ, dS = P (dP - D) (0 on masked scores), P and dS rounded to the
+ * dtype; dQ = scale dS K is stored, and the rows dK += dSᵀ Q, dV += Pᵀ dY
+ * are added into the block partials (heads summed in lane order; the
+ * driver scales dK and sums the blocks in order). */
+#include <float.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "half.h"
+#include "nsa_cattn_kernel.h"
+#include "nsa_select_kernel.h"
+#include "nsa_select_mk.h"
+
+m4_include(`templates/nsa_select_mk.m4')m4_dnl
+
+enum { TK = NSCAG_TK };
+
+/* out[j][l] = sum_e rows[j][e] * bt[e][l], j < rows, in micro-steps of TK. */
+static void scores_rows(const float *kb, int64_t kfr, int64_t rows, const float *bt, int64_t n,
+                        int64_t gp, float *out)
+{
+    for (int64_t j0 = 0; j0 < rows; j0 += TK) {
+        const int64_t nr = rows - j0 < TK ? rows - j0 : TK;
+        spa_nsas_pf pf = spa_nsas_pf_rows(j0 + TK < rows ? kb + (j0 + TK) * kfr : NULL, kfr * 4,
+                                          rows - j0 - TK < TK ? rows - j0 - TK : TK, n * 4);
+        spa_nsas_scores_pitch(kb + j0 * kfr, kfr, nr, bt, n, gp, out + j0 * gp, &pf);
+        spa_nsas_pf_rest(&pf);
+    }
+}
+
+/* acc[e][l] += sum_j rows[j][e] * w[j][l], j < rows. */
+static void accum_rows(const float *kb, int64_t kfr, int64_t rows, const float *w, int64_t n,
+                       int64_t gp, float *acc)
+{
+    for (int64_t j0 = 0; j0 < rows; j0 += TK) {
+        const int64_t nr = rows - j0 < TK ? rows - j0 : TK;
+        spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
+        spa_nsas_accum_t(kb + j0 * kfr, kfr, nr, w + j0 * gp, n, gp, acc, &pf);
+    }
+}
+
+static int64_t visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
+{
+    int64_t end = ncmp;
+    if (a->causal) {
+        const int64_t lim = s - a->cmp_block + 1;
+        end = lim < 0 ? 0 : lim / a->cmp_stride + 1;
+        end = end < ncmp ? end : ncmp;
+    }
+    if (a->mask != NULL) {
+        const uint8_t *mr = a->mask + s * a->mask_cols;
+        while (end > 0 && mr[end - 1])
+            end--;
+    }
+    return end;
+}
+
+void NSCAG_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
+                  int64_t kstart, int64_t ncmp, int64_t kvlo, float *dkp, float *dvp,
+                  float *scratch)
+{
+    const SPA_T *q = a->q, *o = a->o, *dy = a->dy;
+    SPA_T *dq = a->dq;
+    const float *mx = a->mx, *sm = a->sm;
+    const int64_t G = a->g, HC = a->hc, TQ = a->tq, GP = a->gp, D = a->d, DV = a->dv, DP = a->dp,
+                  DVP = a->dvp, RMAX = a->rows_max;
+    const float *kb = a->kf + kstart * a->kfr, *vb = a->vf + kstart * a->vfr;
+    float *dk_rows = dkp + (kstart - kvlo) * DP, *dv_rows = dvp + (kstart - kvlo) * DVP;
+    float *qt = scratch;         /* [DP][GP] query lanes, transposed */
+    float *qn = qt + DP * GP;    /* [GP][DP] query lanes, as rows */
+    float *dyt = qn + GP * DP;   /* [DVP][GP] */
+    float *dyn = dyt + DVP * GP; /* [GP][DVP] */
+    float *st = dyn + GP * DVP;  /* [RMAX][GP] S, then P */
+    float *dst = st + RMAX * GP; /* [RMAX][GP] dP, then dS */
+    float *dqt = dst + RMAX * GP; /* [DP][GP] */
+    float *mrow = dqt + DP * GP; /* [GP] */
+    float *inv = mrow + GP;      /* [GP] 1 / l */
+    float *dd = inv + GP;        /* [GP] D = rowsum(dY o O) */
+    float *junk = dd + GP;       /* [GP] */
+m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 0);
+')m4_dnl
+
+    for (int64_t tg = t0; tg < t1; tg += TQ) {
+        const int64_t nt = t1 - tg < TQ ? t1 - tg : TQ;
+        int64_t vend[32], rows = 0;
+        for (int64_t i = 0; i < nt; i++) {
+            vend[i] = visible_end(a, tg + i - qstart, ncmp);
+            const int64_t r = vend[i] > 0 ? vend[i] : ncmp;
+            rows = r > rows ? r : rows;
+        }
+        const int64_t R = (rows + 15) / 16 * 16;
+        for (int64_t h0 = 0; h0 < G; h0 += HC) {
+            const int64_t nh = G - h0 < HC ? G - h0 : HC, lanes = nt * nh;
+            if (R == 0) { /* no key: dq = 0 */
+                for (int64_t i = 0; i < nt; i++)
+                    for (int64_t g = 0; g < nh; g++)
+                        for (int64_t e = 0; e < D; e++)
+                            dq[(tg + i) * a->dqs0 + (h2 * G + h0 + g) * a->dqs1 + e * a->dqs2] =
+                                SPA_STORE(0.0f);
+                continue;
+            }
+            for (int64_t x = 0; x < DP * GP; x++)
+                qt[x] = qn[x] = 0.0f;
+            for (int64_t x = 0; x < DVP * GP; x++)
+                dyt[x] = dyn[x] = 0.0f;
+            for (int64_t l = 0; l < GP; l++) { /* padded lanes: P = 0 */
+                mrow[l] = FLT_MAX;
+                inv[l] = 0.0f;
+                dd[l] = 0.0f;
+            }
+            for (int64_t i = 0; i < nt; i++)
+                for (int64_t g = 0; g < nh; g++) {
+                    const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
+                    const SPA_T *qr = q + t * a->qs0 + h * a->qs1;
+                    for (int64_t d = 0; d < D; d++)
+                        qt[d * GP + l] = qn[l * DP + d] = SPA_LOAD(qr[d * a->qs2]);
+                    const SPA_T *yr = dy + t * a->dys0 + h * a->dys1, *orow = o + t * a->os0 + h * a->os1;
+                    float dsum = 0.0f;
+                    for (int64_t e = 0; e < DV; e++) {
+                        const float y = SPA_LOAD(yr[e * a->dys2]);
+                        dyt[e * GP + l] = dyn[l * DVP + e] = y;
+                        dsum += y * SPA_LOAD(orow[e * a->os2]);
+                    }
+                    dd[l] = dsum;
+                    mrow[l] = mx[t * a->ms0 + h * a->ms1];
+                    inv[l] = 1.0f / sm[t * a->ss0 + h * a->ss1];
+                }
+            scores_rows(kb, a->kfr, R, qt, DP, GP, st);
+            scores_rows(vb, a->vfr, R, dyt, DVP, GP, dst);
+            for (int64_t i = 0; i < nt; i++) {
+                const int64_t s = tg + i - qstart;
+                const uint8_t *mr = a->mask != NULL ? a->mask + s * a->mask_cols : NULL;
+                for (int64_t j = 0; j < R; j++) {
+                    float *row = st + j * GP + i * nh;
+                    const int masked = j >= vend[i] || (mr != NULL && j < ncmp && mr[j]);
+                    for (int64_t g = 0; g < nh; g++)
+                        row[g] = j >= ncmp ? -INFINITY : masked ? -FLT_MAX : a->scale * row[g];
+                }
+            }
+            for (int64_t j = 0; j < R; j++)
+                for (int64_t l = lanes; l < GP; l++)
+                    st[j * GP + l] = -INFINITY;
+            /* P = exp(z' - m) / l */
+            NSAS_EXP_SUM()(st, R, GP, mrow, junk);
+            for (int64_t j = 0; j < R; j++)
+                for (int64_t l = 0; l < GP; l++)
+                    st[j * GP + l] *= inv[l];
+            /* dS = P (dP - D), 0 where the score is masked */
+            for (int64_t i = 0; i < nt; i++) {
+                const int64_t s = tg + i - qstart;
+                const uint8_t *mr = a->mask != NULL ? a->mask + s * a->mask_cols : NULL;
+                for (int64_t j = 0; j < R; j++) {
+                    const int masked = j >= vend[i] || j >= ncmp || (mr != NULL && mr[j]);
+                    for (int64_t g = 0; g < nh; g++) {
+                        const int64_t l = i * nh + g;
+                        dst[j * GP + l] = masked ? 0.0f : st[j * GP + l] * (dst[j * GP + l] - dd[l]);
+                    }
+                }
+            }
+            for (int64_t j = 0; j < R; j++)
+                for (int64_t l = lanes; l < GP; l++)
+                    dst[j * GP + l] = 0.0f;
+m4_ifelse(SPA_DT, `f32', `', `m4_dnl
+            spa_nsas_round(st, R * GP, bf16);
+            spa_nsas_round(dst, R * GP, bf16);
+')m4_dnl
+            /* dQ = scale dS K */
+            for (int64_t x = 0; x < DP * GP; x++)
+                dqt[x] = 0.0f;
+            accum_rows(kb, a->kfr, R, dst, DP, GP, dqt);
+            for (int64_t i = 0; i < nt; i++)
+                for (int64_t g = 0; g < nh; g++) {
+                    const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
+                    SPA_T *dr = dq + t * a->dqs0 + h * a->dqs1;
+                    for (int64_t e = 0; e < D; e++)
+                        dr[e * a->dqs2] = SPA_STORE(a->scale * dqt[e * GP + l]);
+                }
+            /* dK rows += dSᵀ Q, dV rows += Pᵀ dY (unscaled; lanes in order) */
+            spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
+            spa_nsas_rows_add(dst, R, GP, qn, lanes, DP, dk_rows, &pf);
+            spa_nsas_rows_add(st, R, GP, dyn, lanes, DVP, dv_rows, &pf);
+        }
+    }
+}
