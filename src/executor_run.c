@@ -11,7 +11,7 @@
 static spa_status run(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                       const spa_runner *runner, uint32_t op)
 {
-    SPA_REQUIRE(op >= SPA_OP_NSA_COMPRESS && op <= SPA_OP_NSA_CATTN_GRAD /* a plan of phase 1 */);
+    SPA_REQUIRE(op >= SPA_OP_NSA_COMPRESS && op <= SPA_OP_SWA_GRAD /* a plan of phase 1 */);
     /* the sites of the refusal are those of the op's phase 2, not this call's */
     switch (op) {
     case SPA_OP_NSA_COMPRESS:
@@ -22,6 +22,10 @@ static spa_status run(void *workspace, uint64_t workspace_size, const spa_execut
         return spa_nsa_select_phase2(workspace, workspace_size, executor, runner);
     case SPA_OP_NSA_SELECT_GRAD:
         return spa_nsa_select_grad_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_SWA:
+        return spa_swa_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_SWA_GRAD:
+        return spa_swa_grad_phase2(workspace, workspace_size, executor, runner);
     case SPA_OP_MSDA:
         return spa_msda_phase2(workspace, workspace_size, executor, runner);
     case SPA_OP_NSA_CATTN:

@@ -112,7 +112,9 @@ enum spa_op_id {
     SPA_OP_MSDA = 5,
     SPA_OP_MSDA_GRAD = 6,
     SPA_OP_NSA_CATTN = 7,
-    SPA_OP_NSA_CATTN_GRAD = 8
+    SPA_OP_NSA_CATTN_GRAD = 8,
+    SPA_OP_SWA = 9, /* sliding-window attention (spattn/swa.h) */
+    SPA_OP_SWA_GRAD = 10
 };
 
 /* Phase 2 of each op with the internal status (its public entry point is
@@ -122,6 +124,7 @@ typedef spa_status spa_phase2_fn(void *workspace, uint64_t workspace_size,
 spa_phase2_fn spa_nsa_compress_phase2, spa_nsa_compress_grad_phase2, spa_nsa_select_phase2,
     spa_nsa_select_grad_phase2, spa_msda_phase2, spa_msda_grad_phase2;
 spa_phase2_fn spa_nsa_cattn_phase2, spa_nsa_cattn_grad_phase2;
+spa_phase2_fn spa_swa_phase2, spa_swa_grad_phase2;
 
 void spa_exec_seal(spa_executor *ex, void *internal, uint32_t bytes, uint32_t op);
 /* Copies the internal struct out of ex after checking magic, op, size and checksum. */

@@ -6,4 +6,5 @@
 #include "spattn/msda.h"
 #include "spattn/executor.h"
 #include "spattn/nsa_compress_attention.h"
+#include "spattn/swa.h"
 #endif
