@@ -56,6 +56,7 @@ class _CompressAttention(torch.autograd.Function):
         ctx.has_mask = atten_mask is not None
         ctx.seqs, ctx.args = (sq, sc), (float(scale), sparse_mode, block, stride)
         ctx.mark_non_differentiable(topk, mx, sm)
+        ctx.set_materialize_grads(False)  # no zero tensors for the statistics
         return out, topk, mx, sm
 
     @staticmethod
@@ -66,6 +67,8 @@ class _CompressAttention(torch.autograd.Function):
     @first_order_only
     def backward(ctx, grad_out, _grad_topk, _grad_max, _grad_sum):
         _require(_lib.nsa_cattn_grad_ws, "spa_nsa_compress_attention_grad")
+        if grad_out is None:
+            return (None,) * 14
         q, k, v, out, mx, sm, mask = ctx.saved_tensors
         dq = _lib.new_output(q.shape, q.dtype)
         dk = _lib.new_output(k.shape, k.dtype)
@@ -130,6 +133,7 @@ class _SlidingWindow(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, out, mx, sm)
         ctx.seq, ctx.args = seq, (float(scale), window, window_type)
         ctx.mark_non_differentiable(mx, sm)
+        ctx.set_materialize_grads(False)
         return out, mx, sm
 
     @staticmethod
@@ -140,6 +144,8 @@ class _SlidingWindow(torch.autograd.Function):
     @first_order_only
     def backward(ctx, grad_out, _grad_max, _grad_sum):
         _require(_lib.swa_grad_ws, "spa_swa_grad")
+        if grad_out is None:
+            return (None,) * 7
         q, k, v, out, mx, sm = ctx.saved_tensors
         dq = _lib.new_output(q.shape, q.dtype)
         dk = _lib.new_output(k.shape, k.dtype)

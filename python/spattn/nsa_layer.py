@@ -44,6 +44,47 @@ def _check_gate(name, g, batch, length, heads):
                          % (name, (batch, length, heads), tuple(g.shape)))
 
 
+class _GatedSum(torch.autograd.Function):
+    """sum_i o_i * g_i[..., None] over the branches (o_i [T, HQ, V], g_i
+    [T, HQ], one dtype) in one output buffer, and a backward that allocates
+    only the branches' gradients: at training shapes each [T, HQ, V]
+    temporary of the plain expression is fresh memory whose page faults cost
+    more than the arithmetic."""
+
+    @staticmethod
+    def forward(ctx, *flat):
+        outs, gates = flat[0::2], flat[1::2]
+        o = torch.mul(outs[0], gates[0][..., None])
+        for x, g in zip(outs[1:], gates[1:]):
+            o.addcmul_(x, g[..., None])
+        ctx.save_for_backward(*flat)
+        return o
+
+    @staticmethod
+    def backward(ctx, grad):
+        flat = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        grads = []
+        for i in range(0, len(flat), 2):
+            x, g = flat[i], flat[i + 1]
+            grads.append(grad * g[..., None] if need[i] else None)
+            dg = None
+            if need[i + 1]:  # a dot product per (token, head): no [T, HQ, V] temporary
+                v = x.shape[-1]
+                dg = torch.bmm(grad.reshape(-1, 1, v), x.reshape(-1, v, 1)).reshape(g.shape)
+            grads.append(dg)
+        return tuple(grads)
+
+
+def _gated_sum(branches):
+    if len({t.dtype for pair in branches for t in pair}) == 1:
+        return _GatedSum.apply(*[t for pair in branches for t in pair])
+    o = 0  # mixed dtypes: torch's promotion, as fla's expression
+    for x, g in branches:
+        o = o + x * g[..., None]
+    return o
+
+
 def _given_indices(block_indices, rows, hk, seqs, block_size):
     """The caller's block_indices as [T, H, S] int32 slots; as fla's kernel,
     a block that is negative, past its sequence or starting after the query
@@ -155,12 +196,13 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     if slots.shape[2] == 0:  # nothing selected anywhere
         slots = torch.full((rows, hk, 1), -1, dtype=torch.int32)
 
-    o = nsa_selected_attention(qf, kf, vf, slots, ends, ends, scale, block_size, causal=True)
-    o = o * g_slc.reshape(rows, hq, 1)
+    branches = [(nsa_selected_attention(qf, kf, vf, slots, ends, ends, scale, block_size,
+                                        causal=True), g_slc.reshape(rows, hq))]
     if o_cmp is not None:
-        o = o + o_cmp * (g_cmp.reshape(rows, hq, 1) * seen)
+        branches.append((o_cmp, g_cmp.reshape(rows, hq) * seen.reshape(rows, 1)))
     if window_size > 0:
-        o_swa = attention.sliding_window_attention(qf, kf, vf, window_size, ends, scale)
-        o = o + o_swa * g_swa.reshape(rows, hq, 1)
+        branches.append((attention.sliding_window_attention(qf, kf, vf, window_size, ends,
+                                                             scale), g_swa.reshape(rows, hq)))
+    o = _gated_sum(branches)
     o = o.reshape(batch, length, hq, o.shape[-1])
     return o.transpose(1, 2) if head_first else o
