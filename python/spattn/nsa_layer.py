@@ -56,7 +56,10 @@ class _GatedSum(torch.autograd.Function):
         outs, gates = flat[0::2], flat[1::2]
         o = torch.mul(outs[0], gates[0][..., None])
         for x, g in zip(outs[1:], gates[1:]):
-            o.addcmul_(x, g[..., None])
+            if o.dtype == torch.float16:  # torch 1.13 has no CPU addcmul for it
+                o.add_(x * g[..., None])
+            else:
+                o.addcmul_(x, g[..., None])
         ctx.save_for_backward(*flat)
         return o
 
@@ -69,9 +72,11 @@ class _GatedSum(torch.autograd.Function):
             x, g = flat[i], flat[i + 1]
             grads.append(grad * g[..., None] if need[i] else None)
             dg = None
-            if need[i + 1]:  # a dot product per (token, head): no [T, HQ, V] temporary
-                v = x.shape[-1]
+            if need[i + 1] and x.dtype in (torch.float32, torch.float64):
+                v = x.shape[-1]  # a dot product per (token, head): no [T, HQ, V] temporary
                 dg = torch.bmm(grad.reshape(-1, 1, v), x.reshape(-1, v, 1)).reshape(g.shape)
+            elif need[i + 1]:  # torch 1.13 has no CPU bmm for float16
+                dg = (grad * x).sum(-1)
             grads.append(dg)
         return tuple(grads)
 

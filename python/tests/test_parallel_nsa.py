@@ -167,9 +167,11 @@ class TestLayer(unittest.TestCase):
         torch.set_num_threads(2)
 
     def check(self, dtype, b, t, hq, h, dk, dv, block, counts, window, head_first=False,
-              cu=None, seed=0):
+              cu=None, seed=0, gate_dtype=None):
         gen = torch.Generator().manual_seed(seed)
         inputs = layer_inputs(gen, dtype, b, t, hq, h, dk, dv, head_first)
+        if gate_dtype is not None:
+            inputs[3:] = [g.to(gate_dtype) for g in inputs[3:]]
         if counts == "tensor":
             bc = torch.randint(0, 5, (b, t, h), generator=gen)
             if head_first:
@@ -197,6 +199,16 @@ class TestLayer(unittest.TestCase):
                 with self.subTest(dtype=dtype, t=t, hq=hq, h=h, counts=counts, window=window,
                                   head_first=hf, cu=cu):
                     self.check(dtype, b, t, hq, h, dk, dv, block, counts, window, hf, cu, 300 + i)
+
+    def test_half_precision(self):
+        """16-bit inputs: the ops' f32 sums, one rounding of each part and of
+        the gated sum; f32 gates with bf16 tensors: torch's promotion."""
+        for i, dtype in enumerate((torch.float16, torch.bfloat16)):
+            with self.subTest(dtype=dtype):
+                self.check(dtype, 1, 80, 4, 1, 32, 32, 16, 3, 20, cu=[0, 50, 80], seed=320 + i)
+        with self.subTest(dtype=torch.bfloat16, gates=torch.float32):
+            self.check(torch.bfloat16, 2, 40, 2, 1, 16, 16, 16, 2, 8, seed=322,
+                       gate_dtype=torch.float32)
 
     def test_short_sequences(self):
         """Sequences shorter than a block: nothing compressed, only the
