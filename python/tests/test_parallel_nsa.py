@@ -215,6 +215,23 @@ class TestLayer(unittest.TestCase):
         current block selected."""
         self.check(torch.float32, 1, 20, 2, 1, 16, 16, 16, 2, 0, cu=[0, 10, 20], seed=310)
 
+    def test_threads_bit_identical(self):
+        gen = torch.Generator().manual_seed(312)
+        inputs = layer_inputs(gen, torch.float32, 1, 96, 4, 2, 16, 16)
+        grad = refs.rand((1, 96, 4, 16), torch.float32, gen=gen)
+        results = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            ins = [x.detach().requires_grad_() for x in inputs]
+            out = spattn.parallel_nsa(*ins, block_counts=3, block_size=16,
+                                      window_size=20 if HAS_SWA else 0)
+            out.backward(grad)
+            results.append([out.detach()] + [x.grad for x in ins if x.grad is not None])
+        for other in results[1:]:
+            self.assertEqual(len(other), len(results[0]))
+            for a, b in zip(results[0], other):
+                self.assertTrue(torch.equal(a, b))
+
     def test_block_indices_ignored(self):
         gen = torch.Generator().manual_seed(311)
         inputs = layer_inputs(gen, torch.float32, 1, 40, 2, 1, 16, 16)
