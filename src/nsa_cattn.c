@@ -9,6 +9,7 @@
 #include "f64.h"
 #include "nsa_cattn_plan.h"
 #include "spa_kernels.h"
+#include "nsa_cattn_acl.h"
 #include "spattn/nsa_compress_attention.h"
 
 /* Blocks per call at most (each owns a scratch in the workspace); a target
@@ -33,6 +34,7 @@ typedef struct nsca_exec {
     double scale;
     int64_t head_num, sparse_mode, l, st, ls, kc;
     int32_t has_mask, has_tmask, has_sel;
+    int32_t stats_batch_major; /* the aclnn entry: CANN's physical order (docs 6, erratum 4) */
 } nsca_exec;
 _Static_assert(sizeof(nsca_exec) <= SPA_EXECUTOR_BYTES - SPA_REFUSAL_BYTES, "executor too small");
 
@@ -76,6 +78,10 @@ static spa_status check_args(const nsca_exec *e, const char *layout, spa_nsca_sh
     SPA_REQUIRE(spa_tensor_dims_are(&e->sm, 3, stat_dims));
     SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
     SPA_REQUIRE(spa_tensor_dims_are(&e->topk, 3, topk_dims));
+    if (e->stats_batch_major) { /* written as one dense buffer */
+        SPA_REQUIRE(e->mx.strides[0] == 8 * sh->n1 && e->mx.strides[1] == 8 && e->mx.strides[2] == 1);
+        SPA_REQUIRE(e->sm.strides[0] == 8 * sh->n1 && e->sm.strides[1] == 8 && e->sm.strides[2] == 1);
+    }
     if (e->has_tmask) {
         SPA_TRY(spa_tensor_check(&e->tmask, 2));
         SPA_REQUIRE(e->tmask.dtype == SPA_BOOL || e->tmask.dtype == SPA_UINT8);
@@ -116,10 +122,10 @@ static void make_plan(const nsca_exec *e, const spa_nsca_shape *sh, nsca_plan *p
     p->blocks = (uint32_t)((sh->t1 + p->per_block - 1) / p->per_block);
     const uint64_t rmax = (uint64_t)spa_nsca_rows16(sh->max_cmp), gp = (uint64_t)sh->gp;
     /* qt [dp][gp], st [rmax][gp], ot [dvp][gp], max, sum, 1/sum [gp],
-     * colsum [tq][rmax], importance [max_sel] and top-K values [K] in
+     * selector [32][tqp] and colsum [rmax][tqp] (tqp: tq rounded up to 16 or 32), importance [max_sel] and top-K values [K] in
      * doubles, top-K blocks [K] int32 */
     p->scratch_floats = (uint64_t)sh->dp * gp + rmax * gp + (uint64_t)sh->dvp * gp + 3 * gp +
-                        (uint64_t)sh->tq * rmax + 2 * (uint64_t)sh->max_sel +
+                        (sh->tq <= 16 ? 16u : 32u) * (rmax + 32) + 2 * (uint64_t)sh->max_sel +
                         3 * (uint64_t)sh->kc + 2;
     p->kpack_floats = spa_nsca_pack_floats(&e->k, sh);
     p->vpack_floats = spa_nsca_pack_floats(&e->v, sh);
@@ -160,7 +166,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
                          const char *input_layout, int64_t sparse_mode, int64_t l, int64_t st,
                          int64_t ls, int64_t kc, const spa_tensor *mx, const spa_tensor *sm,
                          const spa_tensor *o, const spa_tensor *topk, uint64_t *workspace_size,
-                         spa_executor *executor)
+                         spa_executor *executor, int32_t stats_batch_major)
 {
     if (query == NULL || key == NULL || value == NULL || sq == NULL || scmp == NULL ||
         input_layout == NULL || mx == NULL || sm == NULL || o == NULL || topk == NULL ||
@@ -179,6 +185,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
     e.sq = *sq, e.scmp = *scmp;
     e.scale = scale_value, e.head_num = head_num, e.sparse_mode = sparse_mode;
     e.l = l, e.st = st, e.ls = ls, e.kc = kc;
+    e.stats_batch_major = stats_batch_major;
     spa_nsca_shape sh;
     bool empty;
     SPA_TRY(check_args(&e, input_layout, &sh, &empty));
@@ -203,6 +210,8 @@ typedef struct nsca_run {
     spa_nsca_fwd_kernel *kernel;
     int64_t h2;
     bool in_place; /* float64: key / value rows of the caller */
+    bool batch_major;
+    size_t stat_size;
 } nsca_run;
 
 static void run_block(void *arg, uint32_t blk)
@@ -219,7 +228,16 @@ static void run_block(void *arg, uint32_t blk)
         spa_nsca_batch(&r->tr->scmpa, b, &cs, &ce);
         const int64_t kstart = r->in_place ? cs : b == 0 ? 0 : r->tr->kend[b - 1];
         const int64_t stop = qe < end ? qe : end;
-        r->kernel(&r->args, r->h2, t, stop, qs, kstart, ce - cs, scratch);
+        if (r->batch_major) { /* batch b's statistics as [N1][S_b][8] from element qs*N1*8 */
+            spa_nsca_args a = r->args;
+            const int64_t shift = (qs * p->sh.n1 * 8 - qs * 8) * (int64_t)r->stat_size;
+            a.mx = (unsigned char *)a.mx + shift;
+            a.sm = (unsigned char *)a.sm + shift;
+            a.ms0 = a.ss0 = 8;
+            a.ms1 = a.ss1 = (qe - qs) * 8;
+            r->kernel(&a, r->h2, t, stop, qs, kstart, ce - cs, scratch);
+        } else
+            r->kernel(&r->args, r->h2, t, stop, qs, kstart, ce - cs, scratch);
         t = stop;
     }
 }
@@ -262,6 +280,8 @@ spa_status spa_nsa_cattn_phase2(void *workspace, uint64_t workspace_size,
                               NULL, e.scale);
     r.kernel = kernel_for(e.q.dtype);
     r.in_place = e.q.dtype == SPA_FLOAT64;
+    r.batch_major = e.stats_batch_major != 0;
+    r.stat_size = spa_dtype_size(e.mx.dtype);
     for (r.h2 = 0; r.h2 < p.sh.n2; r.h2++) {
         if (!r.in_place)
             spa_nsca_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, slices.kpack, slices.vpack,
@@ -287,8 +307,22 @@ spa_status spa_nsa_compress_attention_get_workspace_size(
                actual_sel_seq_kv_len, scale_value, head_num, input_layout, sparse_mode,
                compress_block_size, compress_stride, select_block_size, select_block_count,
                softmax_max_out, softmax_sum_out, attention_out, topk_indices_out, workspace_size,
-               executor),
+               executor, 0),
         executor, SPA_OP_NSA_CATTN, 1);
+}
+
+spa_status spa_nsa_cattn_acl_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *atten_mask, const spa_tensor *topk_mask, const spa_int_array *sq,
+    const spa_int_array *scmp, const spa_int_array *ssel, double scale_value, int64_t head_num,
+    const char *input_layout, int64_t sparse_mode, int64_t l, int64_t st, int64_t ls, int64_t kc,
+    const spa_tensor *mx, const spa_tensor *sm, const spa_tensor *o, const spa_tensor *topk,
+    uint64_t *workspace_size, spa_executor *executor)
+{
+    return spa_refusal_record(phase1(query, key, value, atten_mask, topk_mask, sq, scmp, ssel,
+                                     scale_value, head_num, input_layout, sparse_mode, l, st, ls,
+                                     kc, mx, sm, o, topk, workspace_size, executor, 1),
+                              executor, SPA_OP_NSA_CATTN, 1);
 }
 
 spa_status spa_nsa_compress_attention(void *workspace, uint64_t workspace_size,

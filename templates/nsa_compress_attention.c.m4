@@ -24,6 +24,32 @@ m4_include(`templates/nsa_select_mk.m4')m4_dnl
 
 enum { TK = NSCA_TK };
 
+/* Lane l of a transposed tile (col = tile + l, pitch gp) from / to a
+ * caller's row: whole vectors where the row is unit-stride, the tail
+ * element by element (the same conversions, bit for bit). */
+static inline void lane_in(float *col, int64_t gp, const SPA_T *row, int64_t stride, int64_t n)
+{
+    int64_t d = 0;
+    if (stride == 1)
+        for (; d + SPA_VL <= n; d += SPA_VL)
+            spa_vf_scatter(col + d * gp, gp, SPA_VLOAD(row + d));
+    for (; d < n; d++)
+        col[d * gp] = SPA_LOAD(row[d * stride]);
+}
+
+static inline void lane_out(SPA_T *row, int64_t stride, const float *col, int64_t gp, int64_t n,
+                            float s)
+{
+    int64_t e = 0;
+    if (stride == 1) {
+        const spa_vf sv = spa_vf_set1(s);
+        for (; e + SPA_VL <= n; e += SPA_VL)
+            SPA_VSTORE(row + e, spa_vf_mul(spa_vf_gather(col + e * gp, gp), sv));
+    }
+    for (; e < n; e++)
+        row[e * stride] = SPA_STORE(col[e * gp] * s);
+}
+
 /* Rows [0, rows) of a group in micro-steps of TK: scores of the keys kb
  * against qt into st. */
 static void scores_rows(const float *kb, int64_t kfr, int64_t rows, const float *qt, int64_t dp,
@@ -69,6 +95,12 @@ static int64_t visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
     return end;
 }
 
+/* Whether key j is masked for the token at position s (vend: its visible end). */
+static inline int row_masked(const spa_nsca_args *a, int64_t s, int64_t j, int64_t vend)
+{
+    return j >= vend || (a->mask != NULL && a->mask[s * a->mask_cols + j]);
+}
+
 void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                  int64_t kstart, int64_t ncmp, float *scratch)
 {
@@ -85,13 +117,17 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
     float *mrow = ot + DVP * GP;    /* [GP] max */
     float *lrow = mrow + GP;        /* [GP] sum */
     float *inv = lrow + GP;         /* [GP] 1 / sum */
-    float *colsum = inv + GP;       /* [TQ][RMAX] P summed over the heads of a token */
-    double *imp = (double *)(void *)(colsum + TQ * RMAX); /* [sel_max] importance */
+    const int64_t TQP = TQ <= 16 ? 16 : 32;
+    float *sel = inv + GP;          /* [32][TQP] lane -> token selector (1/l) */
+    float *colsum = sel + 32 * TQP; /* [RMAX][TQP] P summed over the heads of a token */
+    double *imp = (double *)(void *)(colsum + TQP * RMAX); /* [sel_max] importance */
     double *topv = imp + a->sel_max;                     /* [K] */
     int32_t *topi = (int32_t *)(void *)(topv + a->kc);  /* [K] */
     const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 0);
     (void)bf16;
 
+    for (int64_t x = 0; x < DP * GP; x++)
+        qt[x] = 0.0f;
     for (int64_t tg = t0; tg < t1; tg += TQ) {
         const int64_t nt = t1 - tg < TQ ? t1 - tg : TQ;
         int64_t vend[32], rows = 0;
@@ -99,9 +135,9 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
             vend[i] = visible_end(a, tg + i - qstart, ncmp);
             const int64_t r = vend[i] > 0 ? vend[i] : ncmp; /* fully masked: every key */
             rows = r > rows ? r : rows;
-            for (int64_t j = 0; j < ncmp; j++)
-                colsum[i * RMAX + j] = 0.0f;
         }
+        for (int64_t x = 0; x < RMAX * TQP; x++)
+            colsum[x] = 0.0f;
         const int64_t R = (rows + 15) / 16 * 16;
         for (int64_t h0 = 0; h0 < G; h0 += HC) {
             const int64_t nh = G - h0 < HC ? G - h0 : HC, lanes = nt * nh;
@@ -118,53 +154,64 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                     }
                 continue;
             }
-            for (int64_t x = 0; x < DP * GP; x++)
-                qt[x] = 0.0f;
+            if (lanes < GP) /* lanes past the group: zero (the tail rows past D stay 0) */
+                for (int64_t x = 0; x < DP * GP; x++)
+                    qt[x] = 0.0f;
             for (int64_t i = 0; i < nt; i++)
-                for (int64_t g = 0; g < nh; g++) {
-                    const SPA_T *qr = q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1;
-                    float *col = qt + i * nh + g;
-                    for (int64_t d = 0; d < D; d++)
-                        col[d * GP] = SPA_LOAD(qr[d * a->qs2]);
-                }
+                for (int64_t g = 0; g < nh; g++)
+                    lane_in(qt + i * nh + g, GP, q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1,
+                            a->qs2, D);
             scores_rows(kb, a->kfr, R, qt, DP, GP, st);
-            /* z' = scale * s, MASKVAL where masked, -inf past the keys */
-            for (int64_t l = 0; l < GP; l++)
-                mrow[l] = -FLT_MAX;
-            for (int64_t i = 0; i < nt; i++) {
-                const int64_t s = tg + i - qstart;
-                const uint8_t *mr = a->mask != NULL ? a->mask + s * a->mask_cols : NULL;
-                const int64_t ve = vend[i];
+            /* z' = scale * s, MASKVAL where masked, -inf past the keys, and
+             * the max of each lane: whole rows of lanes where no token of the
+             * group masks the key, lane by lane otherwise */
+            {
+                const spa_vf sv = spa_vf_set1(a->scale);
+                for (int64_t l = 0; l < GP; l += SPA_VL)
+                    spa_vf_store(mrow + l, spa_vf_set1(-FLT_MAX));
                 for (int64_t j = 0; j < R; j++) {
-                    float *row = st + j * GP + i * nh;
-                    const int masked = j >= ve || (mr != NULL && j < ncmp && mr[j]);
-                    for (int64_t g = 0; g < nh; g++)
-                        row[g] = j >= ncmp ? -INFINITY : masked ? -FLT_MAX : a->scale * row[g];
-                }
-                for (int64_t g = 0; g < nh; g++) {
-                    float m = -FLT_MAX;
-                    for (int64_t j = 0; j < R; j++)
-                        m = st[j * GP + i * nh + g] > m ? st[j * GP + i * nh + g] : m;
-                    mrow[i * nh + g] = m;
+                    float *row = st + j * GP;
+                    int clean = j < ncmp;
+                    for (int64_t i = 0; i < nt && clean; i++)
+                        clean = !row_masked(a, tg + i - qstart, j, vend[i]);
+                    if (clean) {
+                        for (int64_t l = 0; l < GP; l += SPA_VL) {
+                            const spa_vf z = spa_vf_mul(sv, spa_vf_load(row + l));
+                            spa_vf_store(row + l, z);
+                            spa_vf_store(mrow + l, spa_vf_max(spa_vf_load(mrow + l), z));
+                        }
+                        continue;
+                    }
+                    for (int64_t i = 0; i < nt; i++) {
+                        const int masked = row_masked(a, tg + i - qstart, j, vend[i]);
+                        for (int64_t g = 0; g < nh; g++) {
+                            const int64_t l = i * nh + g;
+                            const float z = j >= ncmp ? -INFINITY : masked ? -FLT_MAX : a->scale * row[l];
+                            row[l] = z;
+                            mrow[l] = z > mrow[l] ? z : mrow[l];
+                        }
+                    }
                 }
             }
-            for (int64_t l = lanes; l < GP; l++) /* padded lanes: finite, never stored */
+            for (int64_t l = lanes; l < GP; l++) { /* padded lanes: finite, never stored */
+                mrow[l] = 0.0f;
                 for (int64_t j = 0; j < R; j++)
                     st[j * GP + l] = 0.0f;
+            }
             NSAS_EXP_SUM()(st, R, GP, mrow, lrow);
             for (int64_t l = 0; l < GP; l++)
                 inv[l] = 1.0f / lrow[l];
-            /* the importance sums: P of the heads of each token, in head order */
-            for (int64_t i = 0; i < nt; i++) {
-                float *cs = colsum + i * RMAX;
-                const int64_t jn = R < ncmp ? R : ncmp;
-                for (int64_t j = 0; j < jn; j++) {
-                    const float *row = st + j * GP + i * nh;
-                    float acc = cs[j];
-                    for (int64_t g = 0; g < nh; g++)
-                        acc += row[g] * inv[i * nh + g];
-                    cs[j] = acc;
-                }
+            /* the importance sums colsum[j][i] += sum over the heads g of token
+             * i of P[j][i*nh + g], in head order, as a row update of P against
+             * the selector sel[lane][i] = 1/l of the lane where the lane
+             * belongs to token i, else 0 */
+            for (int64_t x = 0; x < lanes * TQP; x++)
+                sel[x] = 0.0f;
+            for (int64_t l = 0; l < lanes; l++)
+                sel[l * TQP + l / nh] = inv[l];
+            {
+                spa_nsas_pf none = spa_nsas_pf_rows(NULL, 0, 0, 0);
+                spa_nsas_rows_add(st, R, GP, sel, lanes, TQP, colsum, &none);
             }
 m4_ifelse(SPA_DT, `f32', `m4_dnl
             /* f32 P needs no rounding: 1/l is applied to O instead */
@@ -178,9 +225,8 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             for (int64_t i = 0; i < nt; i++)
                 for (int64_t g = 0; g < nh; g++) {
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
-                    SPA_T *orow = o + t * a->os0 + h * a->os1;
-                    for (int64_t e = 0; e < DV; e++)
-                        orow[e * a->os2] = SPA_STORE(m4_ifelse(SPA_DT, `f32', `ot[e * GP + l] * inv[l]', `ot[e * GP + l]'));
+                    lane_out(o + t * a->os0 + h * a->os1, a->os2, ot + l, GP, DV,
+                             m4_ifelse(SPA_DT, `f32', `inv[l]', `1.0f'));
                     for (int64_t c = 0; c < 8; c++) {
                         mx[t * a->ms0 + h * a->ms1 + c * a->ms2] = mrow[l];
                         sm[t * a->ss0 + h * a->ss1 + c * a->ss2] = lrow[l];
@@ -191,7 +237,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
         const int64_t M = a->msel, NN = a->nn, nsel = (ncmp + M - 1) / M;
         for (int64_t i = 0; i < nt; i++) {
             const int64_t t = tg + i, s = t - qstart;
-            const float *cs = colsum + i * RMAX;
+            const float *cs = colsum + i;
             const uint8_t *tm = a->tmask != NULL ? a->tmask + s * a->tmask_cols : NULL;
             for (int64_t j = 0; j < nsel; j++) {
                 float acc = 0.0f;
@@ -199,7 +245,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                     for (int64_t n = 0; n < NN; n++) {
                         const int64_t c = M * (j + 1) - m - n;
                         if (c >= 0 && c < ncmp)
-                            acc += cs[c];
+                            acc += cs[c * TQP];
                     }
                 imp[j] = tm != NULL && tm[j] ? (double)FLT_MAX : (double)acc;
             }

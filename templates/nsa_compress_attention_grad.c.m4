@@ -21,6 +21,32 @@ m4_include(`templates/nsa_select_mk.m4')m4_dnl
 
 enum { TK = NSCAG_TK };
 
+/* Lane l of a transposed tile (col = tile + l, pitch gp) from / to a
+ * caller's row: whole vectors where the row is unit-stride, the tail
+ * element by element (the same conversions, bit for bit). */
+static inline void lane_in(float *col, int64_t gp, const SPA_T *row, int64_t stride, int64_t n)
+{
+    int64_t d = 0;
+    if (stride == 1)
+        for (; d + SPA_VL <= n; d += SPA_VL)
+            spa_vf_scatter(col + d * gp, gp, SPA_VLOAD(row + d));
+    for (; d < n; d++)
+        col[d * gp] = SPA_LOAD(row[d * stride]);
+}
+
+static inline void lane_out(SPA_T *row, int64_t stride, const float *col, int64_t gp, int64_t n,
+                            float s)
+{
+    int64_t e = 0;
+    if (stride == 1) {
+        const spa_vf sv = spa_vf_set1(s);
+        for (; e + SPA_VL <= n; e += SPA_VL)
+            SPA_VSTORE(row + e, spa_vf_mul(spa_vf_gather(col + e * gp, gp), sv));
+    }
+    for (; e < n; e++)
+        row[e * stride] = SPA_STORE(col[e * gp] * s);
+}
+
 /* out[j][l] = sum_e rows[j][e] * bt[e][l], j < rows, in micro-steps of TK. */
 static void scores_rows(const float *kb, int64_t kfr, int64_t rows, const float *bt, int64_t n,
                         int64_t gp, float *out)
@@ -86,6 +112,10 @@ void NSCAG_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, in
 m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 0);
 ')m4_dnl
 
+    for (int64_t x = 0; x < DP * GP; x++)
+        qt[x] = qn[x] = 0.0f;
+    for (int64_t x = 0; x < DVP * GP; x++)
+        dyt[x] = dyn[x] = 0.0f;
     for (int64_t tg = t0; tg < t1; tg += TQ) {
         const int64_t nt = t1 - tg < TQ ? t1 - tg : TQ;
         int64_t vend[32], rows = 0;
@@ -105,10 +135,12 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
                                 SPA_STORE(0.0f);
                 continue;
             }
-            for (int64_t x = 0; x < DP * GP; x++)
-                qt[x] = qn[x] = 0.0f;
-            for (int64_t x = 0; x < DVP * GP; x++)
-                dyt[x] = dyn[x] = 0.0f;
+            if (lanes < GP) { /* lanes past the group: zero (tail rows past D, DV stay 0) */
+                for (int64_t x = 0; x < DP * GP; x++)
+                    qt[x] = qn[x] = 0.0f;
+                for (int64_t x = 0; x < DVP * GP; x++)
+                    dyt[x] = dyn[x] = 0.0f;
+            }
             for (int64_t l = 0; l < GP; l++) { /* padded lanes: P = 0 */
                 mrow[l] = FLT_MAX;
                 inv[l] = 0.0f;
@@ -118,13 +150,15 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
                 for (int64_t g = 0; g < nh; g++) {
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
                     const SPA_T *qr = q + t * a->qs0 + h * a->qs1;
+                    lane_in(qt + l, GP, qr, a->qs2, D);
                     for (int64_t d = 0; d < D; d++)
-                        qt[d * GP + l] = qn[l * DP + d] = SPA_LOAD(qr[d * a->qs2]);
+                        qn[l * DP + d] = qt[d * GP + l];
                     const SPA_T *yr = dy + t * a->dys0 + h * a->dys1, *orow = o + t * a->os0 + h * a->os1;
+                    lane_in(dyt + l, GP, yr, a->dys2, DV);
                     float dsum = 0.0f;
                     for (int64_t e = 0; e < DV; e++) {
-                        const float y = SPA_LOAD(yr[e * a->dys2]);
-                        dyt[e * GP + l] = dyn[l * DVP + e] = y;
+                        const float y = dyt[e * GP + l];
+                        dyn[l * DVP + e] = y;
                         dsum += y * SPA_LOAD(orow[e * a->os2]);
                     }
                     dd[l] = dsum;
@@ -177,9 +211,7 @@ m4_ifelse(SPA_DT, `f32', `', `m4_dnl
             for (int64_t i = 0; i < nt; i++)
                 for (int64_t g = 0; g < nh; g++) {
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
-                    SPA_T *dr = dq + t * a->dqs0 + h * a->dqs1;
-                    for (int64_t e = 0; e < D; e++)
-                        dr[e * a->dqs2] = SPA_STORE(a->scale * dqt[e * GP + l]);
+                    lane_out(dq + t * a->dqs0 + h * a->dqs1, a->dqs2, dqt + l, GP, D, a->scale);
                 }
             /* dK rows += dSᵀ Q, dV rows += Pᵀ dY (unscaled; lanes in order) */
             spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);

@@ -186,3 +186,72 @@ const fz_op fz_op_msda_grad = {
     0, NULL, 0.0, NULL,
     msda_grad_phase1, spa_msda_grad,
 };
+
+/* ---- nsa_compress_attention ---- */
+/* NsaCompressAttention (docs/nsa_compress_attention.md). Baseline: f32, 2
+ * batches of 10 and 10 queries over 7 and 9 compressed keys, N1 4 over N2 2,
+ * D 20, Dv 12 (head-dim tails), l 3, d 2, l' 4 (off the NPU's grid: M 2,
+ * Nn 1), K 3, the causal rule (sparse mode 2); both masks given, as index
+ * inputs (their bytes are read once into checked copies). */
+static const int64_t nsa_cattn_mask_vals[] = {0, 0, 1, 0, 1};
+static const int64_t nsa_cattn_tmask_vals[] = {0, 0, 0, 7, 0, 0};
+static const fz_tensor_spec nsa_cattn_tensors[] = {
+    {"query", SPA_FLOAT32, 3, {20, 4, 20}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT32, 3, {16, 2, 20}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT32, 3, {16, 2, 12}, FZ_IN, false, NULL, 0},
+    {"attenMask", SPA_BOOL, 2, {10, 9}, FZ_INDEX, false, nsa_cattn_mask_vals, 5},
+    {"topkMask", SPA_UINT8, 2, {10, 5}, FZ_INDEX, false, nsa_cattn_tmask_vals, 6},
+    {"softmaxMax", SPA_FLOAT32, 3, {20, 4, 8}, FZ_OUT, false, NULL, 0},
+    {"softmaxSum", SPA_FLOAT32, 3, {20, 4, 8}, FZ_OUT, false, NULL, 0},
+    {"attentionOut", SPA_FLOAT32, 3, {20, 4, 12}, FZ_OUT, false, NULL, 0},
+    {"topkIndices", SPA_INT32, 3, {20, 2, 3}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec nsa_cattn_arrays[] = {{{10, 20}, 2}, {{7, 16}, 2}};
+/* headNum, sparseMode, compressBlockSize, compressStride, selectBlockSize, selectBlockCount */
+static const int64_t nsa_cattn_attrs[] = {4, 2, 3, 2, 4, 3};
+
+static spa_status nsa_cattn_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_compress_attention_get_workspace_size(
+        FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4), FZ_A(c, 0), FZ_A(c, 1), NULL,
+        c->dattr, c->attr[0], c->layout, c->attr[1], c->attr[2], c->attr[3], c->attr[4],
+        c->attr[5], FZ_T(c, 5), FZ_T(c, 6), FZ_T(c, 7), FZ_T(c, 8), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_compress_attention = {
+    "nsa_compress_attention", 9, nsa_cattn_tensors, 2, nsa_cattn_arrays,
+    6, nsa_cattn_attrs, 0.25, "TND",
+    nsa_cattn_phase1, spa_nsa_compress_attention,
+};
+
+/* ---- nsa_compress_attention_grad ---- */
+/* Its backward on the same problem, the forward's outputs as inputs. */
+static const fz_tensor_spec nsa_cattn_grad_tensors[] = {
+    {"query", SPA_FLOAT32, 3, {20, 4, 20}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT32, 3, {16, 2, 20}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT32, 3, {16, 2, 12}, FZ_IN, false, NULL, 0},
+    {"attentionOut", SPA_FLOAT32, 3, {20, 4, 12}, FZ_IN, false, NULL, 0},
+    {"attentionOutGrad", SPA_FLOAT32, 3, {20, 4, 12}, FZ_IN, false, NULL, 0},
+    {"softmaxMax", SPA_FLOAT32, 3, {20, 4, 8}, FZ_IN, false, NULL, 0},
+    {"softmaxSum", SPA_FLOAT32, 3, {20, 4, 8}, FZ_IN, false, NULL, 0},
+    {"attenMask", SPA_BOOL, 2, {10, 9}, FZ_INDEX, false, nsa_cattn_mask_vals, 5},
+    {"dq", SPA_FLOAT32, 3, {20, 4, 20}, FZ_OUT, false, NULL, 0},
+    {"dk", SPA_FLOAT32, 3, {16, 2, 20}, FZ_OUT, false, NULL, 0},
+    {"dv", SPA_FLOAT32, 3, {16, 2, 12}, FZ_OUT, false, NULL, 0},
+};
+/* headNum, sparseMode, compressBlockSize, compressStride */
+static const int64_t nsa_cattn_grad_attrs[] = {4, 2, 3, 2};
+
+static spa_status nsa_cattn_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_compress_attention_grad_get_workspace_size(
+        FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4), FZ_T(c, 5), FZ_T(c, 6),
+        FZ_T(c, 7), FZ_A(c, 0), FZ_A(c, 1), c->dattr, c->attr[0], c->layout, c->attr[1],
+        c->attr[2], c->attr[3], FZ_T(c, 8), FZ_T(c, 9), FZ_T(c, 10), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_compress_attention_grad = {
+    "nsa_compress_attention_grad", 11, nsa_cattn_grad_tensors, 2, nsa_cattn_arrays,
+    4, nsa_cattn_grad_attrs, 0.25, "TND",
+    nsa_cattn_grad_phase1, spa_nsa_compress_attention_grad,
+};

@@ -686,6 +686,161 @@ static void test_msda_grad(void)
 }
 #endif
 
+/* ---------------- NsaCompressAttention ---------------- */
+#if ANY_OP && SPA_HAVE_NSA_CATTN
+#include "aclnnop/aclnn_nsa_compress_attention.h"
+
+/* q, k, v, softmaxMax, softmaxSum, attentionOut, topkIndices (dense) */
+typedef struct cattn_acl_case {
+    ttensor tt[7];
+    int64_t sq[2], sc[2];
+    int64_t n1, n2, d, dv, l, st, ls, kc, mode;
+    spa_dtype dt;
+} cattn_acl_case;
+
+static void cattn_make(cattn_acl_case *c, rng *r)
+{
+    const int64_t t1 = c->sq[1], t2 = c->sc[1];
+    const int64_t qd[3] = {t1, c->n1, c->d}, kd[3] = {t2, c->n2, c->d}, vd[3] = {t2, c->n2, c->dv},
+                  sd[3] = {t1, c->n1, 8}, od[3] = {t1, c->n1, c->dv}, td[3] = {t1, c->n2, c->kc};
+    const spa_dtype sdt = c->dt == SPA_FLOAT64 ? SPA_FLOAT64 : SPA_FLOAT32;
+    tt_make(&c->tt[0], c->dt, 3, qd, false, r);
+    tt_make(&c->tt[1], c->dt, 3, kd, false, r);
+    tt_make(&c->tt[2], c->dt, 3, vd, false, r);
+    for (int i = 0; i < 3; i++)
+        tt_fill_random(&c->tt[i], r, -1.0, 1.0);
+    tt_make(&c->tt[3], sdt, 3, sd, false, r);
+    tt_make(&c->tt[4], sdt, 3, sd, false, r);
+    tt_make(&c->tt[5], c->dt, 3, od, false, r);
+    tt_make(&c->tt[6], SPA_INT32, 3, td, false, r);
+}
+
+static void cattn_free(cattn_acl_case *c)
+{
+    for (int i = 0; i < 7; i++)
+        tt_free(&c->tt[i]);
+}
+
+/* Phase 1 (and 2 when run) through aclnn; its status. */
+static aclnnStatus cattn_acl(cattn_acl_case *c, bool run)
+{
+    aclTensor *t[7];
+    for (int i = 0; i < 7; i++)
+        t[i] = acl_of(&c->tt[i].t);
+    aclIntArray *aq = aclCreateIntArray(c->sq, 2), *ac = aclCreateIntArray(c->sc, 2);
+    uint64_t size = 0;
+    aclOpExecutor *ex = NULL;
+    char layout[] = "TND";
+    aclnnStatus st = aclnnNsaCompressAttentionGetWorkspaceSize(
+        t[0], t[1], t[2], NULL, NULL, aq, ac, NULL, 0.3, c->n1, layout, c->mode, c->l, c->st,
+        c->ls, c->kc, t[3], t[4], t[5], t[6], &size, &ex);
+    if (st == ACLNN_SUCCESS && run) {
+        void *ws = NULL;
+        if (size > 0)
+            aclrtMalloc(&ws, size, ACL_MEM_MALLOC_HUGE_FIRST);
+        st = aclnnNsaCompressAttention(ws, size, ex, NULL);
+        aclrtFree(ws);
+    }
+    for (int i = 0; i < 7; i++)
+        aclDestroyTensor(t[i]);
+    aclDestroyIntArray(aq), aclDestroyIntArray(ac);
+    return st;
+}
+
+static spa_status cattn_native(cattn_acl_case *c, ttensor *o, bool run)
+{
+    const spa_int_array aq = {c->sq, 2}, ac = {c->sc, 2};
+    uint64_t size;
+    spa_executor ex;
+    spa_status st = spa_nsa_compress_attention_get_workspace_size(
+        &c->tt[0].t, &c->tt[1].t, &c->tt[2].t, NULL, NULL, &aq, &ac, NULL, 0.3, c->n1, "TND",
+        c->mode, c->l, c->st, c->ls, c->kc, &o[0].t, &o[1].t, &o[2].t, &o[3].t, &size, &ex);
+    if (st == SPA_OK && run) {
+        void *ws = malloc(size + 1);
+        st = spa_nsa_compress_attention(ws, size, &ex, NULL);
+        free(ws);
+    }
+    return st;
+}
+
+static void cattn_base(cattn_acl_case *c)
+{
+    memset(c, 0, sizeof *c);
+    c->sq[0] = 5, c->sq[1] = 12, c->sc[0] = 9, c->sc[1] = 21;
+    c->n1 = 4, c->n2 = 2, c->d = 32, c->dv = 16, c->l = 32, c->st = 16, c->ls = 64, c->kc = 2;
+    c->dt = SPA_FLOAT16;
+}
+
+/* A valid problem: the native bytes, the statistics moved to CANN's
+ * physical order [N1][S_b][8] per batch; then each CANN limit the native
+ * API does not keep: native 0, aclnn 161002. */
+static void test_cattn(void)
+{
+    rng r = rng_seed(2110);
+    cattn_acl_case c;
+    cattn_base(&c);
+    cattn_make(&c, &r);
+    ttensor nat[4];
+    for (int i = 0; i < 4; i++) {
+        spa_tensor *t = &c.tt[3 + i].t;
+        tt_make(&nat[i], (spa_dtype)t->dtype, 3, t->dims, false, &r);
+    }
+    CU_ASSERT_EQUAL(cattn_acl(&c, true), ACLNN_SUCCESS);
+    CU_ASSERT_EQUAL(cattn_native(&c, nat, true), SPA_OK);
+    CU_ASSERT_EQUAL(memcmp(c.tt[5].t.data, nat[2].t.data, c.tt[5].span), 0);
+    CU_ASSERT_EQUAL(memcmp(c.tt[6].t.data, nat[3].t.data, c.tt[6].span), 0);
+    int64_t bad = 0;
+    for (int64_t b = 0; b < 2; b++) {
+        const int64_t qs = b == 0 ? 0 : c.sq[0], len = c.sq[b] - qs;
+        for (int64_t s = 0; s < len; s++)
+            for (int64_t h = 0; h < c.n1; h++)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t phys = qs * c.n1 * 8 + h * len * 8 + s * 8 + l;
+                    const int64_t logical = ((qs + s) * c.n1 + h) * 8 + l;
+                    bad += ((float *)c.tt[3].t.data)[phys] != ((float *)nat[0].t.data)[logical];
+                    bad += ((float *)c.tt[4].t.data)[phys] != ((float *)nat[1].t.data)[logical];
+                }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    for (int i = 0; i < 4; i++)
+        tt_free(&nat[i]);
+    cattn_free(&c);
+    /* CANN-only limits */
+    for (int m = 0; m < 10; m++) {
+        cattn_base(&c);
+        switch (m) {
+        case 0: c.dt = SPA_FLOAT32; break;
+        case 1: c.dv = 48; break;
+        case 2: c.n1 = 6; break; /* G 3 */
+        case 3: c.mode = 2; break;
+        case 4: c.l = 24; break;
+        case 5: c.st = 8; c.l = 16; break;
+        case 6: c.ls = 144; break;
+        case 7: c.l = 80; break; /* l > l' */
+        case 8: c.kc = 4; break; /* > ceil(9 / 4) blocks of batch 0 */
+        default: c.kc = 33; c.sc[0] = 140, c.sc[1] = 280; break;
+        }
+        cattn_make(&c, &r);
+        ttensor o[4];
+        for (int i = 0; i < 4; i++)
+            o[i] = c.tt[3 + i];
+        const spa_status nst = cattn_native(&c, o, false);
+        const aclnnStatus ast = cattn_acl(&c, false);
+        if (nst != SPA_OK || ast != ACLNN_ERR_PARAM_INVALID)
+            fprintf(stderr, "  NsaCompressAttention CANN rule %d: native %d, aclnn %d\n", m, (int)nst, (int)ast);
+        CU_ASSERT_EQUAL(nst, SPA_OK);
+        CU_ASSERT_EQUAL(ast, ACLNN_ERR_PARAM_INVALID);
+        cattn_free(&c);
+    }
+    /* float64: native only */
+    cattn_base(&c);
+    c.dt = SPA_FLOAT64;
+    cattn_make(&c, &r);
+    CU_ASSERT_EQUAL(cattn_acl(&c, false), ACLNN_ERR_PARAM_INVALID);
+    cattn_free(&c);
+}
+#endif
+
 void suite_acl_ops(void);
 void suite_acl_ops(void)
 {
@@ -710,6 +865,9 @@ void suite_acl_ops(void)
     CU_add_test(s, "MultiScaleDeformableAttentionGrad: native codes and bytes", test_msda_grad);
 #else
     fprintf(stderr, "acl_ops: spa_msda_grad not in libspattn.a; its compat tests skipped\n");
+#endif
+#if ANY_OP && SPA_HAVE_NSA_CATTN
+    CU_add_test(s, "NsaCompressAttention: native bytes, CANN statistics order and limits", test_cattn);
 #endif
 }
 

@@ -73,6 +73,7 @@ bool spa_acl_int_array_copy(const aclIntArray *a, int64_t **values, uint64_t *si
 typedef spa_status (*spa_acl_run_fn)(void *workspace, uint64_t workspace_size,
                                      const spa_executor *executor, const spa_runner *runner);
 #define SPA_ACL_CALL_TENSORS 16
+#define SPA_ACL_CALL_ARRAYS 3 /* host int arrays of one call */
 /* One phase-1 call: owns the executor under construction and the copies of
  * the host int arrays that the native plan will point into. */
 typedef struct spa_acl_call {
@@ -80,8 +81,8 @@ typedef struct spa_acl_call {
     spa_executor spare;    /* planning target when ex could not be allocated */
     spa_executor *native;  /* what the native phase 1 receives */
     bool alloc_failed;
-    spa_int_array arrays[2];
-    int64_t *owned[2]; /* heap copies behind arrays[] */
+    spa_int_array arrays[SPA_ACL_CALL_ARRAYS];
+    int64_t *owned[SPA_ACL_CALL_ARRAYS]; /* heap copies behind arrays[] */
     unsigned narrays;
     const void *data[SPA_ACL_CALL_TENSORS]; /* the tensors' data, pinned by the executor */
     unsigned ndata;

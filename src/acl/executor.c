@@ -23,7 +23,7 @@ typedef struct exec_rec {
     bool repeatable;
     spa_acl_run_fn run;
     uint64_t ws_size;
-    int64_t *arrays[2];
+    int64_t *arrays[SPA_ACL_CALL_ARRAYS];
     spa_executor *native;
     const void *pinned[SPA_ACL_CALL_TENSORS]; /* blocks pinned, each once */
     unsigned npinned;
@@ -31,7 +31,7 @@ typedef struct exec_rec {
 
 static void free_arrays(int64_t **arrays)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < SPA_ACL_CALL_ARRAYS; i++) {
         free(arrays[i]);
         arrays[i] = NULL;
     }
@@ -83,7 +83,7 @@ const spa_tensor *spa_acl_call_tensor(spa_acl_call *c, const aclTensor *t, spa_t
 
 const spa_int_array *spa_acl_call_array(spa_acl_call *c, const aclIntArray *a)
 {
-    if (a == NULL || c->narrays >= 2)
+    if (a == NULL || c->narrays >= SPA_ACL_CALL_ARRAYS)
         return NULL;
     unsigned i = c->narrays++;
     int64_t *values;
@@ -117,6 +117,7 @@ static const char *api_name(spa_acl_run_fn run)
         {spa_nsa_select_grad, "aclnnNsaSelectedAttentionGrad"},
         {spa_msda, "aclnnMultiScaleDeformableAttnFunction"},
         {spa_msda_grad, "aclnnMultiScaleDeformableAttentionGrad"},
+        {spa_nsa_compress_attention, "aclnnNsaCompressAttention"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].run == run)
@@ -157,8 +158,8 @@ aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
         rec->state = EXEC_LIVE;
         rec->run = run;
         rec->ws_size = *workspace_size;
-        rec->arrays[0] = c->owned[0];
-        rec->arrays[1] = c->owned[1];
+        for (int i = 0; i < SPA_ACL_CALL_ARRAYS; i++)
+            rec->arrays[i] = c->owned[i];
         spa_acl_lock();
         aclOpExecutor *handle = spa_acl_handle_new_locked();
         bool ok = handle != NULL && spa_acl_reg_add_obj_locked(handle, 1, SPA_ACL_EXECUTOR, rec);
@@ -169,7 +170,8 @@ aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
             *executor = handle;
             return ACLNN_SUCCESS;
         }
-        rec->arrays[0] = rec->arrays[1] = NULL;
+        for (int i = 0; i < SPA_ACL_CALL_ARRAYS; i++)
+            rec->arrays[i] = NULL;
         r = ACLNN_ERR_INNER_CREATE_EXECUTOR;
     }
     if (r == ACLNN_ERR_INNER_CREATE_EXECUTOR)
