@@ -110,14 +110,17 @@ static void range_rows(const swag_plan *p, const int64_t *seq, int64_t r, int64_
 }
 
 /* Bytes of one head's partials: per range, its rows times (rk + rv)
- * elements (no overflow: rows <= T, rk + rv <= 2 (D + Dv) + 32). Without the
- * checked array (phase 1 sizes before reading it), the bound lo >= t0 -
- * left, t0 - T: the rows of a range are at most per_range + min(left, T). */
+ * elements; UINT64_MAX where that overflows (the plan is then refused).
+ * Without the checked array (phase 1 sizes before reading it), the bound
+ * lo >= t0 - min(left, t0): the rows of a range are at most per_range +
+ * min(left, t0). */
 static uint64_t partial_bytes(const swag_plan *p, const int64_t *seq)
 {
-    uint64_t total = 0;
+    int64_t total = 0, row_bytes;
+    if (!spa_mul_ok(p->rk + p->rv, (int64_t)p->elem, &row_bytes))
+        return UINT64_MAX;
     for (int64_t r = 0; r < p->ranges; r++) {
-        int64_t t0, t1, lo, hi;
+        int64_t t0, t1, lo, hi, bytes;
         range_tokens(p, r, &t0, &t1);
         if (seq != NULL)
             range_rows(p, seq, r, &lo, &hi);
@@ -125,9 +128,10 @@ static uint64_t partial_bytes(const swag_plan *p, const int64_t *seq)
             lo = t0 - (p->sh.left < t0 ? p->sh.left : t0);
             hi = t1;
         }
-        total += (uint64_t)(hi - lo) * (uint64_t)(p->rk + p->rv) * p->elem;
+        if (!spa_mul_ok(hi - lo, row_bytes, &bytes) || !spa_add_ok(total, bytes, &total))
+            return UINT64_MAX;
     }
-    return total;
+    return (uint64_t)total;
 }
 
 static void make_plan(const swag_exec *e, const spa_swa_shape *shape, swag_plan *p)

@@ -69,6 +69,9 @@ spa_status spa_swa_check_shapes(const spa_tensor *q, const spa_tensor *k, const 
     SPA_REQUIRE(head_num == n1);
     SPA_REQUIRE(d >= 1);
     SPA_REQUIRE(dv >= 1);
+    /* bounds that keep every per-block size of the plan far from overflow */
+    SPA_REQUIRE(d <= SPA_SWA_DIM_MAX);
+    SPA_REQUIRE(dv <= SPA_SWA_DIM_MAX);
     const int64_t k_dims[3] = {t, n2, d};
     SPA_REQUIRE(spa_tensor_dims_are(k, 3, k_dims));
     SPA_REQUIRE(v->dims[0] == t);

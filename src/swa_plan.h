@@ -13,6 +13,10 @@
 #define SPA_SWA_WINDOW_LEFT_ ((int64_t)SPA_SWA_WINDOW_LEFT)
 
 #define SPA_SWA_DIM_STEP 16
+/* Head dims beyond this are refused: no attention head is this wide, and the
+ * bound keeps the per-block scratch sizes in range (docs/sliding_window_attention.md 5,
+ * rule 8). */
+#define SPA_SWA_DIM_MAX ((int64_t)1 << 24)
 
 typedef struct spa_swa_shape {
     int64_t t, n1, n2, g, gp, d, dv, dp, dvp;

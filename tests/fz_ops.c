@@ -255,3 +255,62 @@ const fz_op fz_op_nsa_compress_attention_grad = {
     4, nsa_cattn_grad_attrs, 0.25, "TND",
     nsa_cattn_grad_phase1, spa_nsa_compress_attention_grad,
 };
+
+/* ---- swa ---- */
+/* Sliding-window attention (docs/sliding_window_attention.md). Baseline:
+ * f32, batches of 13 and 20 tokens (cumulative ends), N1 4 over N2 2, D 20
+ * and Dv 12 (head-dim tails), a window of 6 keys; statistics [T, N1, 8]. */
+static const fz_tensor_spec swa_tensors[] = {
+    {"query", SPA_FLOAT32, 3, {33, 4, 20}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT32, 3, {33, 2, 20}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT32, 3, {33, 2, 12}, FZ_IN, false, NULL, 0},
+    {"softmaxMax", SPA_FLOAT32, 3, {33, 4, 8}, FZ_OUT, false, NULL, 0},
+    {"softmaxSum", SPA_FLOAT32, 3, {33, 4, 8}, FZ_OUT, false, NULL, 0},
+    {"attentionOut", SPA_FLOAT32, 3, {33, 4, 12}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec swa_arrays[] = {{{13, 33}, 2}};
+static const int64_t swa_attrs[] = {0, 4, 6, 0}; /* seq_len_type, head_num, window, window_type */
+
+static spa_status swa_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_swa_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_A(c, 0), c->attr[0],
+                                      c->dattr, c->attr[1], c->layout, c->attr[2], c->attr[3],
+                                      FZ_T(c, 3), FZ_T(c, 4), FZ_T(c, 5), FZ_WS(c, ws),
+                                      FZ_EX(c, ex));
+}
+
+const fz_op fz_op_swa = {
+    "swa", 6, swa_tensors, 1, swa_arrays,
+    4, swa_attrs, 0.25, "TND",
+    swa_phase1, spa_swa,
+};
+
+/* ---- swa_grad ---- */
+/* Its grad, on the same baseline (attentionOut, its grad and the
+ * statistics random: the op checks shapes, not values). */
+static const fz_tensor_spec swa_grad_tensors[] = {
+    {"query", SPA_FLOAT32, 3, {33, 4, 20}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT32, 3, {33, 2, 20}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT32, 3, {33, 2, 12}, FZ_IN, false, NULL, 0},
+    {"attentionOut", SPA_FLOAT32, 3, {33, 4, 12}, FZ_IN, false, NULL, 0},
+    {"attentionOutGrad", SPA_FLOAT32, 3, {33, 4, 12}, FZ_IN, false, NULL, 0},
+    {"softmaxMax", SPA_FLOAT32, 3, {33, 4, 8}, FZ_IN, false, NULL, 0},
+    {"softmaxSum", SPA_FLOAT32, 3, {33, 4, 8}, FZ_IN, false, NULL, 0},
+    {"dq", SPA_FLOAT32, 3, {33, 4, 20}, FZ_OUT, false, NULL, 0},
+    {"dk", SPA_FLOAT32, 3, {33, 2, 20}, FZ_OUT, false, NULL, 0},
+    {"dv", SPA_FLOAT32, 3, {33, 2, 12}, FZ_OUT, false, NULL, 0},
+};
+
+static spa_status swa_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_swa_grad_get_workspace_size(
+        FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4), FZ_T(c, 5), FZ_T(c, 6),
+        FZ_A(c, 0), c->attr[0], c->dattr, c->attr[1], c->layout, c->attr[2], c->attr[3],
+        FZ_T(c, 7), FZ_T(c, 8), FZ_T(c, 9), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_swa_grad = {
+    "swa_grad", 10, swa_grad_tensors, 1, swa_arrays,
+    4, swa_attrs, 0.25, "TND",
+    swa_grad_phase1, spa_swa_grad,
+};

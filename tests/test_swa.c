@@ -486,6 +486,9 @@ static void test_validation_rules(void)
         RULE("value heads", a.v.dims[1] = 1, SPA_ERR_INVALID);
         RULE("N2 >= 1", (a.k.dims[1] = 0, a.v.dims[1] = 0), SPA_ERR_INVALID);
         RULE("D >= 1", (a.q.dims[2] = 0, a.k.dims[2] = 0), SPA_ERR_INVALID);
+        RULE("D <= 2^24", (a.q.dims[2] = a.k.dims[2] = ((int64_t)1 << 24) + 1), SPA_ERR_INVALID);
+        RULE("Dv <= 2^24", (a.v.dims[2] = ((int64_t)1 << 24) + 1, a.o.dims[2] = a.dy.dims[2] = a.v.dims[2],
+                            a.dv.dims[2] = a.v.dims[2]), SPA_ERR_INVALID);
         RULE("softmaxMax shape", a.mx.dims[2] = 4, SPA_ERR_INVALID);
         RULE("softmaxSum dtype", a.sm.dtype = SPA_FLOAT16, SPA_ERR_INVALID);
         RULE("statistics ranks differ", (a.sm.rank = 2, a.sm.strides[1] = 1, a.sm.strides[0] = 4), SPA_ERR_INVALID);
