@@ -13,6 +13,7 @@ import torch
 from . import _lib, attention
 from .nsa import nsa_selected_attention
 
+
 def _sequences(cu_seqlens, batch, length):
     """(start, end) token rows of each sequence in the [B*T] order: the batch
     rows, or cu_seqlens (flash-attn's [0, e0, e1, ...]; the form without the
@@ -90,18 +91,22 @@ def _gated_sum(branches):
     return o
 
 
-def _given_indices(block_indices, rows, hk, seqs, block_size):
-    """The caller's block_indices as [T, H, S] int32 slots; as fla's kernel,
-    a block that is negative, past its sequence or starting after the query
-    selects nothing (-1)."""
+def _given_indices(block_indices, shape, seqs, block_size):
+    """The caller's block_indices [B, T, H, S] as [B*T, H, S] int32 slots; as
+    fla's kernel, a block that is negative, past its sequence or starting
+    after the query selects nothing (-1), whatever its magnitude."""
     if not isinstance(block_indices, torch.Tensor):
         raise TypeError("spattn: block_indices must be a tensor when g_cmp is None")
     _lib.check_tensor("block_indices", block_indices, 4, (torch.int64, torch.int32))
-    idx = block_indices.reshape(rows, hk, block_indices.shape[-1]).long()
+    if tuple(block_indices.shape[:3]) != shape:
+        raise ValueError("spattn: block_indices must have shape %s + (S,) ([B, T, H, S]), got %s"
+                         % (shape, tuple(block_indices.shape)))
+    rows = shape[0] * shape[1]
+    idx = block_indices.reshape(rows, shape[2], block_indices.shape[-1]).long()
     pos = torch.empty(rows, dtype=torch.int64)
     for start, end in seqs:
         pos[start:end] = torch.arange(end - start)
-    skip = (idx < 0) | (idx * block_size > pos[:, None, None])
+    skip = (idx < 0) | (idx > (pos // block_size)[:, None, None])
     return idx.masked_fill(skip, -1).to(torch.int32)
 
 
@@ -194,7 +199,7 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
         if block_indices is None:
             raise ValueError("spattn: parallel_nsa needs g_cmp (to select the blocks) or "
                              "block_indices")
-        slots = _given_indices(block_indices, rows, hk, seqs, block_size)[:, :, :count]
+        slots = _given_indices(block_indices, (batch, length, hk), seqs, block_size)[:, :, :count]
     if counts is not None:
         unused = torch.arange(slots.shape[2])[None, None, :] >= counts[:, :, None]
         slots = slots.masked_fill(unused, -1)

@@ -68,6 +68,7 @@ def random_indices(gen, b, t, h, s, block):
     """Random blocks with -1 slots, duplicates, later and past-the-end blocks."""
     nb = -(-t // block)
     idx = torch.randint(-1, nb + 2, (b, t, h, s), generator=gen)
+    idx[0, -1, 0, 0] = 2**32 + 1  # past everything, yet 1 in int32: selects nothing
     return idx
 
 
@@ -265,6 +266,8 @@ class TestRefusals(unittest.TestCase):
                  cu_seqlens=torch.tensor([0, 10, 20]))
         with self.assertRaisesRegex(ValueError, "block_counts must have shape"):
             call(q, k, v, None, gs, None, idx, torch.ones((2, 32, 1), dtype=torch.int64), 16)
+        with self.assertRaisesRegex(ValueError, "block_indices must have shape"):
+            call(q, k, v, None, gs, None, idx[:, :, :1], 2, 16)
         with self.assertRaisesRegex(ValueError, "v must be"):
             call(q, k, v[:, :, :1], None, gs, None, idx, 2, 16)
 
