@@ -18,8 +18,8 @@ def _sequences(cu_seqlens, batch, length):
     """(start, end) token rows of each sequence in the [B*T] order: the batch
     rows, or cu_seqlens (flash-attn's [0, e0, e1, ...]; the form without the
     leading 0 is taken too) over the one batch row."""
-    if cu_seqlens is None:
-        return [(b * length, (b + 1) * length) for b in range(batch)]
+    if cu_seqlens is None:  # (an empty batch: one empty sequence, for the ops' arrays)
+        return [(b * length, (b + 1) * length) for b in range(batch)] or [(0, 0)]
     if batch != 1:
         raise ValueError("spattn: parallel_nsa takes cu_seqlens with batch size 1 only "
                          "(the sequences are concatenated along T), got batch %d" % batch)

@@ -216,6 +216,19 @@ class TestLayer(unittest.TestCase):
         current block selected."""
         self.check(torch.float32, 1, 20, 2, 1, 16, 16, 16, 2, 0, cu=[0, 10, 20], seed=310)
 
+    def test_empty(self):
+        """No batch, no token: empty outputs and gradients."""
+        for b, t in ((0, 32), (1, 0)):
+            with self.subTest(b=b, t=t):
+                ins = [x.requires_grad_() for x in
+                       layer_inputs(torch.Generator().manual_seed(313), torch.float32, b, t, 2, 1,
+                                    16, 8)]
+                out = spattn.parallel_nsa(*ins, block_counts=2, block_size=16,
+                                          window_size=4 if HAS_SWA else 0)
+                self.assertEqual(tuple(out.shape), (b, t, 2, 8))
+                out.sum().backward()
+                self.assertEqual(tuple(ins[0].grad.shape), (b, t, 2, 16))
+
     def test_threads_bit_identical(self):
         gen = torch.Generator().manual_seed(312)
         inputs = layer_inputs(gen, torch.float32, 1, 96, 4, 2, 16, 16)
