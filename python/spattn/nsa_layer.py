@@ -50,12 +50,14 @@ class _GatedSum(torch.autograd.Function):
     [T, HQ], one dtype) in one output buffer, and a backward that allocates
     only the branches' gradients: at training shapes each [T, HQ, V]
     temporary of the plain expression is fresh memory whose page faults cost
-    more than the arithmetic."""
+    more than the arithmetic (the buffers ask for huge pages, as the ops'
+    outputs do)."""
 
     @staticmethod
     def forward(ctx, *flat):
         outs, gates = flat[0::2], flat[1::2]
-        o = torch.mul(outs[0], gates[0][..., None])
+        o = torch.mul(outs[0], gates[0][..., None], out=_lib.new_output(outs[0].shape,
+                                                                         outs[0].dtype))
         for x, g in zip(outs[1:], gates[1:]):
             if o.dtype == torch.float16:  # torch 1.13 has no CPU addcmul for it
                 o.add_(x * g[..., None])
@@ -71,7 +73,8 @@ class _GatedSum(torch.autograd.Function):
         grads = []
         for i in range(0, len(flat), 2):
             x, g = flat[i], flat[i + 1]
-            grads.append(grad * g[..., None] if need[i] else None)
+            grads.append(torch.mul(grad, g[..., None], out=_lib.new_output(x.shape, x.dtype))
+                         if need[i] else None)
             dg = None
             if need[i + 1] and x.dtype in (torch.float32, torch.float64):
                 v = x.shape[-1]  # a dot product per (token, head): no [T, HQ, V] temporary
