@@ -25,28 +25,18 @@ m4_include(`templates/nsa_select_mk.m4')m4_dnl
 enum { TK = NSCA_TK };
 
 /* Lane l of a transposed tile (col = tile + l, pitch gp) from / to a
- * caller's row: whole vectors where the row is unit-stride, the tail
- * element by element (the same conversions, bit for bit). */
+ * caller's row, element by element (measured as fast as vector scatters
+ * and gathers on AVX-512, where those are microcoded). */
 static inline void lane_in(float *col, int64_t gp, const SPA_T *row, int64_t stride, int64_t n)
 {
-    int64_t d = 0;
-    if (stride == 1)
-        for (; d + SPA_VL <= n; d += SPA_VL)
-            spa_vf_scatter(col + d * gp, gp, SPA_VLOAD(row + d));
-    for (; d < n; d++)
+    for (int64_t d = 0; d < n; d++)
         col[d * gp] = SPA_LOAD(row[d * stride]);
 }
 
 static inline void lane_out(SPA_T *row, int64_t stride, const float *col, int64_t gp, int64_t n,
                             float s)
 {
-    int64_t e = 0;
-    if (stride == 1) {
-        const spa_vf sv = spa_vf_set1(s);
-        for (; e + SPA_VL <= n; e += SPA_VL)
-            SPA_VSTORE(row + e, spa_vf_mul(spa_vf_gather(col + e * gp, gp), sv));
-    }
-    for (; e < n; e++)
+    for (int64_t e = 0; e < n; e++)
         row[e * stride] = SPA_STORE(col[e * gp] * s);
 }
 
@@ -202,14 +192,25 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
             for (int64_t l = 0; l < GP; l++)
                 inv[l] = 1.0f / lrow[l];
             /* the importance sums colsum[j][i] += sum over the heads g of token
-             * i of P[j][i*nh + g], in head order, as a row update of P against
-             * the selector sel[lane][i] = 1/l of the lane where the lane
-             * belongs to token i, else 0 */
-            for (int64_t x = 0; x < lanes * TQP; x++)
-                sel[x] = 0.0f;
-            for (int64_t l = 0; l < lanes; l++)
-                sel[l * TQP + l / nh] = inv[l];
-            {
+             * i of P[j][i*nh + g]: where the heads of a token fill whole
+             * vectors, P times 1/l summed across them; otherwise a row update
+             * of P against the selector sel[lane][i] = 1/l of the lane where
+             * the lane belongs to token i, else 0 (heads in order) */
+            if (nh % SPA_VL == 0) { /* tokens on whole vectors: a horizontal sum per token and key */
+                const int64_t jn = R < ncmp ? R : ncmp;
+                for (int64_t j = 0; j < jn; j++)
+                    for (int64_t i = 0; i < nt; i++) {
+                        const float *row = st + j * GP + i * nh, *iv = inv + i * nh;
+                        spa_vf acc = spa_vf_mul(spa_vf_load(row), spa_vf_load(iv));
+                        for (int64_t g = SPA_VL; g < nh; g += SPA_VL)
+                            acc = spa_vf_add(acc, spa_vf_mul(spa_vf_load(row + g), spa_vf_load(iv + g)));
+                        colsum[j * TQP + i] += spa_vf_hsum(acc);
+                    }
+            } else {
+                for (int64_t x = 0; x < lanes * TQP; x++)
+                    sel[x] = 0.0f;
+                for (int64_t l = 0; l < lanes; l++)
+                    sel[l * TQP + l / nh] = inv[l];
                 spa_nsas_pf none = spa_nsas_pf_rows(NULL, 0, 0, 0);
                 spa_nsas_rows_add(st, R, GP, sel, lanes, TQP, colsum, &none);
             }
