@@ -506,7 +506,7 @@ static void test_validation_rules(void)
             RULE("attentionOutGrad shape", a.dy.dims[0] = 11, SPA_ERR_INVALID);
             RULE("dq dtype", a.dq.dtype = SPA_FLOAT16, SPA_ERR_INVALID);
             RULE("dk shape", a.dk.dims[1] = 1, SPA_ERR_INVALID);
-            RULE("dv shape", a.dv.dims[2] = 16, SPA_ERR_INVALID);
+            RULE("dv shape", a.dv.dims[0] = 11, SPA_ERR_INVALID);
             RULE("dv overlaps itself", a.dv.strides[0] = 0, SPA_ERR_INVALID);
         }
 #undef RULE
@@ -528,6 +528,24 @@ static void test_validation_rules(void)
         CU_ASSERT_EQUAL(st, SPA_ERR_NULLPTR);
         CU_ASSERT_EQUAL(call(&base, grad, NULL, &ex), SPA_ERR_NULLPTR);
         CU_ASSERT_EQUAL(call(&base, grad, &size, NULL), SPA_ERR_NULLPTR);
+    }
+    /* a workspace whose size overflows (rule 11): T = 2^59 tokens of one head
+     * dim, inputs read with stride 0, outputs dense (never touched: phase 1
+     * reads no tensor) */
+    {
+        const int64_t t = (int64_t)1 << 59;
+        static float dummy[1];
+        spa_tensor q = {SPA_FLOAT32, 3, {t, 1, 1}, {0, 0, 0}, dummy};
+        spa_tensor o = {SPA_FLOAT32, 3, {t, 1, 1}, {1, 1, 1}, dummy};
+        spa_tensor st = {SPA_FLOAT32, 2, {t, 1}, {1, 1}, dummy};
+        const int64_t end[1] = {t};
+        swa_args a = {q, q, q, o, q, st, st, o, o, o, {end, 1}, 0, 1, 4, SPA_SWA_WINDOW_KEYS, 1.0, "TND"};
+        a.o.data = a.dq.data = a.dk.data = a.dv.data = (void *)dummy; /* same span, distinct roles */
+        a.mx = a.sm = st;
+        expect_refusal(&a, false, SPA_ERR_INVALID, "workspace size overflows");
+        a.mx = a.sm = st;
+        a.mx.strides[0] = a.sm.strides[0] = 0; /* grad inputs: any strides */
+        expect_refusal(&a, true, SPA_ERR_INVALID, "grad workspace size overflows");
     }
     /* float64 where the build leaves it out */
     if (!SPA_HAVE_F64) {
