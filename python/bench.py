@@ -24,6 +24,9 @@ figures show the binding's own cost.
 
   python3 python/bench.py [op ...]   BENCH_DTYPE="f32 bf16" BENCH_THREADS=2 BENCH_MALLOC=reuse
   python3 python/bench.py call_overhead   the binding's cost per call, in microseconds
+  python3 python/bench.py nsa_layer       spattn.parallel_nsa forward+backward and its parts:
+          pybench op=nsa_layer ... fwdbwd_ms=... compress_ms=... cattn_select_ms=... slc_ms=...
+          swa_ms=... rest_ms=... (missing=<symbols> where the library lacks an op)
 """
 import ctypes
 import math
