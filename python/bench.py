@@ -24,6 +24,9 @@ figures show the binding's own cost.
 
   python3 python/bench.py [op ...]   BENCH_DTYPE="f32 bf16" BENCH_THREADS=2 BENCH_MALLOC=reuse
   python3 python/bench.py call_overhead   the binding's cost per call, in microseconds
+  python3 python/bench.py nsa_layer       spattn.parallel_nsa forward+backward and its parts:
+          pybench op=nsa_layer ... fwdbwd_ms=... compress_ms=... cattn_select_ms=... slc_ms=...
+          swa_ms=... rest_ms=... (missing=<symbols> where the library lacks an op)
 """
 import ctypes
 import math
@@ -260,6 +263,83 @@ def _msda_call(v: torch.Tensor, shapes: torch.Tensor, starts: torch.Tensor, loc:
     return spattn.ms_deform_attn(v, shapes, starts, loc, a)
 
 
+# ---- the whole NSA layer (spattn.parallel_nsa, fla's signature): T 4096, HQ 16,
+# H 1, D 128, block 64, S 16, window 512; forward+backward of the layer, then
+# of its parts alone on the same tensors: compression of K and V; compressed
+# attention with the selection (one op; cattn_ms is the branch less the
+# compression); selected attention on the blocks the layer selects; sliding
+# window. rest_ms: the layer less the parts (gates, reshapes, autograd) ----
+def bench_nsa_layer(dt, t=4096, hq=16, h=1, d=128, block=64, count=16, window=512):
+    from spattn import attention
+    gen = torch.Generator().manual_seed(21)
+    q, k, v = ((torch.rand(1, t, n, d, generator=gen) * 2 - 1).to(dt) for n in (hq, h, h))
+    gates = [torch.rand(1, t, hq, generator=gen).to(dt) for _ in range(3)]
+    grad = (torch.rand(1, t, hq, d, generator=gen) * 2 - 1).to(dt)
+    scale, seqs, ends = d ** -0.5, [(0, t)], [t]
+    qf, kf, vf = q[0], k[0], v[0]
+    weight = torch.full((block, h), 1.0 / block, dtype=dt)
+    kc_grad = (torch.rand(t // block, h, d, generator=gen) * 2 - 1).to(dt)
+
+    def layer():
+        ins = [x.detach().requires_grad_() for x in [q, k, v] + gates]
+        spattn.parallel_nsa(*ins, block_counts=count, block_size=block,
+                            window_size=window).backward(grad)
+
+    def compress():
+        kk, vv = kf.detach().requires_grad_(), vf.detach().requires_grad_()
+        spattn.nsa_compress(kk, weight, ends, block, block).backward(kc_grad)
+        spattn.nsa_compress(vv, weight, ends, block, block).backward(kc_grad)
+
+    def branch():
+        a, b, c = (x.detach().requires_grad_() for x in (qf, kf, vf))
+        out = attention.compressed_branch(a, b, c, weight, seqs, block, scale, count)[0]
+        out.backward(grad[0])
+
+    def selected():
+        a, b, c = (x.detach().requires_grad_() for x in (qf, kf, vf))
+        spattn.nsa_selected_attention(a, b, c, topk, ends, ends, scale, block,
+                                      causal=True).backward(grad[0])
+
+    def swa():
+        a, b, c = (x.detach().requires_grad_() for x in (qf, kf, vf))
+        spattn.sliding_window_attention(a, b, c, window, ends, scale).backward(grad[0])
+
+    parts, missing = [("compress", compress)], []
+    if _lib.nsa_cattn_ws is not None:
+        with torch.no_grad():
+            topk = attention.compressed_branch(qf, kf, vf, weight, seqs, block, scale, count)[2]
+        parts.append(("branch", branch))
+    else:
+        # the selected attention timed on the current and previous S-1 blocks
+        # (what a causal selection attends, in size)
+        missing.append("spa_nsa_compress_attention")
+        cur = torch.arange(t) // block
+        topk = (cur[:, None] - torch.arange(count)[None, :]).clamp_min(-1)
+        topk = topk.to(torch.int32)[:, None, :].expand(t, h, count)
+    parts.append(("slc", selected))
+    if _lib.swa_ws is not None:
+        parts.append(("swa", swa))
+    else:
+        missing.append("spa_swa")
+    if not missing:
+        parts.insert(0, ("layer", layer))
+    times = dict(zip([n for n, _ in parts], interleaved_ms([f for _, f in parts], min(RUNS, 5))))
+    if "branch" in times:
+        times["cattn_select"] = times.pop("branch") - times["compress"]
+    nan = float("nan")
+    rest = times["layer"] - sum(x for n, x in times.items() if n != "layer") if not missing else nan
+    print("pybench op=nsa_layer dtype=%s shape=T%d,HQ%d,H%d,D%d,block%d,S%d,window%d threads=%d "
+          "malloc=%s fwdbwd_ms=%.1f %s rest_ms=%.1f%s"
+          % ({v: k for k, v in DTYPES.items()}[dt], t, hq, h, d, block, count, window,
+             torch.get_num_threads(), MALLOC[0], times.get("layer", nan),
+             " ".join("%s_ms=%.1f" % (n, times.get(n, nan))
+                      for n in ("compress", "cattn_select", "slc", "swa")), rest,
+             " missing=" + ",".join(missing) if missing else ""), flush=True)
+
+
+OPS["nsa_layer"] = bench_nsa_layer
+
+
 def call_overhead():
     """What the binding adds to a call whatever its size: ms_deform_attn on a
     4x4 map (a few microseconds of work) against phase 2 alone; also the same
@@ -297,6 +377,8 @@ def call_overhead():
 
 def run(op, dtname):
     dt = DTYPES[dtname]
+    if op == "nsa_layer":  # prints its own line: the layer and its parts
+        return OPS[op](dt)
     shape, ours, theirs, inputs, grad, fwd, bwd = OPS[op](dt)
     def forward():
         with torch.no_grad():

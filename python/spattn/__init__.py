@@ -25,3 +25,9 @@ _register_onnx_ops.register(_ops.NAMESPACE)
 __all__ = ["ms_deform_attn", "MSDeformAttnFunction", "MSDeformAttn", "nsa_compress",
            "nsa_selected_attention", "SpattnError", "release_workspace", "reuse_freed_memory",
            "LIBRARY_PATH"]
+
+# the NSA layer (fla's parallel_nsa) and its two attention ops
+from .attention import nsa_compress_attention, sliding_window_attention  # noqa: E402
+from .nsa_layer import parallel_nsa  # noqa: E402
+
+__all__ += ["parallel_nsa", "nsa_compress_attention", "sliding_window_attention"]

@@ -279,3 +279,29 @@ def check_tensor(name, t, rank=None, dtypes=FLOAT_DTYPES):
     if rank is not None and t.dim() != rank:
         raise ValueError("spattn: %s must have %d dimensions, got shape %s"
                          % (name, rank, tuple(t.shape)))
+
+
+# ---- the attention ops of the NSA layer; None where the loaded libspattn.so
+# predates them (their functions then raise, naming the missing symbol) ----
+def _declare_optional(name, restype, argtypes):
+    try:
+        return _declare(name, restype, argtypes)
+    except AttributeError:
+        return None
+
+
+nsa_cattn_ws = _declare_optional(
+    "spa_nsa_compress_attention_get_workspace_size", _ST,
+    [_T, _T, _T, _T, _T, _A, _A, _A, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64, _I64,
+     _I64, _I64, _T, _T, _T, _T] + _WS)
+nsa_cattn_grad_ws = _declare_optional(
+    "spa_nsa_compress_attention_grad_get_workspace_size", _ST,
+    [_T, _T, _T, _T, _T, _T, _T, _T, _A, _A, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64,
+     _I64, _T, _T, _T] + _WS)
+swa_ws = _declare_optional(
+    "spa_swa_get_workspace_size", _ST,
+    [_T, _T, _T, _A, _I64, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64, _T, _T, _T] + _WS)
+swa_grad_ws = _declare_optional(
+    "spa_swa_grad_get_workspace_size", _ST,
+    [_T, _T, _T, _T, _T, _T, _T, _A, _I64, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64,
+     _T, _T, _T] + _WS)
