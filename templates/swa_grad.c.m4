@@ -22,33 +22,8 @@ m4_include(`templates/nsa_select_mk.m4')m4_dnl
 
 enum { KT = SWAG_KT };
 
-#if defined(__GNUC__)
-#define SWA_NOINLINE __attribute__((noinline))
-#else
-#define SWA_NOINLINE
-#endif
-
-/* The micro-kernels, each instantiated once (out of line): every call covers
- * at least 16 keys, so the call costs nothing, where inlining the dispatch
- * of tiles at every call site would multiply the code. */
-static SWA_NOINLINE void swag_scores(const float *a, int64_t lda, int64_t rows, const float *bt,
-                                     int64_t n, int64_t gp, float *out)
-{
-    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
-    spa_nsas_scores_pitch(a, lda, rows, bt, n, gp, out, &pf);
-}
-static SWA_NOINLINE void swag_accum(const float *a, int64_t lda, int64_t rows, const float *p,
-                                    int64_t n, int64_t gp, float *acc)
-{
-    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
-    spa_nsas_accum_t(a, lda, rows, p, n, gp, acc, &pf);
-}
-static SWA_NOINLINE void swag_rows_add(const float *w, int64_t rows, int64_t gp, const float *b,
-                                       int64_t g, int64_t n, float *out)
-{
-    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
-    spa_nsas_rows_add(w, rows, gp, b, g, n, out, &pf);
-}
+/* the micro-kernels of the f32 forward (templates/swa.c.m4) */
+SWA_MK_DECLS()m4_dnl
 
 /* rows [0, n) of src (pitch sp) into a 16-row stage of pitch dp, zeros after */
 static void swag_stage(float *stage, const float *src, int64_t sp, int64_t n, int64_t dp)
@@ -64,7 +39,7 @@ static void swag_rows_add_tail(const float *w, int64_t gp, const float *b, int64
 {
     for (int64_t i = 0; i < 16 * dp; i++)
         buf[i] = 0.0f;
-    swag_rows_add(w, 16, gp, b, g, dp, buf);
+    SWA_MK(`rows_add')(w, 16, gp, b, g, dp, buf);
     for (int64_t i = 0; i < n * dp; i++)
         out[i] += buf[i];
 }
@@ -137,12 +112,12 @@ void SWAG_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int6
                 }
                 /* dP = dY Vᵀ, S = Q Kᵀ */
                 if (nf > 0) {
-                    swag_scores(vr, a->vfr, nf, dyt, DVP, GP, ds);
-                    swag_scores(kr, a->kfr, nf, qt, DP, GP, pt);
+                    SWA_MK(`scores')(vr, a->vfr, nf, dyt, DVP, GP, ds);
+                    SWA_MK(`scores')(kr, a->kfr, nf, qt, DP, GP, pt);
                 }
                 if (rem > 0) {
-                    swag_scores(stv, DVP, 16, dyt, DVP, GP, ds + nf * GP);
-                    swag_scores(stk, DP, 16, qt, DP, GP, pt + nf * GP);
+                    SWA_MK(`scores')(stv, DVP, 16, dyt, DVP, GP, ds + nf * GP);
+                    SWA_MK(`scores')(stk, DP, 16, qt, DP, GP, pt + nf * GP);
                 }
                 /* z - m (keys past the band: -inf), P = exp(z - m) / l, dS = P (dP - D) */
                 for (int64_t r = 0; r < rows; r++)
@@ -162,12 +137,12 @@ void SWAG_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int6
                     }
                 const int64_t prow = c0 - kvlo;
                 if (nf > 0) {
-                    swag_accum(kr, a->kfr, nf, ds, DP, GP, dqt);
-                    swag_rows_add(ds, nf, GP, qn, ng, DP, dkp + prow * DP);
-                    swag_rows_add(pt, nf, GP, dyn, ng, DVP, dvp + prow * DVP);
+                    SWA_MK(`accum')(kr, a->kfr, nf, ds, DP, GP, dqt);
+                    SWA_MK(`rows_add')(ds, nf, GP, qn, ng, DP, dkp + prow * DP);
+                    SWA_MK(`rows_add')(pt, nf, GP, dyn, ng, DVP, dvp + prow * DVP);
                 }
                 if (rem > 0) {
-                    swag_accum(stk, DP, 16, ds + nf * GP, DP, GP, dqt);
+                    SWA_MK(`accum')(stk, DP, 16, ds + nf * GP, DP, GP, dqt);
                     swag_rows_add_tail(ds + nf * GP, GP, qn, ng, DP, sto, dkp + (prow + nf) * DP, rem);
                     swag_rows_add_tail(pt + nf * GP, GP, dyn, ng, DVP, sto, dvp + (prow + nf) * DVP, rem);
                 }
