@@ -208,6 +208,7 @@ spa_nsca_args spa_nsca_args_of(const spa_nsca_shape *sh, const spa_nsca_trusted 
     a.kc = sh->kc;
     a.rows_max = spa_nsca_rows16(sh->max_cmp);
     a.sel_max = sh->max_sel;
+    a.n1 = sh->n1;
     a.causal = sh->causal;
     a.scale = (float)scale;
     a.scale64 = scale;
