@@ -275,8 +275,8 @@ static NSCA_NOINLINE spa_status prepare(void *workspace, uint64_t workspace_size
     SPA_REQUIRE(planned_bytes(&r->p) == e.head.ws_size);
     carve(&ws, &r->p, &r->slices);
     SPA_REQUIRE(!ws.overflow);
-    r->args = spa_nsca_args_of(sh, &r->tr, &e.q, &e.k, &e.v, &e.o, &e.mx, &e.sm, &e.topk, NULL,
-                               NULL, e.scale);
+    spa_nsca_args_fill(&r->args, sh, &r->tr, &e.q, &e.k, &e.v, &e.o, &e.mx, &e.sm, &e.topk, NULL,
+                       NULL, e.scale);
     r->args.stats_batch_major = e.stats_batch_major;
     r->kernel = kernel_for(e.q.dtype);
     r->in_place = e.q.dtype == SPA_FLOAT64;

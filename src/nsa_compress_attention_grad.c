@@ -226,6 +226,19 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
 #define NSCAG_NOINLINE
 #endif
 
+/* An output the reduction writes: its data, dtype and strides only. */
+typedef struct nscag_out {
+    void *data;
+    int64_t s0, s1, s2;
+    int32_t dtype;
+} nscag_out;
+
+static nscag_out out_of(const spa_tensor *t)
+{
+    const nscag_out o = {t->data, t->strides[0], t->strides[1], t->strides[2], t->dtype};
+    return o;
+}
+
 /* What the blocks of phase 2 read, derived there from the checked
  * arguments; the executor's record stays in prepare()'s frame, gone before
  * any kernel runs (the Cortex-M phase-2 stack budget). */
@@ -234,7 +247,8 @@ typedef struct nscag_run {
     spa_nsca_trusted tr;
     spa_nsca_args args;
     nscag_slices s;
-    spa_tensor k, v, dk, dv;
+    spa_tensor k, v;
+    nscag_out dk, dv; /* where the reduction stores */
     double scale;
     spa_nsca_grad_kernel *kernel;
     int64_t h2;
@@ -262,7 +276,7 @@ static void run_token_block(void *arg, uint32_t range)
         t = stop;
     }
 }
-static void store_elem(const spa_tensor *out, int64_t at, double x)
+static void store_elem(const nscag_out *out, int64_t at, double x)
 {
     switch (out->dtype) {
     case SPA_FLOAT16:
@@ -301,7 +315,7 @@ static void run_reduce(void *arg, uint32_t task)
         }
         for (int part = 0; part < 2; part++) {
             const int64_t n = part == 0 ? p->sh.d : p->sh.dv;
-            const spa_tensor *out = part == 0 ? &r->dk : &r->dv;
+            const nscag_out *out = part == 0 ? &r->dk : &r->dv;
             for (int64_t c = 0; c < n; c++) {
                 double acc;
                 if (f64) {
@@ -329,7 +343,7 @@ static void run_reduce(void *arg, uint32_t task)
                     }
                     acc = part == 0 ? (double)((float)r->scale * a + 0.0f) : (double)a;
                 }
-                store_elem(out, row * out->strides[0] + h2 * out->strides[1] + c * out->strides[2], acc);
+                store_elem(out, row * out->s0 + h2 * out->s1 + c * out->s2, acc);
             }
         }
     }
@@ -371,10 +385,10 @@ static NSCAG_NOINLINE spa_status prepare(void *workspace, uint64_t workspace_siz
         r->s.hi[g] = hi;
         off += (uint64_t)(hi - lo) * (uint64_t)(r->p.pk + r->p.pv);
     }
-    r->args = spa_nsca_args_of(sh, &r->tr, &e.q, &e.k, &e.v, &e.o, &e.mx, &e.sm, NULL, &e.dy,
-                               &e.dq, e.scale);
+    spa_nsca_args_fill(&r->args, sh, &r->tr, &e.q, &e.k, &e.v, &e.o, &e.mx, &e.sm, NULL, &e.dy,
+                       &e.dq, e.scale);
     r->kernel = kernel_for(e.q.dtype);
-    r->k = e.k, r->v = e.v, r->dk = e.dk, r->dv = e.dv;
+    r->k = e.k, r->v = e.v, r->dk = out_of(&e.dk), r->dv = out_of(&e.dv);
     r->scale = e.scale;
     return SPA_OK;
 }
