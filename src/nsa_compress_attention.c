@@ -136,6 +136,8 @@ static void make_plan(const nsca_exec *e, const spa_nsca_shape *shape, nsca_plan
                                  2 * (uint64_t)sh->kc + (uint64_t)sh->dv + 1);
         p->kpack_floats = p->vpack_floats = 0;
     }
+    /* each block's scratch 64-byte aligned: its doubles and vectors stay aligned */
+    p->scratch_floats = (p->scratch_floats + 15) / 16 * 16;
 }
 
 typedef struct nsca_slices {

@@ -153,6 +153,8 @@ static void make_plan(const nscag_exec *e, const spa_nsca_shape *shape, const sp
         p->scratch_floats = 2 * (2 * rmax + (uint64_t)sh.d + 1);
         p->kpack_floats = p->vpack_floats = 0;
     }
+    /* each range's scratch 64-byte aligned: its doubles and vectors stay aligned */
+    p->scratch_floats = (p->scratch_floats + 15) / 16 * 16;
 }
 
 typedef struct nscag_slices {
