@@ -86,6 +86,16 @@ class _GatedSum(torch.autograd.Function):
 
 
 def _gated_sum(branches):
+    if torch.jit.is_tracing():
+        # a Python autograd.Function cannot be saved in a traced module: the
+        # same arithmetic (mul, then addcmul per branch) in torch's operators
+        o = branches[0][0] * branches[0][1][..., None]
+        for x, g in branches[1:]:
+            if o.dtype == torch.float16 or x.dtype != o.dtype or g.dtype != o.dtype:
+                o = o + x * g[..., None]
+            else:
+                o = torch.addcmul(o, x, g[..., None])
+        return o
     if len({t.dtype for pair in branches for t in pair}) == 1:
         return _GatedSum.apply(*[t for pair in branches for t in pair])
     o = 0  # mixed dtypes: torch's promotion, as fla's expression
