@@ -19,10 +19,15 @@ in _library.py, imported as L):
                       backward operator "name_backward": itself 1 and 2, then
                       L.not_differentiable("name_backward").
 
-then one user-facing function in its family module (msda.py, nsa.py) that
-turns Python conveniences (lists for index tensors) into the schema's types,
-written in TorchScript's subset so that scripted models can call it, and a
-symbolic (or a refusal) in _register_onnx_ops.py.
+then one user-facing function in its family module (msda.py, nsa.py,
+attention.py) that turns Python conveniences (lists for index tensors) into
+the schema's types, written in TorchScript's subset so that scripted models
+can call it, and a symbolic (or a refusal) in _register_onnx_ops.py. A
+signature TorchScript cannot compile (keyword-only arguments with defaults,
+as CANN's nsa_compress_attention) goes into the schema itself, after "*"; the
+function is then registered as that operator for scripts
+(torch.jit._builtins._register_builtin), and the kernels still get every
+argument in order (_library.positional).
 
 Autocast needs nothing: the library takes mixed float dtypes, so the ops run
 under torch.autocast as they are (autocast falls through for operators without
