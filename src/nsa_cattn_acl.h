@@ -9,7 +9,7 @@
 
 #include "spattn/types.h"
 
-spa_status spa_nsa_cattn_acl_get_workspace_size(
+spa_status spa_nsa_cattn_acl_phase1(
     const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
     const spa_tensor *atten_mask, const spa_tensor *topk_mask, const spa_int_array *sq,
     const spa_int_array *scmp, const spa_int_array *ssel, double scale_value, int64_t head_num,

@@ -71,7 +71,7 @@ aclnnStatus aclnnNsaCompressAttentionGetWorkspaceSize(
     const spa_int_array *sq = spa_acl_call_array(&c, actualSeqQLenOptional);
     const spa_int_array *sc = spa_acl_call_array(&c, actualCmpSeqKvLenOptional);
     const spa_int_array *ss = spa_acl_call_array(&c, actualSelSeqKvLenOptional);
-    spa_status st = spa_nsa_cattn_acl_get_workspace_size(
+    spa_status st = spa_nsa_cattn_acl_phase1(
         spa_acl_call_tensor(&c, query, &q), spa_acl_call_tensor(&c, key, &k),
         spa_acl_call_tensor(&c, value, &v), spa_acl_call_tensor(&c, attenMaskOptional, &mask),
         spa_acl_call_tensor(&c, topkMaskOptional, &tmask), sq, sc, ss, scaleValue, headNum,
