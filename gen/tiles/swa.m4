@@ -12,6 +12,17 @@ m4_ifelse(m4_eval(SWA_KT < 16), 1, `m4_errprint(`spattn gen: swa needs a tile of
 SPA_REQUIRE_FITS(`swa', SWA_BYTES(SWA_KT), SPA_UB_BYTES)
 m4_define(`SWA_TILE', `k'SWA_KT)
 m4_define(`SWA_KSYM', `SPA_KSYM(`swa', SWA_TILE)')
+SWA_MK(name): a micro-kernel shared by the sliding-window kernels of every
+dtype (f32 compute), defined in the f32 forward: spa_mk_swa_<name>_<isa>;
+SWA_MK_DECLS: their prototypes.
+m4_define(`SWA_MK', `spa_mk_swa_$1_'SPA_ISA)
+m4_define(`SWA_MK_DECLS', `void SWA_MK(`scores')(const float *a, int64_t lda, int64_t rows, const float *bt, int64_t n,
+                      int64_t gp, float *out);
+void SWA_MK(`accum')(const float *a, int64_t lda, int64_t rows, const float *p, int64_t n,
+                     int64_t gp, float *acc);
+void SWA_MK(`rows_add')(const float *w, int64_t rows, int64_t gp, const float *b, int64_t g,
+                        int64_t n, float *out);
+')
 m4_divert(0)m4_dnl
 SPA_ADD_DECL(`#include "swa_kernel.h"
 #define SPA_KMACRO(`swa') SWA_KSYM

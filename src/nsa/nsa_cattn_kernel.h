@@ -44,16 +44,34 @@ typedef struct spa_nsca_args {
     int64_t kc;       /* selectBlockCount K */
     int64_t rows_max; /* scratch rows: the longest batch's keys rounded up to 16 */
     int64_t sel_max;  /* scratch slots: the longest batch's selection blocks */
+    int64_t n1;       /* query heads */
     int causal;
+    int stats_batch_major; /* softmaxMax / Sum in CANN's physical order (nsa_cattn_acl.h) */
     float scale;
     double scale64;
 } spa_nsca_args;
 
+/* Where a kernel writes the statistics of the batch whose queries are
+ * [qstart, qend): the view's strides (t0, t1), or CANN's per-batch
+ * [N1][S_b][8] from element qstart*N1*8 (the element offset of token t, head
+ * h then t*s0 + h*s1 + shift). */
+static inline void spa_nsca_stat_view(const spa_nsca_args *a, int64_t t0, int64_t t1,
+                                      int64_t qstart, int64_t qend, int64_t *s0, int64_t *s1,
+                                      int64_t *shift)
+{
+    if (!a->stats_batch_major) {
+        *s0 = t0, *s1 = t1, *shift = 0;
+        return;
+    }
+    *s0 = 8, *s1 = (qend - qstart) * 8, *shift = qstart * a->n1 * 8 - qstart * 8;
+}
+
 /* Forward: query tokens [t0, t1) of kv head h2, all in one batch whose
- * queries start at token qstart and whose ncmp compressed keys start at
- * row kstart (a kernel row of kf / vf; a row of k / v for float64). */
+ * queries are [qstart, qend) and whose ncmp compressed keys start at row
+ * kstart (a kernel row of kf / vf; a row of k / v for float64). */
 typedef void spa_nsca_fwd_kernel(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1,
-                                 int64_t qstart, int64_t kstart, int64_t ncmp, float *scratch);
+                                 int64_t qstart, int64_t qend, int64_t kstart, int64_t ncmp,
+                                 float *scratch);
 
 /* Grad: the same tokens; writes dq of them and adds their dK / dV rows into
  * the partials dkp [rows][dp] and dvp [rows][dvp] (f32), whose row 0 is row

@@ -67,11 +67,12 @@ void spa_nsca_attach_head(spa_nsca_args *a, const spa_nsca_shape *sh,
                           float *kpack, float *vpack, int64_t h2, const spa_runner *runner);
 uint64_t spa_nsca_pack_floats(const spa_tensor *t, const spa_nsca_shape *sh);
 
-/* Kernel argument block (grad tensors may be NULL, forward ones too). */
-spa_nsca_args spa_nsca_args_of(const spa_nsca_shape *sh, const spa_nsca_trusted *tr,
-                               const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
-                               const spa_tensor *o, const spa_tensor *mx, const spa_tensor *sm,
-                               const spa_tensor *topk, const spa_tensor *dy,
-                               const spa_tensor *dq, double scale);
+/* Kernel argument block into *out (grad tensors may be NULL, forward ones
+ * too); filled in place, so no copy of it lands on the phase-2 stack. */
+void spa_nsca_args_fill(spa_nsca_args *out, const spa_nsca_shape *sh, const spa_nsca_trusted *tr,
+                        const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
+                        const spa_tensor *o, const spa_tensor *mx, const spa_tensor *sm,
+                        const spa_tensor *topk, const spa_tensor *dy, const spa_tensor *dq,
+                        double scale);
 
 #endif

@@ -110,10 +110,12 @@ static spa_status check_arrays(const nsca_exec *e, spa_nsca_shape *sh)
     return SPA_OK;
 }
 
-static void make_plan(const nsca_exec *e, const spa_nsca_shape *sh, nsca_plan *p)
+static void make_plan(const nsca_exec *e, const spa_nsca_shape *shape, nsca_plan *p)
 {
-    memset(p, 0, sizeof *p);
-    p->sh = *sh;
+    const spa_nsca_shape *sh = &p->sh;
+    if (shape != sh) /* phase 2 plans in place */
+        p->sh = *shape;
+    p->per_block = 0, p->blocks = 0, p->scratch_floats = 0, p->kpack_floats = p->vpack_floats = 0;
     const int64_t per_head =
         SPA_CATTN_BLOCKS_MAX / sh->n2 > 1 ? SPA_CATTN_BLOCKS_MAX / sh->n2 : 1;
     p->per_block = (sh->t1 + per_head - 1) / per_head;
@@ -202,91 +204,99 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
     return SPA_OK;
 }
 
+#if defined(__GNUC__)
+#define NSCA_NOINLINE __attribute__((noinline))
+#else
+#define NSCA_NOINLINE
+#endif
+
+/* What the blocks of phase 2 read: derived there from the checked
+ * arguments, never from executor bytes. The arguments themselves (the
+ * executor's record) stay in prepare()'s frame, which is gone before any
+ * kernel runs (the Cortex-M phase-2 stack budget). */
 typedef struct nsca_run {
-    const nsca_plan *p;
-    const spa_nsca_trusted *tr;
+    nsca_plan p;
+    spa_nsca_trusted tr;
+    nsca_slices slices;
     spa_nsca_args args;
-    float *scratch;
+    spa_tensor k, v; /* for the packing of each head */
     spa_nsca_fwd_kernel *kernel;
     int64_t h2;
     bool in_place; /* float64: key / value rows of the caller */
-    bool batch_major;
-    size_t stat_size;
+    bool empty;
 } nsca_run;
 
 static void run_block(void *arg, uint32_t blk)
 {
     const nsca_run *r = arg;
-    const nsca_plan *p = r->p;
-    float *scratch = r->scratch + (uint64_t)blk * p->scratch_floats;
+    const nsca_plan *p = &r->p;
+    float *scratch = r->slices.scratch + (uint64_t)blk * p->scratch_floats;
     int64_t t = (int64_t)blk * p->per_block;
     const int64_t end = t + p->per_block < p->sh.t1 ? t + p->per_block : p->sh.t1;
     while (t < end) {
-        const int64_t b = spa_nsca_batch_of(&r->tr->sqa, t);
+        const int64_t b = spa_nsca_batch_of(&r->tr.sqa, t);
         int64_t qs, qe, cs, ce;
-        spa_nsca_batch(&r->tr->sqa, b, &qs, &qe);
-        spa_nsca_batch(&r->tr->scmpa, b, &cs, &ce);
-        const int64_t kstart = r->in_place ? cs : b == 0 ? 0 : r->tr->kend[b - 1];
+        spa_nsca_batch(&r->tr.sqa, b, &qs, &qe);
+        spa_nsca_batch(&r->tr.scmpa, b, &cs, &ce);
+        const int64_t kstart = r->in_place ? cs : b == 0 ? 0 : r->tr.kend[b - 1];
         const int64_t stop = qe < end ? qe : end;
-        if (r->batch_major) { /* batch b's statistics as [N1][S_b][8] from element qs*N1*8 */
-            spa_nsca_args a = r->args;
-            const int64_t shift = (qs * p->sh.n1 * 8 - qs * 8) * (int64_t)r->stat_size;
-            a.mx = (unsigned char *)a.mx + shift;
-            a.sm = (unsigned char *)a.sm + shift;
-            a.ms0 = a.ss0 = 8;
-            a.ms1 = a.ss1 = (qe - qs) * 8;
-            r->kernel(&a, r->h2, t, stop, qs, kstart, ce - cs, scratch);
-        } else
-            r->kernel(&r->args, r->h2, t, stop, qs, kstart, ce - cs, scratch);
+        r->kernel(&r->args, r->h2, t, stop, qs, qe, kstart, ce - cs, scratch);
         t = stop;
     }
+}
+
+/* Phase 2 up to the kernels: the executor opened, every argument checked
+ * again, the workspace checked, the trusted copies made, the plan derived
+ * again and the kernel arguments filled in r. */
+static NSCA_NOINLINE spa_status prepare(void *workspace, uint64_t workspace_size,
+                                        const spa_executor *executor, nsca_run *r)
+{
+    nsca_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_CATTN));
+    spa_nsca_shape *const sh = &r->p.sh;
+    bool empty;
+    SPA_TRY(check_args(&e, "TND", sh, &empty));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    r->empty = empty;
+    if (empty)
+        return SPA_OK;
+    SPA_TRY(check_arrays(&e, sh));
+    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.mx, &e.sm, &e.o, &e.topk,
+                                   e.has_mask ? &e.mask : NULL, e.has_tmask ? &e.tmask : NULL};
+    const spa_int_array *arrays[] = {&e.sq, &e.scmp, e.has_sel ? &e.ssel : NULL};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 9, arrays, 3));
+    spa_ws ws;
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
+    spa_nsca_trusted_take(&ws, sh, &r->tr);
+    SPA_REQUIRE(!ws.overflow);
+    SPA_TRY(spa_nsca_trusted_fill(e.has_mask ? &e.mask : NULL, e.has_tmask ? &e.tmask : NULL,
+                                  &e.sq, &e.scmp, sh, &r->tr));
+    make_plan(&e, sh, &r->p);
+    SPA_REQUIRE(planned_bytes(&r->p) == e.head.ws_size);
+    carve(&ws, &r->p, &r->slices);
+    SPA_REQUIRE(!ws.overflow);
+    spa_nsca_args_fill(&r->args, sh, &r->tr, &e.q, &e.k, &e.v, &e.o, &e.mx, &e.sm, &e.topk, NULL,
+                       NULL, e.scale);
+    r->args.stats_batch_major = e.stats_batch_major;
+    r->kernel = kernel_for(e.q.dtype);
+    r->in_place = e.q.dtype == SPA_FLOAT64;
+    r->k = e.k, r->v = e.v;
+    return SPA_OK;
 }
 
 spa_status spa_nsa_cattn_phase2(void *workspace, uint64_t workspace_size,
                                 const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
-    nsca_exec e;
-    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_CATTN));
-    spa_nsca_shape sh;
-    bool empty;
-    SPA_TRY(check_args(&e, "TND", &sh, &empty));
-    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
-    if (empty)
-        return SPA_OK;
-    SPA_TRY(check_arrays(&e, &sh));
-    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.mx, &e.sm, &e.o, &e.topk,
-                                   e.has_mask ? &e.mask : NULL, e.has_tmask ? &e.tmask : NULL};
-    const spa_int_array *arrays[] = {&e.sq, &e.scmp, e.has_sel ? &e.ssel : NULL};
-    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 9, arrays, 3));
-    spa_ws ws;
-    spa_nsca_trusted tr;
-    spa_ws_attach(&ws, workspace, e.head.ws_size);
-    spa_nsca_trusted_take(&ws, &sh, &tr);
-    SPA_REQUIRE(!ws.overflow);
-    SPA_TRY(spa_nsca_trusted_fill(e.has_mask ? &e.mask : NULL, e.has_tmask ? &e.tmask : NULL,
-                                  &e.sq, &e.scmp, &sh, &tr));
-    nsca_plan p;
-    nsca_slices slices;
-    make_plan(&e, &sh, &p);
-    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
-    carve(&ws, &p, &slices);
-    SPA_REQUIRE(!ws.overflow);
     nsca_run r;
-    r.p = &p;
-    r.tr = &tr;
-    r.scratch = slices.scratch;
-    r.args = spa_nsca_args_of(&p.sh, &tr, &e.q, &e.k, &e.v, &e.o, &e.mx, &e.sm, &e.topk, NULL,
-                              NULL, e.scale);
-    r.kernel = kernel_for(e.q.dtype);
-    r.in_place = e.q.dtype == SPA_FLOAT64;
-    r.batch_major = e.stats_batch_major != 0;
-    r.stat_size = spa_dtype_size(e.mx.dtype);
-    for (r.h2 = 0; r.h2 < p.sh.n2; r.h2++) {
+    SPA_TRY(prepare(workspace, workspace_size, executor, &r));
+    if (r.empty)
+        return SPA_OK;
+    for (r.h2 = 0; r.h2 < r.p.sh.n2; r.h2++) {
         if (!r.in_place)
-            spa_nsca_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, slices.kpack, slices.vpack,
-                                 r.h2, &rn);
-        spa_run_blocks(&rn, run_block, &r, p.blocks);
+            spa_nsca_attach_head(&r.args, &r.p.sh, &r.tr, &r.k, &r.v, r.slices.kpack,
+                                 r.slices.vpack, r.h2, &rn);
+        spa_run_blocks(&rn, run_block, &r, r.p.blocks);
     }
     return SPA_OK;
 }

@@ -119,7 +119,7 @@ static void range_rows(const nscag_plan *p, const spa_int_array *sq, const spa_i
 static void make_plan(const nscag_exec *e, const spa_nsca_shape *shape, const spa_int_array *sq,
                       const spa_int_array *scmp, nscag_plan *p)
 {
-    const spa_nsca_shape sh = *shape;
+    const spa_nsca_shape sh = *shape; /* shape may be &p->sh */
     memset(p, 0, sizeof *p);
     p->sh = sh;
     p->kv_rows = e->q.dtype == SPA_FLOAT64;
@@ -220,12 +220,36 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
     return SPA_OK;
 }
 
+#if defined(__GNUC__)
+#define NSCAG_NOINLINE __attribute__((noinline))
+#else
+#define NSCAG_NOINLINE
+#endif
+
+/* An output the reduction writes: its data, dtype and strides only. */
+typedef struct nscag_out {
+    void *data;
+    int64_t s0, s1, s2;
+    int32_t dtype;
+} nscag_out;
+
+static nscag_out out_of(const spa_tensor *t)
+{
+    const nscag_out o = {t->data, t->strides[0], t->strides[1], t->strides[2], t->dtype};
+    return o;
+}
+
+/* What the blocks of phase 2 read, derived there from the checked
+ * arguments; the executor's record stays in prepare()'s frame, gone before
+ * any kernel runs (the Cortex-M phase-2 stack budget). */
 typedef struct nscag_run {
-    const nscag_exec *e;
-    const nscag_plan *p;
-    const spa_nsca_trusted *tr;
+    nscag_plan p;
+    spa_nsca_trusted tr;
     spa_nsca_args args;
     nscag_slices s;
+    spa_tensor k, v;
+    nscag_out dk, dv; /* where the reduction stores */
+    double scale;
     spa_nsca_grad_kernel *kernel;
     int64_t h2;
 } nscag_run;
@@ -233,7 +257,7 @@ typedef struct nscag_run {
 static void run_token_block(void *arg, uint32_t range)
 {
     const nscag_run *r = arg;
-    const nscag_plan *p = r->p;
+    const nscag_plan *p = &r->p;
     const int64_t lo = r->s.lo[range], nrows = r->s.hi[range] - lo;
     float *dkp = r->s.partial + r->s.offset[range], *dvp = dkp + nrows * p->pk;
     for (int64_t i = 0; i < nrows * (p->pk + p->pv); i++)
@@ -242,18 +266,17 @@ static void run_token_block(void *arg, uint32_t range)
     int64_t t, t1;
     range_tokens(p, (int64_t)range, &t, &t1);
     while (t < t1) {
-        const int64_t b = spa_nsca_batch_of(&r->tr->sqa, t);
+        const int64_t b = spa_nsca_batch_of(&r->tr.sqa, t);
         int64_t qs, qe, cs, ce;
-        spa_nsca_batch(&r->tr->sqa, b, &qs, &qe);
-        spa_nsca_batch(&r->tr->scmpa, b, &cs, &ce);
-        const int64_t kstart = p->kv_rows ? cs : b == 0 ? 0 : r->tr->kend[b - 1];
+        spa_nsca_batch(&r->tr.sqa, b, &qs, &qe);
+        spa_nsca_batch(&r->tr.scmpa, b, &cs, &ce);
+        const int64_t kstart = p->kv_rows ? cs : b == 0 ? 0 : r->tr.kend[b - 1];
         const int64_t stop = qe < t1 ? qe : t1;
         r->kernel(&r->args, r->h2, t, stop, qs, kstart, ce - cs, lo, dkp, dvp, scratch);
         t = stop;
     }
 }
-
-static void store_elem(const spa_tensor *out, int64_t at, double x)
+static void store_elem(const nscag_out *out, int64_t at, double x)
 {
     switch (out->dtype) {
     case SPA_FLOAT16:
@@ -275,25 +298,24 @@ static void store_elem(const spa_tensor *out, int64_t at, double x)
 static void run_reduce(void *arg, uint32_t task)
 {
     const nscag_run *r = arg;
-    const nscag_exec *e = r->e;
-    const nscag_plan *p = r->p;
+    const nscag_plan *p = &r->p;
     const int64_t t2 = p->sh.t2, h2 = r->h2;
     const int64_t row0 = (int64_t)task * NSCAG_ROWS_PER_TASK;
     const int64_t row1 = row0 + NSCAG_ROWS_PER_TASK < t2 ? row0 + NSCAG_ROWS_PER_TASK : t2;
     const bool f64 = p->kv_rows;
-    int64_t b = row0 < p->sh.cmp_total ? spa_nsca_batch_of(&r->tr->scmpa, row0) : 0;
+    int64_t b = row0 < p->sh.cmp_total ? spa_nsca_batch_of(&r->tr.scmpa, row0) : 0;
     for (int64_t row = row0; row < row1; row++) {
         int64_t prow = -1; /* its partial row; -1 past a_cmp[B-1] */
         if (row < p->sh.cmp_total) {
-            while (r->tr->scmp[b] <= row)
+            while (r->tr.scmp[b] <= row)
                 b++;
             int64_t cs, ce;
-            spa_nsca_batch(&r->tr->scmpa, b, &cs, &ce);
-            prow = f64 ? row : (b == 0 ? 0 : r->tr->kend[b - 1]) + row - cs;
+            spa_nsca_batch(&r->tr.scmpa, b, &cs, &ce);
+            prow = f64 ? row : (b == 0 ? 0 : r->tr.kend[b - 1]) + row - cs;
         }
         for (int part = 0; part < 2; part++) {
             const int64_t n = part == 0 ? p->sh.d : p->sh.dv;
-            const spa_tensor *out = part == 0 ? &e->dk : &e->dv;
+            const nscag_out *out = part == 0 ? &r->dk : &r->dv;
             for (int64_t c = 0; c < n; c++) {
                 double acc;
                 if (f64) {
@@ -307,7 +329,7 @@ static void run_reduce(void *arg, uint32_t task)
                                                        : (hi - lo) * p->sh.d + (prow - lo) * p->sh.dv);
                         a += src[c];
                     }
-                    acc = part == 0 ? e->scale * a + 0.0 : a;
+                    acc = part == 0 ? r->scale * a + 0.0 : a;
                 } else {
                     float a = 0.0f;
                     for (int64_t rg = 0; rg < p->ranges; rg++) {
@@ -319,64 +341,72 @@ static void run_reduce(void *arg, uint32_t task)
                                                       : (hi - lo) * p->pk + (prow - lo) * p->pv);
                         a += src[c];
                     }
-                    acc = part == 0 ? (double)((float)e->scale * a + 0.0f) : (double)a;
+                    acc = part == 0 ? (double)((float)r->scale * a + 0.0f) : (double)a;
                 }
-                store_elem(out, row * out->strides[0] + h2 * out->strides[1] + c * out->strides[2], acc);
+                store_elem(out, row * out->s0 + h2 * out->s1 + c * out->s2, acc);
             }
         }
     }
+}
+
+/* Phase 2 up to the kernels: the executor opened, every argument checked
+ * again, the trusted copies made, the plan and the partial table derived
+ * again, the kernel arguments filled in r. */
+static NSCAG_NOINLINE spa_status prepare(void *workspace, uint64_t workspace_size,
+                                         const spa_executor *executor, nscag_run *r)
+{
+    nscag_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_CATTN_GRAD));
+    spa_nsca_shape *const sh = &r->p.sh;
+    SPA_TRY(check_args(&e, "TND", sh));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    SPA_TRY(spa_nsca_check_seq(e.has_mask ? &e.mask : NULL, &e.sq, &e.scmp, NULL, NULL, sh));
+    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.o, &e.dy, &e.mx, &e.sm,
+                                   &e.dq, &e.dk, &e.dv, e.has_mask ? &e.mask : NULL};
+    const spa_int_array *arrays[] = {&e.sq, &e.scmp};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 11, arrays, 2));
+    spa_ws ws;
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
+    spa_nsca_trusted_take(&ws, sh, &r->tr);
+    SPA_REQUIRE(!ws.overflow);
+    SPA_TRY(spa_nsca_trusted_fill(e.has_mask ? &e.mask : NULL, NULL, &e.sq, &e.scmp, sh, &r->tr));
+    make_plan(&e, sh, &r->tr.sqa, &r->tr.scmpa, &r->p);
+    SPA_REQUIRE(planned_bytes(&r->p) == e.head.ws_size);
+    carve(&ws, &r->p, &r->s);
+    SPA_REQUIRE(!ws.overflow);
+    uint64_t off = 0;
+    for (int64_t g = 0; g < r->p.ranges; g++) {
+        int64_t t0, t1, lo = 0, hi = 0;
+        range_tokens(&r->p, g, &t0, &t1);
+        if (t0 < t1)
+            range_rows(&r->p, &r->tr.sqa, &r->tr.scmpa, t0, t1, &lo, &hi);
+        r->s.offset[g] = off;
+        r->s.lo[g] = lo;
+        r->s.hi[g] = hi;
+        off += (uint64_t)(hi - lo) * (uint64_t)(r->p.pk + r->p.pv);
+    }
+    spa_nsca_args_fill(&r->args, sh, &r->tr, &e.q, &e.k, &e.v, &e.o, &e.mx, &e.sm, NULL, &e.dy,
+                       &e.dq, e.scale);
+    r->kernel = kernel_for(e.q.dtype);
+    r->k = e.k, r->v = e.v, r->dk = out_of(&e.dk), r->dv = out_of(&e.dv);
+    r->scale = e.scale;
+    return SPA_OK;
 }
 
 spa_status spa_nsa_cattn_grad_phase2(void *workspace, uint64_t workspace_size,
                                      const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
-    nscag_exec e;
-    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_CATTN_GRAD));
-    nscag_plan p;
-    spa_nsca_shape sh;
-    SPA_TRY(check_args(&e, "TND", &sh));
-    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
-    SPA_TRY(spa_nsca_check_seq(e.has_mask ? &e.mask : NULL, &e.sq, &e.scmp, NULL, NULL, &sh));
-    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.o, &e.dy, &e.mx, &e.sm,
-                                   &e.dq, &e.dk, &e.dv, e.has_mask ? &e.mask : NULL};
-    const spa_int_array *arrays[] = {&e.sq, &e.scmp};
-    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 11, arrays, 2));
-    spa_ws ws;
-    spa_nsca_trusted tr;
-    spa_ws_attach(&ws, workspace, e.head.ws_size);
-    spa_nsca_trusted_take(&ws, &sh, &tr);
-    SPA_REQUIRE(!ws.overflow);
-    SPA_TRY(spa_nsca_trusted_fill(e.has_mask ? &e.mask : NULL, NULL, &e.sq, &e.scmp, &sh, &tr));
-    make_plan(&e, &sh, &tr.sqa, &tr.scmpa, &p);
-    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
     nscag_run r;
-    carve(&ws, &p, &r.s);
-    SPA_REQUIRE(!ws.overflow);
-    uint64_t off = 0;
-    for (int64_t g = 0; g < p.ranges; g++) {
-        int64_t t0, t1, lo = 0, hi = 0;
-        range_tokens(&p, g, &t0, &t1);
-        if (t0 < t1)
-            range_rows(&p, &tr.sqa, &tr.scmpa, t0, t1, &lo, &hi);
-        r.s.offset[g] = off;
-        r.s.lo[g] = lo;
-        r.s.hi[g] = hi;
-        off += (uint64_t)(hi - lo) * (uint64_t)(p.pk + p.pv);
-    }
-    r.e = &e;
-    r.p = &p;
-    r.tr = &tr;
-    r.args = spa_nsca_args_of(&p.sh, &tr, &e.q, &e.k, &e.v, &e.o, &e.mx, &e.sm, NULL, &e.dy,
-                              &e.dq, e.scale);
-    r.kernel = kernel_for(e.q.dtype);
-    const int64_t tasks = (p.sh.t2 + NSCAG_ROWS_PER_TASK - 1) / NSCAG_ROWS_PER_TASK;
-    for (r.h2 = 0; r.h2 < p.sh.n2; r.h2++) {
-        if (p.sh.t1 > 0) {
-            if (!p.kv_rows)
-                spa_nsca_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, r.s.kpack, r.s.vpack,
+    SPA_TRY(prepare(workspace, workspace_size, executor, &r));
+    const nscag_plan *p = &r.p;
+    const int64_t tasks = (p->sh.t2 + NSCAG_ROWS_PER_TASK - 1) / NSCAG_ROWS_PER_TASK;
+    for (r.h2 = 0; r.h2 < p->sh.n2; r.h2++) {
+        if (p->sh.t1 > 0) {
+            if (!p->kv_rows)
+                spa_nsca_attach_head(&r.args, &p->sh, &r.tr, &r.k, &r.v, r.s.kpack, r.s.vpack,
                                      r.h2, &rn);
-            spa_run_blocks(&rn, run_token_block, &r, (uint32_t)p.ranges);
+            spa_run_blocks(&rn, run_token_block, &r, (uint32_t)p->ranges);
         }
         spa_run_blocks(&rn, run_reduce, &r, (uint32_t)tasks);
     }

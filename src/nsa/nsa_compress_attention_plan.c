@@ -174,14 +174,15 @@ void spa_nsca_attach_head(spa_nsca_args *a, const spa_nsca_shape *sh,
     a->kf = s.kf, a->kfr = s.kfr, a->vf = s.vf, a->vfr = s.vfr;
 }
 
-spa_nsca_args spa_nsca_args_of(const spa_nsca_shape *sh, const spa_nsca_trusted *tr,
-                               const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
-                               const spa_tensor *o, const spa_tensor *mx, const spa_tensor *sm,
-                               const spa_tensor *topk, const spa_tensor *dy,
-                               const spa_tensor *dq, double scale)
+void spa_nsca_args_fill(spa_nsca_args *out, const spa_nsca_shape *sh, const spa_nsca_trusted *tr,
+                        const spa_tensor *q, const spa_tensor *k, const spa_tensor *v,
+                        const spa_tensor *o, const spa_tensor *mx, const spa_tensor *sm,
+                        const spa_tensor *topk, const spa_tensor *dy, const spa_tensor *dq,
+                        double scale)
 {
-    spa_nsca_args a;
-    memset(&a, 0, sizeof a);
+    spa_nsca_args *const ap = out;
+#define a (*ap)
+    memset(ap, 0, sizeof *ap);
     a.q = q->data, a.qs0 = q->strides[0], a.qs1 = q->strides[1], a.qs2 = q->strides[2];
     a.k = k->data, a.ks0 = k->strides[0], a.ks1 = k->strides[1], a.ks2 = k->strides[2];
     a.v = v->data, a.vs0 = v->strides[0], a.vs1 = v->strides[1], a.vs2 = v->strides[2];
@@ -208,8 +209,9 @@ spa_nsca_args spa_nsca_args_of(const spa_nsca_shape *sh, const spa_nsca_trusted 
     a.kc = sh->kc;
     a.rows_max = spa_nsca_rows16(sh->max_cmp);
     a.sel_max = sh->max_sel;
+    a.n1 = sh->n1;
     a.causal = sh->causal;
     a.scale = (float)scale;
     a.scale64 = scale;
-    return a;
+#undef a
 }

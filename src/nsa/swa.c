@@ -64,10 +64,12 @@ static spa_status check_args(const swa_exec *e, const char *layout, spa_swa_shap
     return SPA_OK;
 }
 
-static void make_plan(const swa_exec *e, const spa_swa_shape *sh, swa_plan *p)
+static void make_plan(const swa_exec *e, const spa_swa_shape *shape, swa_plan *p)
 {
+    const spa_swa_shape copy = *shape; /* shape may be &p->sh */
     memset(p, 0, sizeof *p);
-    p->sh = *sh;
+    p->sh = copy;
+    const spa_swa_shape *sh = &p->sh;
     const int64_t per_head = SPA_SWA_BLOCKS_MAX / sh->n2 > 1 ? SPA_SWA_BLOCKS_MAX / sh->n2 : 1;
     p->per_block = (sh->t + per_head - 1) / per_head;
     if (p->per_block < 1)
@@ -184,8 +186,7 @@ spa_status spa_swa_phase2(void *workspace, uint64_t workspace_size, const spa_ex
     const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.mx, &e.sm, &e.o};
     const spa_int_array *arrays[] = {&e.seq};
     SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 6, arrays, 1));
-    const spa_swa_shape sh = p.sh;
-    make_plan(&e, &sh, &p);
+    make_plan(&e, &p.sh, &p); /* the shape lives in the plan only: less stack under the kernels */
     SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
     spa_ws ws;
     swa_slices s;

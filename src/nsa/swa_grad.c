@@ -298,7 +298,7 @@ static void run_reduce(void *arg, uint32_t task)
     const int64_t row0 = (int64_t)task * SWAG_ROWS_PER_TASK;
     const int64_t row1 = row0 + SWAG_ROWS_PER_TASK < t ? row0 + SWAG_ROWS_PER_TASK : t;
     const bool f64 = p->elem == 8;
-    enum { CHUNK = 64 };
+    enum { CHUNK = 32 }; /* (a small frame: phase 2 runs on a 4 KiB stack on Cortex-M) */
     double acc[CHUNK];
     for (int64_t row = row0; row < row1; row++)
         for (int part = 0; part < 2; part++) {
@@ -349,8 +349,7 @@ spa_status spa_swa_grad_phase2(void *workspace, uint64_t workspace_size,
     const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.o, &e.dy, &e.mx, &e.sm, &e.dq, &e.dk, &e.dv};
     const spa_int_array *arrays[] = {&e.seq};
     SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 10, arrays, 1));
-    const spa_swa_shape sh = p.sh;
-    make_plan(&e, &sh, &p);
+    make_plan(&e, &p.sh, &p); /* the shape lives in the plan only: less stack under the kernels */
     SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
     spa_ws ws;
     swag_run r;

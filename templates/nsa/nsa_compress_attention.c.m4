@@ -92,11 +92,14 @@ static inline int row_masked(const spa_nsca_args *a, int64_t s, int64_t j, int64
 }
 
 void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
-                 int64_t kstart, int64_t ncmp, float *scratch)
+                 int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
 {
     const SPA_T *q = a->q;
     SPA_T *o = a->o;
-    float *mx = a->mx, *sm = a->sm;
+    int64_t ms0, ms1, mshift, ss0, ss1, sshift;
+    spa_nsca_stat_view(a, a->ms0, a->ms1, qstart, qend, &ms0, &ms1, &mshift);
+    spa_nsca_stat_view(a, a->ss0, a->ss1, qstart, qend, &ss0, &ss1, &sshift);
+    float *mx = (float *)a->mx + mshift, *sm = (float *)a->sm + sshift;
     const int64_t G = a->g, HC = a->hc, TQ = a->tq, GP = a->gp, D = a->d, DV = a->dv, DP = a->dp,
                   DVP = a->dvp, RMAX = a->rows_max;
     const float *kb = a->kf + kstart * a->kfr, *vb = a->vf + kstart * a->vfr;
@@ -138,8 +141,8 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                         for (int64_t e = 0; e < DV; e++)
                             o[t * a->os0 + h * a->os1 + e * a->os2] = SPA_STORE(0.0f);
                         for (int64_t c = 0; c < 8; c++) {
-                            mx[t * a->ms0 + h * a->ms1 + c * a->ms2] = -FLT_MAX;
-                            sm[t * a->ss0 + h * a->ss1 + c * a->ss2] = 0.0f;
+                            mx[t * ms0 + h * ms1 + c * a->ms2] = -FLT_MAX;
+                            sm[t * ss0 + h * ss1 + c * a->ss2] = 0.0f;
                         }
                     }
                 continue;
@@ -229,8 +232,8 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                     lane_out(o + t * a->os0 + h * a->os1, a->os2, ot + l, GP, DV,
                              m4_ifelse(SPA_DT, `f32', `inv[l]', `1.0f'));
                     for (int64_t c = 0; c < 8; c++) {
-                        mx[t * a->ms0 + h * a->ms1 + c * a->ms2] = mrow[l];
-                        sm[t * a->ss0 + h * a->ss1 + c * a->ss2] = lrow[l];
+                        mx[t * ms0 + h * ms1 + c * a->ms2] = mrow[l];
+                        sm[t * ss0 + h * ss1 + c * a->ss2] = lrow[l];
                     }
                 }
         }

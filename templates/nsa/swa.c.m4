@@ -23,6 +23,35 @@ m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
 
 enum { KT = SWA_KT };
 
+/* The micro-kernels, instantiated once per ISA: out of line, in the f32
+ * forward only, and called by every dtype of the forward and the grad (they
+ * compute on f32 rows whatever the dtype). Every call covers at least 16
+ * keys, so the call costs nothing, where inlining the dispatch of tiles at
+ * each call site would multiply the code. */
+SWA_MK_DECLS()m4_dnl
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+void SWA_MK(`scores')(const float *a, int64_t lda, int64_t rows, const float *bt, int64_t n,
+                      int64_t gp, float *out)
+{
+    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
+    spa_nsas_scores_pitch(a, lda, rows, bt, n, gp, out, &pf);
+}
+
+void SWA_MK(`accum')(const float *a, int64_t lda, int64_t rows, const float *p, int64_t n,
+                     int64_t gp, float *acc)
+{
+    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
+    spa_nsas_accum_t(a, lda, rows, p, n, gp, acc, &pf);
+}
+
+void SWA_MK(`rows_add')(const float *w, int64_t rows, int64_t gp, const float *b, int64_t g,
+                        int64_t n, float *out)
+{
+    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
+    spa_nsas_rows_add(w, rows, gp, b, g, n, out, &pf);
+}
+')m4_dnl
+
 /* rows [0, n) of src (pitch sp) into a 16-row stage of pitch dp, zeros after */
 static void swa_stage(float *stage, const float *src, int64_t sp, int64_t n, int64_t dp)
 {
@@ -48,7 +77,6 @@ void SWA_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int64
     float *stage = crow + GP;       /* [16][max(DP, DVP)] */
     const spa_nsas_expk ek = spa_nsas_expk_set();
     const spa_vf sv = spa_vf_set1(a->scale), ninf = spa_vf_set1(-INFINITY);
-    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
 
     for (int64_t t = t0; t < t1; t++) {
         const int64_t lo = spa_swa_lo(t, bstart, a->left);
@@ -71,10 +99,10 @@ void SWA_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int64
                 const int64_t n = t + 1 - c0 < KT ? t + 1 - c0 : KT;
                 const int64_t nf = n / 16 * 16, rem = n - nf, rows = nf + (rem > 0 ? 16 : 0);
                 if (nf > 0)
-                    spa_nsas_scores_pitch(a->kf + c0 * a->kfr, a->kfr, nf, qt, DP, GP, st, &pf);
+                    SWA_MK(`scores')(a->kf + c0 * a->kfr, a->kfr, nf, qt, DP, GP, st);
                 if (rem > 0) {
                     swa_stage(stage, a->kf + (c0 + nf) * a->kfr, a->kfr, rem, DP);
-                    spa_nsas_scores_pitch(stage, DP, 16, qt, DP, GP, st + nf * GP, &pf);
+                    SWA_MK(`scores')(stage, DP, 16, qt, DP, GP, st + nf * GP);
                 }
                 /* scale, this tile's max, the new running max and the rescale factor */
                 for (int64_t l0 = 0; l0 < GP; l0 += SPA_VL) {
@@ -103,10 +131,10 @@ void SWA_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int64
                                                                   spa_vf_load(arow + l0)),
                                                        spa_vf_load(crow + l0)));
                 if (nf > 0)
-                    spa_nsas_accum_t(a->vf + c0 * a->vfr, a->vfr, nf, st, DVP, GP, ot, &pf);
+                    SWA_MK(`accum')(a->vf + c0 * a->vfr, a->vfr, nf, st, DVP, GP, ot);
                 if (rem > 0) {
                     swa_stage(stage, a->vf + (c0 + nf) * a->vfr, a->vfr, rem, DVP);
-                    spa_nsas_accum_t(stage, DVP, 16, st + nf * GP, DVP, GP, ot, &pf);
+                    SWA_MK(`accum')(stage, DVP, 16, st + nf * GP, DVP, GP, ot);
                 }
             }
             for (int64_t g = 0; g < ng; g++) {

@@ -22,6 +22,9 @@ m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
 
 enum { KT = SWAG_KT };
 
+/* the micro-kernels of the f32 forward (templates/swa.c.m4) */
+SWA_MK_DECLS()m4_dnl
+
 /* rows [0, n) of src (pitch sp) into a 16-row stage of pitch dp, zeros after */
 static void swag_stage(float *stage, const float *src, int64_t sp, int64_t n, int64_t dp)
 {
@@ -34,10 +37,9 @@ static void swag_stage(float *stage, const float *src, int64_t sp, int64_t n, in
 static void swag_rows_add_tail(const float *w, int64_t gp, const float *b, int64_t g, int64_t dp,
                                float *buf, float *out, int64_t n)
 {
-    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
     for (int64_t i = 0; i < 16 * dp; i++)
         buf[i] = 0.0f;
-    spa_nsas_rows_add(w, 16, gp, b, g, dp, buf, &pf);
+    SWA_MK(`rows_add')(w, 16, gp, b, g, dp, buf);
     for (int64_t i = 0; i < n * dp; i++)
         out[i] += buf[i];
 }
@@ -68,7 +70,6 @@ void SWAG_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int6
     float *stv = stk + 16 * DP;    /* [16][DVP] staged value rows */
     float *sto = stv + 16 * DVP;   /* [16][DM] staged partial rows */
     const spa_vf sv = spa_vf_set1(a->scale);
-    spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
 
     for (int64_t t = t0; t < t1; t++) {
         const int64_t lo = spa_swa_lo(t, bstart, a->left);
@@ -111,12 +112,12 @@ void SWAG_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int6
                 }
                 /* dP = dY Vᵀ, S = Q Kᵀ */
                 if (nf > 0) {
-                    spa_nsas_scores_pitch(vr, a->vfr, nf, dyt, DVP, GP, ds, &pf);
-                    spa_nsas_scores_pitch(kr, a->kfr, nf, qt, DP, GP, pt, &pf);
+                    SWA_MK(`scores')(vr, a->vfr, nf, dyt, DVP, GP, ds);
+                    SWA_MK(`scores')(kr, a->kfr, nf, qt, DP, GP, pt);
                 }
                 if (rem > 0) {
-                    spa_nsas_scores_pitch(stv, DVP, 16, dyt, DVP, GP, ds + nf * GP, &pf);
-                    spa_nsas_scores_pitch(stk, DP, 16, qt, DP, GP, pt + nf * GP, &pf);
+                    SWA_MK(`scores')(stv, DVP, 16, dyt, DVP, GP, ds + nf * GP);
+                    SWA_MK(`scores')(stk, DP, 16, qt, DP, GP, pt + nf * GP);
                 }
                 /* z - m (keys past the band: -inf), P = exp(z - m) / l, dS = P (dP - D) */
                 for (int64_t r = 0; r < rows; r++)
@@ -136,12 +137,12 @@ void SWAG_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int6
                     }
                 const int64_t prow = c0 - kvlo;
                 if (nf > 0) {
-                    spa_nsas_accum_t(kr, a->kfr, nf, ds, DP, GP, dqt, &pf);
-                    spa_nsas_rows_add(ds, nf, GP, qn, ng, DP, dkp + prow * DP, &pf);
-                    spa_nsas_rows_add(pt, nf, GP, dyn, ng, DVP, dvp + prow * DVP, &pf);
+                    SWA_MK(`accum')(kr, a->kfr, nf, ds, DP, GP, dqt);
+                    SWA_MK(`rows_add')(ds, nf, GP, qn, ng, DP, dkp + prow * DP);
+                    SWA_MK(`rows_add')(pt, nf, GP, dyn, ng, DVP, dvp + prow * DVP);
                 }
                 if (rem > 0) {
-                    spa_nsas_accum_t(stk, DP, 16, ds + nf * GP, DP, GP, dqt, &pf);
+                    SWA_MK(`accum')(stk, DP, 16, ds + nf * GP, DP, GP, dqt);
                     swag_rows_add_tail(ds + nf * GP, GP, qn, ng, DP, sto, dkp + (prow + nf) * DP, rem);
                     swag_rows_add_tail(pt + nf * GP, GP, dyn, ng, DVP, sto, dvp + (prow + nf) * DVP, rem);
                 }

@@ -629,7 +629,7 @@ static void test_hostile_memory(void)
         /* the array in the first bytes of an output (f32 elements: 2 per int64) */
         ttensor *out = grad ? &io.dq : &io.o;
         int64_t *arr = out->t.data;
-        memcpy(arr, c.seq_vals, sizeof(int64_t) * c.seq.size);
+        memcpy(arr, c.seq_vals, sizeof(int64_t) * (size_t)c.seq.size);
         swa_case h = c;
         h.seq.data = arr;
         CU_ASSERT_EQUAL(run_op(&h, &io, grad, 1, 0), SPA_OK);

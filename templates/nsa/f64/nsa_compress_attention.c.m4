@@ -30,10 +30,13 @@ static int64_t visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
 }
 
 void NSCA64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
-                   int64_t kstart, int64_t ncmp, float *scratch)
+                   int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
 {
+    int64_t ms0, ms1, mshift, ss0, ss1, sshift;
+    spa_nsca_stat_view(a, a->ms0, a->ms1, qstart, qend, &ms0, &ms1, &mshift);
+    spa_nsca_stat_view(a, a->ss0, a->ss1, qstart, qend, &ss0, &ss1, &sshift);
     const double *q = a->q, *k = a->k, *v = a->v;
-    double *o = a->o, *mx = a->mx, *sm = a->sm;
+    double *o = a->o, *mx = (double *)a->mx + mshift, *sm = (double *)a->sm + sshift;
     const int64_t G = a->g, D = a->d, DV = a->dv;
     double *z = (double *)(void *)scratch;  /* [max_cmp] scores, then P */
     double *colsum = z + a->rows_max;       /* [max_cmp] */
@@ -79,8 +82,8 @@ void NSCA64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, i
             for (int64_t e = 0; e < DV; e++)
                 o[t * a->os0 + h * a->os1 + e * a->os2] = acc[e];
             for (int64_t c8 = 0; c8 < 8; c8++) {
-                mx[t * a->ms0 + h * a->ms1 + c8 * a->ms2] = m;
-                sm[t * a->ss0 + h * a->ss1 + c8 * a->ss2] = l;
+                mx[t * ms0 + h * ms1 + c8 * a->ms2] = m;
+                sm[t * ss0 + h * ss1 + c8 * a->ss2] = l;
             }
         }
         const int64_t M = a->msel, NN = a->nn, nsel = (ncmp + M - 1) / M;
