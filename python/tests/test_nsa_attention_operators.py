@@ -131,6 +131,17 @@ class TestOperators(unittest.TestCase):
             torch.autograd.grad(fn[0], [q, ks, vs], grad),
             torch.autograd.grad(op[0], [q, ks, vs], grad))))
 
+    def test_compress_attention_function_is_its_schema(self):
+        """A script calls the operator in the function's place: the two must
+        take the same arguments (names, keyword-only, defaults)."""
+        import inspect
+        params = inspect.signature(spattn.nsa_compress_attention).parameters.values()
+        schema = torch.ops.spattn.nsa_compress_attention.default._schema.arguments
+        self.assertEqual(
+            [(p.name, p.kind == p.KEYWORD_ONLY,
+              None if p.default is p.empty else p.default) for p in params],
+            [(a.name, a.kwarg_only, a.default_value) for a in schema])
+
     def test_scripted_equals_eager_forward_and_gradients(self):
         scripted = torch.jit.script(Attention())
         graph = str(scripted.inlined_graph)
