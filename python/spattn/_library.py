@@ -20,7 +20,24 @@ def op(name):
 
 
 def register(name, kernel, key):
-    LIBRARY.impl(name, surfacing(name, kernel), key)
+    LIBRARY.impl(name, surfacing(name, positional(name, kernel)), key)
+
+
+def positional(name, kernel):
+    """torch 1.13 hands a Python kernel the keyword-only arguments of its
+    schema (those after "*") as keywords, and leaves out those equal to their
+    default; kernels (and autograd.Function.apply, which takes no keywords)
+    get every argument in the schema's order instead."""
+    arguments = op(name).default._schema.arguments
+    if not any(a.kwarg_only for a in arguments):
+        return kernel
+    names = [a.name for a in arguments]
+    defaults = [a.default_value for a in arguments]
+
+    def ordered(*args, **kwargs):
+        rest = [kwargs.get(n, d) for n, d in zip(names[len(args):], defaults[len(args):])]
+        return kernel(*args, *rest)
+    return ordered
 
 
 # ---- errors raised by a kernel reach the user with their message ----
@@ -48,9 +65,9 @@ class _Raised:
 def surfacing(name, kernel):
     returns = len(op(name).default._schema.returns)
 
-    def surfaced(*args):
+    def surfaced(*args, **kwargs):
         try:
-            return kernel(*args)
+            return kernel(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 (re-raised or returned as the result)
             if sys._getframe(1).f_code in _PYTHON_CALLERS:
                 raise
@@ -83,12 +100,12 @@ def cpu_only(name):
     return refuse
 
 
-def below_autograd(operator, *args):
+def below_autograd(operator, *args, **kwargs):
     """Calls the operator past its autograd kernel (from a Function's forward:
     without this the dispatcher would run the autograd kernel again)."""
     guard = torch._C._AutoDispatchBelowAutograd()
     try:
-        return operator(*args)
+        return operator(*args, **kwargs)
     finally:
         del guard
 

@@ -19,10 +19,15 @@ in _library.py, imported as L):
                       backward operator "name_backward": itself 1 and 2, then
                       L.not_differentiable("name_backward").
 
-then one user-facing function in its family module (msda.py, nsa.py) that
-turns Python conveniences (lists for index tensors) into the schema's types,
-written in TorchScript's subset so that scripted models can call it, and a
-symbolic (or a refusal) in _register_onnx_ops.py.
+then one user-facing function in its family module (msda.py, nsa.py,
+attention.py) that turns Python conveniences (lists for index tensors) into
+the schema's types, written in TorchScript's subset so that scripted models
+can call it, and a symbolic (or a refusal) in _register_onnx_ops.py. A
+signature TorchScript cannot compile (keyword-only arguments with defaults,
+as CANN's nsa_compress_attention) goes into the schema itself, after "*"; the
+function is then registered as that operator for scripts
+(torch.jit._builtins._register_builtin), and the kernels still get every
+argument in order (_library.positional).
 
 Autocast needs nothing: the library takes mixed float dtypes, so the ops run
 under torch.autocast as they are (autocast falls through for operators without
@@ -259,3 +264,193 @@ class SelectAutograd(torch.autograd.Function):
 
 L.differentiable("nsa_selected_attention", SelectAutograd)
 L.not_differentiable("nsa_selected_attention_backward")
+
+
+# ---- NSA compressed attention (NsaCompressAttention) ----
+# CANN's argument names and order (torch_npu.npu_nsa_compress_attention),
+# its keyword-only arguments included: the user-facing function is this
+# schema (attention.py), so that a scripted call binds to it by name.
+
+L.define("nsa_compress_attention(Tensor query, Tensor key, Tensor value, float scale_value, "
+        "int head_num, int compress_block_size, int compress_stride, int select_block_size, "
+        "int select_block_count, *, Tensor? topk_mask=None, Tensor? atten_mask=None, "
+        "Tensor actual_seq_qlen, Tensor actual_cmp_seq_kvlen, Tensor? actual_sel_seq_kvlen=None, "
+        "int sparse_mode=1) -> (Tensor attention_out, Tensor topk_indices, Tensor softmax_max, "
+        "Tensor softmax_sum)")
+L.define("nsa_compress_attention_backward(Tensor grad_output, Tensor query, Tensor key, "
+        "Tensor value, Tensor attention_out, Tensor softmax_max, Tensor softmax_sum, "
+        "Tensor? atten_mask, Tensor actual_seq_qlen, Tensor actual_cmp_seq_kvlen, "
+        "float scale_value, int head_num, int sparse_mode, int compress_block_size, "
+        "int compress_stride) -> (Tensor, Tensor, Tensor)")
+
+_MASK_DTYPES = (torch.bool, torch.uint8)
+
+
+def require(phase1, symbol):
+    """The attention ops of the NSA layer are optional symbols of _lib (None
+    where the loaded libspattn.so predates them): said, never computed here."""
+    if phase1 is None:
+        raise NotImplementedError("spattn: %s is not in %s (a library built before it); rebuild "
+                                  "libspattn.so" % (symbol, _lib.LIBRARY_PATH))
+
+
+def _mask(name, m):
+    if m is None:
+        return None
+    _lib.check_tensor(name, m, 2, _MASK_DTYPES)
+    return _lib.describe(m)
+
+
+def _stat_dtype(t):
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+@L.cpu("nsa_compress_attention")
+def _cattn_cpu(q, k, v, scale, head_num, block, stride, select_block, count, topk_mask,
+               atten_mask, cu_q, cu_cmp, cu_sel, sparse_mode):
+    require(_lib.nsa_cattn_ws, "spa_nsa_compress_attention")
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        _lib.check_tensor(name, t, 3)
+    t1, n1 = q.shape[0], q.shape[1]
+    if head_num != n1:
+        raise ValueError("spattn: head_num (%d) must equal query's N1 (%d)" % (head_num, n1))
+    _, (sq, _keep_q) = _ends("actual_seq_qlen", cu_q)
+    _, (sc, _keep_c) = _ends("actual_cmp_seq_kvlen", cu_cmp)
+    ssel = _ends("actual_sel_seq_kvlen", cu_sel)[1] if cu_sel is not None else (None, None)
+    out = _lib.new_output((t1, n1, v.shape[2]), q.dtype)
+    mx = _lib.new_output((t1, n1, _LANES), _stat_dtype(q))
+    sm = _lib.new_output((t1, n1, _LANES), _stat_dtype(q))
+    # a negative count sizes an empty output: the library refuses it by its rule
+    topk = _lib.new_output((t1, k.shape[1], max(count, 0)), torch.int32)
+    d = _lib.describe
+    _lib.call("spa_nsa_compress_attention", _lib.nsa_cattn_ws,
+              (d(q), d(k), d(v), _mask("atten_mask", atten_mask), _mask("topk_mask", topk_mask),
+               sq, sc, ssel[0], scale, head_num, b"TND", sparse_mode, block, stride, select_block,
+               count, d(mx), d(sm), d(out), d(topk)))
+    return out, topk, mx, sm
+
+
+@L.cpu("nsa_compress_attention_backward")
+def _cattn_backward_cpu(grad_out, q, k, v, out, mx, sm, atten_mask, cu_q, cu_cmp, scale,
+                        head_num, sparse_mode, block, stride):
+    require(_lib.nsa_cattn_grad_ws, "spa_nsa_compress_attention_grad")
+    for name, t, rank in (("grad_output", grad_out, 3), ("query", q, 3), ("key", k, 3),
+                          ("value", v, 3), ("attention_out", out, 3), ("softmax_max", mx, 3),
+                          ("softmax_sum", sm, 3)):
+        _lib.check_tensor(name, t, rank)
+    _, (sq, _keep_q) = _ends("actual_seq_qlen", cu_q)
+    _, (sc, _keep_c) = _ends("actual_cmp_seq_kvlen", cu_cmp)
+    dq = _lib.new_output(q.shape, q.dtype)
+    dk = _lib.new_output(k.shape, k.dtype)
+    dv = _lib.new_output(v.shape, v.dtype)
+    d = _lib.describe
+    _lib.call("spa_nsa_compress_attention_grad", _lib.nsa_cattn_grad_ws,
+              (d(q), d(k), d(v), d(out), d(grad_out), d(mx), d(sm),
+               _mask("atten_mask", atten_mask), sq, sc, scale, head_num, b"TND", sparse_mode,
+               block, stride, d(dq), d(dk), d(dv)))
+    return dq, dk, dv
+
+
+_NO_MASK = torch.empty(0, dtype=torch.bool)  # saved in place of an absent mask
+
+
+class CompressAttentionAutograd(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, scale, head_num, block, stride, select_block, count, topk_mask,
+                atten_mask, cu_q, cu_cmp, cu_sel, sparse_mode):
+        out, topk, mx, sm = L.below_autograd(
+            L.op("nsa_compress_attention"), q, k, v, scale, head_num, block, stride, select_block,
+            count, topk_mask=topk_mask, atten_mask=atten_mask, actual_seq_qlen=cu_q,
+            actual_cmp_seq_kvlen=cu_cmp, actual_sel_seq_kvlen=cu_sel, sparse_mode=sparse_mode)
+        ctx.save_for_backward(q, k, v, out, mx, sm, cu_q, cu_cmp,
+                              _NO_MASK if atten_mask is None else atten_mask)
+        ctx.has_mask = atten_mask is not None
+        ctx.args = (scale, head_num, sparse_mode, block, stride)
+        ctx.mark_non_differentiable(topk, mx, sm)
+        ctx.set_materialize_grads(False)  # no zero gradients made for unused outputs
+        return out, topk, mx, sm
+
+    @staticmethod
+    @first_order_only
+    def backward(ctx, grad_output, _grad_topk, _grad_max, _grad_sum):
+        if grad_output is None:  # attention_out unused: only the indices were
+            return (None,) * 15
+        q, k, v, out, mx, sm, cu_q, cu_cmp, mask = ctx.saved_tensors
+        grads = L.below_autograd(L.op("nsa_compress_attention_backward"), grad_output, q, k, v,
+                                 out, mx, sm, mask if ctx.has_mask else None, cu_q, cu_cmp,
+                                 *ctx.args)
+        return L.needed(grads + (None,) * 12, ctx.needs_input_grad)
+
+
+L.differentiable("nsa_compress_attention", CompressAttentionAutograd)
+L.not_differentiable("nsa_compress_attention_backward")
+
+
+# ---- sliding-window attention ----
+
+L.define("sliding_window_attention(Tensor q, Tensor k, Tensor v, int window_size, "
+        "Tensor cu_seqlens, float scale, int window_type) "
+        "-> (Tensor out, Tensor softmax_max, Tensor softmax_sum)")
+L.define("sliding_window_attention_backward(Tensor grad_output, Tensor q, Tensor k, Tensor v, "
+        "Tensor out, Tensor softmax_max, Tensor softmax_sum, Tensor cu_seqlens, int window_size, "
+        "float scale, int window_type) -> (Tensor, Tensor, Tensor)")
+
+
+@L.cpu("sliding_window_attention")
+def _swa_cpu(q, k, v, window, cu_seqlens, scale, window_type):
+    require(_lib.swa_ws, "spa_swa")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _lib.check_tensor(name, t, 3)
+    _, (seq, _keep) = _ends("cu_seqlens", cu_seqlens)
+    t1, n1 = q.shape[0], q.shape[1]
+    out = _lib.new_output((t1, n1, v.shape[2]), q.dtype)
+    mx = _lib.new_output((t1, n1), _stat_dtype(q))
+    sm = _lib.new_output((t1, n1), _stat_dtype(q))
+    d = _lib.describe
+    _lib.call("spa_swa", _lib.swa_ws,
+              (d(q), d(k), d(v), seq, 0, scale, n1, b"TND", window, window_type, d(mx), d(sm),
+               d(out)))
+    return out, mx, sm
+
+
+@L.cpu("sliding_window_attention_backward")
+def _swa_backward_cpu(grad_out, q, k, v, out, mx, sm, cu_seqlens, window, scale, window_type):
+    require(_lib.swa_grad_ws, "spa_swa_grad")
+    for name, t, rank in (("grad_output", grad_out, 3), ("q", q, 3), ("k", k, 3), ("v", v, 3),
+                          ("out", out, 3), ("softmax_max", mx, 2), ("softmax_sum", sm, 2)):
+        _lib.check_tensor(name, t, rank)
+    _, (seq, _keep) = _ends("cu_seqlens", cu_seqlens)
+    dq = _lib.new_output(q.shape, q.dtype)
+    dk = _lib.new_output(k.shape, k.dtype)
+    dv = _lib.new_output(v.shape, v.dtype)
+    d = _lib.describe
+    _lib.call("spa_swa_grad", _lib.swa_grad_ws,
+              (d(q), d(k), d(v), d(out), d(grad_out), d(mx), d(sm), seq, 0, scale, q.shape[1],
+               b"TND", window, window_type, d(dq), d(dk), d(dv)))
+    return dq, dk, dv
+
+
+class SlidingWindowAutograd(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, window, cu_seqlens, scale, window_type):
+        out, mx, sm = L.below_autograd(L.op("sliding_window_attention"), q, k, v, window,
+                                       cu_seqlens, scale, window_type)
+        ctx.save_for_backward(q, k, v, out, mx, sm, cu_seqlens)
+        ctx.args = (window, scale, window_type)
+        ctx.mark_non_differentiable(mx, sm)
+        ctx.set_materialize_grads(False)
+        return out, mx, sm
+
+    @staticmethod
+    @first_order_only
+    def backward(ctx, grad_output, _grad_max, _grad_sum):
+        if grad_output is None:
+            return (None,) * 7
+        q, k, v, out, mx, sm, cu_seqlens = ctx.saved_tensors
+        grads = L.below_autograd(L.op("sliding_window_attention_backward"), grad_output, q, k, v,
+                                 out, mx, sm, cu_seqlens, *ctx.args)
+        return L.needed(grads + (None,) * 4, ctx.needs_input_grad)
+
+
+L.differentiable("sliding_window_attention", SlidingWindowAutograd)
+L.not_differentiable("sliding_window_attention_backward")

@@ -42,10 +42,14 @@ _SYMBOLICS = {
     "ms_deform_attn": ms_deform_attn,
     "nsa_compress": _refusal("nsa_compress"),
     "nsa_selected_attention": _refusal("nsa_selected_attention"),
+    "nsa_compress_attention": _refusal("nsa_compress_attention"),
+    "sliding_window_attention": _refusal("sliding_window_attention"),
     # the backward operators appear in no forward graph; said plainly if they do
     "ms_deform_attn_backward": _refusal("ms_deform_attn_backward"),
     "nsa_compress_backward": _refusal("nsa_compress_backward"),
     "nsa_selected_attention_backward": _refusal("nsa_selected_attention_backward"),
+    "nsa_compress_attention_backward": _refusal("nsa_compress_attention_backward"),
+    "sliding_window_attention_backward": _refusal("sliding_window_attention_backward"),
 }
 
 

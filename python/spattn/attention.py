@@ -1,88 +1,26 @@
 """Compressed attention (NsaCompressAttention) and sliding-window attention,
 TND varlen, differentiable; and the compressed branch of the NSA layer.
 
-Both ops are the library's (spa_nsa_compress_attention, spa_swa and their
-grads); a libspattn.so built before them raises NotImplementedError naming
-the missing symbol: nothing here computes them in PyTorch instead.
+Both ops are the library's, as the operators torch.ops.spattn.
+nsa_compress_attention / sliding_window_attention (python/spattn/_ops.py); a
+libspattn.so built before them raises NotImplementedError naming the missing
+symbol: nothing here computes them in PyTorch instead.
+
+Both functions script (torch.jit.script), with the index arguments as
+tensors there: sliding_window_attention is TorchScript;
+nsa_compress_attention, whose keyword-only arguments with defaults
+TorchScript cannot compile, is the operator itself in a script (its schema
+has this function's signature).
 """
+from typing import Optional, Tuple
+
 import torch
+from torch import Tensor
+from torch._jit_internal import boolean_dispatch
+from torch.jit import _builtins
 
-from . import _lib, _onnx
-from ._autograd import first_order_only
-from .nsa import _ends, nsa_compress
-
-_MASK_DTYPES = (torch.bool, torch.uint8)
-
-
-def _require(phase1, symbol):
-    if phase1 is None:
-        raise NotImplementedError("spattn: %s is not in %s (a library built before it); rebuild "
-                                  "libspattn.so" % (symbol, _lib.LIBRARY_PATH))
-
-
-def _stat_dtype(t):
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
-
-
-def _mask(name, m):
-    if m is not None:
-        _lib.check_tensor(name, m, 2, _MASK_DTYPES)
-        return _lib.describe(m)
-    return None
-
-
-class _CompressAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, atten_mask, topk_mask, cu_q, cu_cmp, cu_sel, scale, sparse_mode,
-                block, stride, select_block, count):
-        _require(_lib.nsa_cattn_ws, "spa_nsa_compress_attention")
-        for name, t in (("query", q), ("key", k), ("value", v)):
-            _lib.check_tensor(name, t, 3)
-        _, sq = _ends("actual_seq_qlen", cu_q)
-        _, sc = _ends("actual_cmp_seq_kvlen", cu_cmp)
-        ssel = _ends("actual_sel_seq_kvlen", cu_sel)[1] if cu_sel is not None else None
-        t1, n1 = q.shape[0], q.shape[1]
-        out = _lib.new_output((t1, n1, v.shape[2]), q.dtype)
-        mx = _lib.new_output((t1, n1, 8), _stat_dtype(q))
-        sm = _lib.new_output((t1, n1, 8), _stat_dtype(q))
-        topk = _lib.new_output((t1, k.shape[1], count), torch.int32)
-        d = _lib.describe
-        _lib.call("spa_nsa_compress_attention", _lib.nsa_cattn_ws,
-                  (d(q), d(k), d(v), _mask("atten_mask", atten_mask), _mask("topk_mask", topk_mask),
-                   sq[0], sc[0], ssel[0] if ssel else None, float(scale), n1, b"TND", sparse_mode,
-                   block, stride, select_block, count, d(mx), d(sm), d(out), d(topk)))
-        mask = atten_mask if atten_mask is not None else torch.empty(0)
-        ctx.save_for_backward(q, k, v, out, mx, sm, mask)
-        ctx.has_mask = atten_mask is not None
-        ctx.seqs, ctx.args = (sq, sc), (float(scale), sparse_mode, block, stride)
-        ctx.mark_non_differentiable(topk, mx, sm)
-        ctx.set_materialize_grads(False)  # no zero tensors for the statistics
-        return out, topk, mx, sm
-
-    @staticmethod
-    def symbolic(g, *args):
-        return _onnx.refuse("nsa_compress_attention")
-
-    @staticmethod
-    @first_order_only
-    def backward(ctx, grad_out, _grad_topk, _grad_max, _grad_sum):
-        _require(_lib.nsa_cattn_grad_ws, "spa_nsa_compress_attention_grad")
-        if grad_out is None:
-            return (None,) * 14
-        q, k, v, out, mx, sm, mask = ctx.saved_tensors
-        dq = _lib.new_output(q.shape, q.dtype)
-        dk = _lib.new_output(k.shape, k.dtype)
-        dv = _lib.new_output(v.shape, v.dtype)
-        d = _lib.describe
-        sq, sc = ctx.seqs
-        scale, sparse_mode, block, stride = ctx.args
-        _lib.call("spa_nsa_compress_attention_grad", _lib.nsa_cattn_grad_ws,
-                  (d(q), d(k), d(v), d(out), d(grad_out), d(mx), d(sm),
-                   d(mask) if ctx.has_mask else None, sq[0], sc[0], scale, q.shape[1], b"TND",
-                   sparse_mode, block, stride, d(dq), d(dk), d(dv)))
-        need = ctx.needs_input_grad
-        return ((dq if need[0] else None, dk if need[1] else None, dv if need[2] else None)
-                + (None,) * 11)
+from . import _lib, _ops
+from .nsa import _seqlens, nsa_compress
 
 
 def nsa_compress_attention(query, key, value, scale_value, head_num, compress_block_size,
@@ -94,89 +32,67 @@ def nsa_compress_attention(query, key, value, scale_value, head_num, compress_bl
     probabilities, summed over the G query heads of each kv head and per
     selection block with CANN's indexing, give the top select_block_count
     blocks. query [T1, N1, D1], key [T2, N2, D1], value [T2, N2, D2] (any
-    D1, D2 up to 768), TND with cumulative lengths (tensors or lists).
-    atten_mask [>=maxSq, >=maxCmp] bool/uint8, nonzero = masked (score
-    -FLT_MAX: a fully masked row averages the values); topk_mask [>=maxSq,
-    >=maxSel], nonzero = block forced in. sparse_mode 0/1: the mask only;
-    2: also the causal rule c*stride + compress_block_size - 1 <= s.
-    Returns (attention_out [T1, N1, D2], topk_indices int32 [T1, N2, K]
-    (descending importance, ties to the lower block, -1 past a sequence's
-    blocks), softmax_max, softmax_sum [T1, N1, 8] float32 (float64 for
-    float64)); attention_out is differentiable in query, key and value."""
-    if head_num != query.shape[1]:
-        raise ValueError("spattn: head_num (%d) must equal query's N1 (%d)"
-                         % (head_num, query.shape[1]))
-    return _CompressAttention.apply(query, key, value, atten_mask, topk_mask, actual_seq_qlen,
-                                    actual_cmp_seq_kvlen, actual_sel_seq_kvlen, scale_value,
-                                    sparse_mode, compress_block_size, compress_stride,
-                                    select_block_size, select_block_count)
+    D1, D2 up to 768), TND with cumulative lengths (int tensors; in eager
+    code also lists). atten_mask [>=maxSq, >=maxCmp] bool/uint8, nonzero =
+    masked (score -FLT_MAX: a fully masked row averages the values);
+    topk_mask [>=maxSq, >=maxSel], nonzero = block forced in. sparse_mode
+    0/1: the mask only; 2: also the causal rule c*stride +
+    compress_block_size - 1 <= s. Returns (attention_out [T1, N1, D2],
+    topk_indices int32 [T1, N2, K] (descending importance, ties to the lower
+    block, -1 past a sequence's blocks), softmax_max, softmax_sum [T1, N1, 8]
+    float32 (float64 for float64)); attention_out is differentiable in query,
+    key and value."""
+    return torch.ops.spattn.nsa_compress_attention(
+        query, key, value, float(scale_value), head_num, compress_block_size, compress_stride,
+        select_block_size, select_block_count, topk_mask=topk_mask, atten_mask=atten_mask,
+        actual_seq_qlen=_seqlens(actual_seq_qlen),
+        actual_cmp_seq_kvlen=_seqlens(actual_cmp_seq_kvlen),
+        actual_sel_seq_kvlen=(None if actual_sel_seq_kvlen is None
+                              else _seqlens(actual_sel_seq_kvlen)),
+        sparse_mode=sparse_mode)
 
 
-_WINDOW_TYPES = {"keys": 0, "left": 1}
+# In a script the call is the operator, bound by the schema's argument names.
+_builtins._register_builtin(nsa_compress_attention,
+                           "%s::nsa_compress_attention" % _ops.NAMESPACE)
 
 
-class _SlidingWindow(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, window, cu_seqlens, scale, window_type):
-        _require(_lib.swa_ws, "spa_swa")
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            _lib.check_tensor(name, t, 3)
-        _, seq = _ends("cu_seqlens", cu_seqlens)
-        t1, n1 = q.shape[0], q.shape[1]
-        out = _lib.new_output((t1, n1, v.shape[2]), q.dtype)
-        mx = _lib.new_output((t1, n1), _stat_dtype(q))
-        sm = _lib.new_output((t1, n1), _stat_dtype(q))
-        d = _lib.describe
-        _lib.call("spa_swa", _lib.swa_ws,
-                  (d(q), d(k), d(v), seq[0], 0, float(scale), n1, b"TND", window, window_type,
-                   d(mx), d(sm), d(out)))
-        ctx.save_for_backward(q, k, v, out, mx, sm)
-        ctx.seq, ctx.args = seq, (float(scale), window, window_type)
-        ctx.mark_non_differentiable(mx, sm)
-        ctx.set_materialize_grads(False)
-        return out, mx, sm
-
-    @staticmethod
-    def symbolic(g, *args):
-        return _onnx.refuse("sliding_window_attention")
-
-    @staticmethod
-    @first_order_only
-    def backward(ctx, grad_out, _grad_max, _grad_sum):
-        _require(_lib.swa_grad_ws, "spa_swa_grad")
-        if grad_out is None:
-            return (None,) * 7
-        q, k, v, out, mx, sm = ctx.saved_tensors
-        dq = _lib.new_output(q.shape, q.dtype)
-        dk = _lib.new_output(k.shape, k.dtype)
-        dv = _lib.new_output(v.shape, v.dtype)
-        d = _lib.describe
-        scale, window, window_type = ctx.args
-        _lib.call("spa_swa_grad", _lib.swa_grad_ws,
-                  (d(q), d(k), d(v), d(out), d(grad_out), d(mx), d(sm), ctx.seq[0], 0, scale,
-                   q.shape[1], b"TND", window, window_type, d(dq), d(dk), d(dv)))
-        need = ctx.needs_input_grad
-        return (dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
-                None, None, None, None)
+def _window_type(window_type: str) -> int:
+    if window_type == "keys":
+        return 0
+    if window_type == "left":
+        return 1
+    raise ValueError("spattn: window_type must be 'keys' or 'left', got '" + window_type + "'")
 
 
-def sliding_window_attention(q, k, v, window_size, cu_seqlens, scale=None, window_type="keys",
-                             return_softmax=False):
+def _swa_with_softmax(q: Tensor, k: Tensor, v: Tensor, window_size: int, cu_seqlens: Tensor,
+                      scale: Optional[float] = None, window_type: str = "keys",
+                      return_softmax: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+    s = q.shape[-1] ** -0.5 if scale is None else scale
+    return torch.ops.spattn.sliding_window_attention(q, k, v, int(window_size),
+                                                     _seqlens(cu_seqlens), float(s),
+                                                     _window_type(window_type))
+
+
+def _swa(q: Tensor, k: Tensor, v: Tensor, window_size: int, cu_seqlens: Tensor,
+         scale: Optional[float] = None, window_type: str = "keys",
+         return_softmax: bool = False) -> Tensor:
     """Causal sliding-window self-attention, TND varlen: q [T, N1, D], k
     [T, N2, D], v [T, N2, Dv] (query head h uses kv head h // (N1 // N2)),
-    cu_seqlens the cumulative ends (flash-attn's leading 0 taken too).
-    window_type "keys" (fla's window_size W): query position t sees keys
-    t-W+1 .. t of its sequence; "left" (FlashAttention's window_size[0],
-    CANN's preTokens): keys t-left .. t, -1 unbounded. scale None:
-    1/sqrt(D). Returns out [T, N1, Dv] (with return_softmax, also the
-    softmax max and sum of the scaled scores, [T, N1])."""
-    if window_type not in _WINDOW_TYPES:
-        raise ValueError("spattn: window_type must be 'keys' or 'left', got %r" % (window_type,))
-    if scale is None:
-        scale = q.shape[-1] ** -0.5
-    out, mx, sm = _SlidingWindow.apply(q, k, v, int(window_size), cu_seqlens, scale,
-                                       _WINDOW_TYPES[window_type])
-    return (out, mx, sm) if return_softmax else out
+    cu_seqlens the cumulative ends (flash-attn's leading 0 taken too; an int
+    tensor, in eager code also a list). window_type "keys" (fla's
+    window_size W): query position t sees keys t-W+1 .. t of its sequence;
+    "left" (FlashAttention's window_size[0], CANN's preTokens): keys
+    t-left .. t, -1 unbounded. scale None: 1/sqrt(D). Returns out [T, N1, Dv]
+    (with return_softmax, also the softmax max and sum of the scaled scores,
+    [T, N1]; in TorchScript return_softmax must be a constant)."""
+    return _swa_with_softmax(q, k, v, window_size, cu_seqlens, scale, window_type)[0]
+
+
+# One name, two return types (as nsa_selected_attention's return_softmax).
+sliding_window_attention = boolean_dispatch(
+    arg_name="return_softmax", arg_index=7, default=False, if_true=_swa_with_softmax,
+    if_false=_swa, module_name=__name__, func_name="sliding_window_attention")
 
 
 def _lead_each(x, counts):
@@ -217,7 +133,7 @@ def compressed_branch(q, k, v, weight, seqs, block_size, scale, count):
         total += blocks[-1] + 1
         lead_ends.append(total)
     seen = (pos >= block_size - 1).reshape(rows, 1, 1)
-    _require(_lib.nsa_cattn_ws, "spa_nsa_compress_attention")
+    _ops.require(_lib.nsa_cattn_ws, "spa_nsa_compress_attention")
     if sum(blocks):
         k_cmp = nsa_compress(k, weight, ends, block_size, block_size)
         v_cmp = nsa_compress(v, weight, ends, block_size, block_size)
@@ -230,9 +146,10 @@ def compressed_branch(q, k, v, weight, seqs, block_size, scale, count):
     c = torch.arange(width)[None, :]
     atten_mask = (c == 0) | (c - 1 >= (p + 1) // block_size)
     topk_mask = c == p // block_size
-    out, slots, _, _ = _CompressAttention.apply(q, k_lead, v_lead, atten_mask, topk_mask, ends,
-                                                lead_ends, None, scale, 1, block_size,
-                                                block_size, block_size, max(count, 1))
+    out, slots, _, _ = nsa_compress_attention(
+        q, k_lead, v_lead, scale, q.shape[1], block_size, block_size, block_size, max(count, 1),
+        topk_mask=topk_mask, atten_mask=atten_mask, actual_seq_qlen=ends,
+        actual_cmp_seq_kvlen=lead_ends, sparse_mode=1)
     slots = slots[:, :, :count]
     slots.masked_fill_(slots.long() > (pos // block_size)[:, None, None], -1)
     return out, seen, slots

@@ -5,6 +5,11 @@ of K and V per block), the compressed attention with the block importance and
 top-K selection (spa_nsa_compress_attention), nsa_selected_attention (causal)
 and the sliding window (spa_swa). Each is differentiable; the selection is
 not (block indices have no gradient), as in fla.
+
+parallel_nsa itself is Python (its checks, sequence bounds and masks):
+torch.jit.script of it is not supported. torch.jit.trace of a module calling
+it records the operators, and the trace saves and loads (valid for the traced
+shapes and cu_seqlens, the trace's constants).
 """
 import warnings
 
@@ -86,6 +91,16 @@ class _GatedSum(torch.autograd.Function):
 
 
 def _gated_sum(branches):
+    if torch.jit.is_tracing():
+        # a Python autograd.Function cannot be saved in a traced module: the
+        # same arithmetic (mul, then addcmul per branch) in torch's operators
+        o = branches[0][0] * branches[0][1][..., None]
+        for x, g in branches[1:]:
+            if o.dtype == torch.float16 or x.dtype != o.dtype or g.dtype != o.dtype:
+                o = o + x * g[..., None]
+            else:
+                o = torch.addcmul(o, x, g[..., None])
+        return o
     if len({t.dtype for pair in branches for t in pair}) == 1:
         return _GatedSum.apply(*[t for pair in branches for t in pair])
     o = 0  # mixed dtypes: torch's promotion, as fla's expression
@@ -137,7 +152,9 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     of per-token counts (S = its maximum). window_size > 0 adds the sliding
     window (query t sees t-W+1 .. t) with the same scale (fla's naive
     reference; its GPU path uses flash-attn's default 1/sqrt(K), the same
-    when scale is None). o = o_slc g_slc + o_cmp g_cmp + o_swa g_swa."""
+    when scale is None). o = o_slc g_slc + o_cmp g_cmp + o_swa g_swa.
+    Not scriptable (torch.jit.script); torch.jit.trace works, for the traced
+    shapes."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         _lib.check_tensor(name, t, 4)
     if head_first:

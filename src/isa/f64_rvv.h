@@ -48,6 +48,20 @@ SPA_ISA_INLINE spa_vd spa_vd_max(spa_vd a, spa_vd b)
     const spa_rvv_vd_bits gt = a > b;
     return (spa_vd)((gt & (spa_rvv_vd_bits)a) | (~gt & (spa_rvv_vd_bits)b));
 }
+SPA_ISA_INLINE spa_vd spa_vd_min(spa_vd a, spa_vd b)
+{
+    const spa_rvv_vd_bits lt = a < b;
+    return (spa_vd)((lt & (spa_rvv_vd_bits)a) | (~lt & (spa_rvv_vd_bits)b));
+}
+/* 2^n for integer-valued n in [-1022, 1023] (the exp of src/core/f64_exp.h).
+ * Not by a float-to-int conversion (vfcvt.rtz, which QEMU 7.2 mishandles):
+ * n + 1.5 * 2^52 holds n in its low mantissa bits, and the shift by 52 keeps
+ * only the low 12 bits of that plus the bias, which are n + 1023. */
+SPA_ISA_INLINE spa_vd spa_vd_pow2i(spa_vd n)
+{
+    const spa_rvv_vd_bits m = (spa_rvv_vd_bits)(n + spa_vd_set1(0x1.8p52));
+    return (spa_vd)((m + 1023) << 52);
+}
 /* by halves: (0 + 2) + (1 + 3) */
 SPA_ISA_INLINE double spa_vd_hsum(spa_vd v) { return (v[0] + v[2]) + (v[1] + v[3]); }
 
