@@ -244,13 +244,17 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             const float *cs = colsum + i;
             const uint8_t *tm = a->tmask != NULL ? a->tmask + s * a->tmask_cols : NULL;
             for (int64_t j = 0; j < nsel; j++) {
+                /* the terms of the spec in its order (m, then n, ascending),
+                 * each loop clipped to the keys that exist: the ratios of the blocks to d
+                 * may be far larger than the keys (a block of 2^62 tokens) */
                 float acc = 0.0f;
-                for (int64_t m = 0; m < M; m++)
-                    for (int64_t n = 0; n < NN; n++) {
-                        const int64_t c = M * (j + 1) - m - n;
-                        if (c >= 0 && c < ncmp)
-                            acc += cs[c * TQP];
-                    }
+                const int64_t top = M * (j + 1);
+                int64_t m0 = top - (ncmp - 1) - (NN - 1);
+                for (int64_t m = m0 > 0 ? m0 : 0; m < M && top - m >= 0; m++) {
+                    const int64_t b = top - m, n0 = b - (ncmp - 1), n1 = b < NN - 1 ? b : NN - 1;
+                    for (int64_t n = n0 > 0 ? n0 : 0; n <= n1; n++)
+                        acc += cs[(b - n) * TQP];
+                }
                 imp[j] = tm != NULL && tm[j] ? (double)FLT_MAX : (double)acc;
             }
             spa_nsca_topk(imp, nsel, a->kc, topv, topi, a->topk + t * a->ts0 + h2 * a->ts1, a->ts2);

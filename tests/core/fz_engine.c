@@ -12,6 +12,7 @@
 #define MAX_TENSOR_BYTES ((int64_t)1 << 20) /* per tensor, to materialise it */
 #define MAX_TOTAL_BYTES ((int64_t)8 << 20)
 #define MAX_WS_BYTES ((uint64_t)64 << 20)
+#define MAX_WORK 3e8 /* multiply-adds of a phase 2 (op->work): well under a second */
 #define MAX_MUTATIONS 48
 #define MAX_OVERRIDES 32
 #define MAX_ALIASES 8
@@ -670,9 +671,13 @@ int fz_run_report(const fz_op *op, const uint8_t *data, size_t size, fz_report *
     spa_status st = op->phase1(&p.c, &ws_size, &ex);
     /* SPA_FUZZ_VERBOSE=1: say what each input did (to check a new seed). */
     if (getenv("SPA_FUZZ_VERBOSE") != NULL)
-        fprintf(stderr, "fuzz %s: phase 1 status %d, workspace %llu, %s\n", op->name, (int)st,
-                (unsigned long long)(st == SPA_OK ? ws_size : 0),
-                st == SPA_OK && runnable && ws_size <= MAX_WS_BYTES ? "phase 2 runs" : "no phase 2");
+        fprintf(stderr, "fuzz %s: phase 1 status %d, workspace %llu, work %.3g, %s\n", op->name,
+                (int)st, (unsigned long long)(st == SPA_OK ? ws_size : 0),
+                op->work != NULL ? op->work(&p.c) : 0.0,
+                st == SPA_OK && runnable && ws_size <= MAX_WS_BYTES &&
+                        (op->work == NULL || op->work(&p.c) <= MAX_WORK)
+                    ? "phase 2 runs"
+                    : "no phase 2");
     if (!unchanged_since(op, buf, before_phase1))
         finding(op, "phase 1 wrote caller memory");
     if (rep != NULL) {
@@ -695,6 +700,8 @@ int fz_run_report(const fz_op *op, const uint8_t *data, size_t size, fz_report *
     if (p.c.null_ws_size || p.c.null_executor)
         finding(op, "phase 1 accepted a NULL workspace size or executor");
     if (!runnable || ws_size > MAX_WS_BYTES)
+        goto out;
+    if (op->work != NULL && op->work(&p.c) > MAX_WORK)
         goto out;
 
     /* ---- phase 2: too small a workspace, then twice for real ---- */

@@ -97,6 +97,10 @@ typedef struct fz_op {
     const char *layout;
     spa_status (*phase1)(const fz_call *c, uint64_t *ws_size, spa_executor *ex);
     spa_status (*phase2)(void *ws, uint64_t ws_size, const spa_executor *ex, const spa_runner *r);
+    /* Optional: the multiply-adds phase 2 would do. Attention over every
+     * key is quadratic in the token count, so inputs within the byte caps
+     * can still ask for minutes of work: those stop after phase 1. */
+    double (*work)(const fz_call *c);
 } fz_op;
 
 /* Argument helpers for the thunks: NULL where the input removed it. */

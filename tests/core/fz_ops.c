@@ -26,7 +26,7 @@ static spa_status nsa_compress_phase1(const fz_call *c, uint64_t *ws, spa_execut
 const fz_op fz_op_nsa_compress = {
     "nsa_compress", 3, nsa_compress_tensors, 1, nsa_compress_arrays,
     3, nsa_compress_attrs, 0.0, "TND",
-    nsa_compress_phase1, spa_nsa_compress,
+    nsa_compress_phase1, spa_nsa_compress, NULL,
 };
 
 /* ---- nsa_compress_grad ---- */
@@ -52,7 +52,7 @@ static spa_status nsa_compress_grad_phase1(const fz_call *c, uint64_t *ws, spa_e
 const fz_op fz_op_nsa_compress_grad = {
     "nsa_compress_grad", 5, nsa_compress_grad_tensors, 1, nsa_compress_grad_arrays,
     3, nsa_compress_grad_attrs, 0.0, "TND",
-    nsa_compress_grad_phase1, spa_nsa_compress_grad,
+    nsa_compress_grad_phase1, spa_nsa_compress_grad, NULL,
 };
 
 /* ---- nsa_select ---- */
@@ -86,7 +86,7 @@ static spa_status nsa_select_phase1(const fz_call *c, uint64_t *ws, spa_executor
 const fz_op fz_op_nsa_select = {
     "nsa_select", 8, nsa_select_tensors, 2, nsa_select_arrays,
     4, nsa_select_attrs, 0.125, "TND",
-    nsa_select_phase1, spa_nsa_select,
+    nsa_select_phase1, spa_nsa_select, NULL,
 };
 
 /* ---- nsa_select_grad ---- */
@@ -123,7 +123,7 @@ static spa_status nsa_select_grad_phase1(const fz_call *c, uint64_t *ws, spa_exe
 const fz_op fz_op_nsa_select_grad = {
     "nsa_select_grad", 12, nsa_select_grad_tensors, 2, nsa_select_grad_arrays,
     4, nsa_select_grad_attrs, 0.125, "TND",
-    nsa_select_grad_phase1, spa_nsa_select_grad,
+    nsa_select_grad_phase1, spa_nsa_select_grad, NULL,
 };
 
 /* ---- msda ---- */
@@ -153,7 +153,7 @@ static spa_status msda_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
 const fz_op fz_op_msda = {
     "msda", 6, msda_tensors, 0, NULL,
     0, NULL, 0.0, NULL,
-    msda_phase1, spa_msda,
+    msda_phase1, spa_msda, NULL,
 };
 
 /* ---- msda_grad ---- */
@@ -184,8 +184,19 @@ static spa_status msda_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor 
 const fz_op fz_op_msda_grad = {
     "msda_grad", 9, msda_grad_tensors, 0, NULL,
     0, NULL, 0.0, NULL,
-    msda_grad_phase1, spa_msda_grad,
+    msda_grad_phase1, spa_msda_grad, NULL,
 };
+
+/* Multiply-adds bound of the attention ops (query, key, value first): every
+ * query head against every key, over both head dims. */
+static double attention_work(const fz_call *c)
+{
+    const spa_tensor *q = &c->t[0], *k = &c->t[1], *v = &c->t[2];
+    if (q->rank != 3 || k->rank != 3 || v->rank != 3)
+        return 0.0;
+    return (double)q->dims[0] * (double)q->dims[1] * (double)(q->dims[2] + v->dims[2]) *
+           (double)k->dims[0];
+}
 
 /* ---- nsa_compress_attention ---- */
 /* NsaCompressAttention (docs/nsa_compress_attention.md). Baseline: f32, 2
@@ -221,7 +232,7 @@ static spa_status nsa_cattn_phase1(const fz_call *c, uint64_t *ws, spa_executor 
 const fz_op fz_op_nsa_compress_attention = {
     "nsa_compress_attention", 9, nsa_cattn_tensors, 2, nsa_cattn_arrays,
     6, nsa_cattn_attrs, 0.25, "TND",
-    nsa_cattn_phase1, spa_nsa_compress_attention,
+    nsa_cattn_phase1, spa_nsa_compress_attention, attention_work,
 };
 
 /* ---- nsa_compress_attention_grad ---- */
@@ -253,7 +264,7 @@ static spa_status nsa_cattn_grad_phase1(const fz_call *c, uint64_t *ws, spa_exec
 const fz_op fz_op_nsa_compress_attention_grad = {
     "nsa_compress_attention_grad", 11, nsa_cattn_grad_tensors, 2, nsa_cattn_arrays,
     4, nsa_cattn_grad_attrs, 0.25, "TND",
-    nsa_cattn_grad_phase1, spa_nsa_compress_attention_grad,
+    nsa_cattn_grad_phase1, spa_nsa_compress_attention_grad, attention_work,
 };
 
 /* ---- swa ---- */
@@ -282,7 +293,7 @@ static spa_status swa_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
 const fz_op fz_op_swa = {
     "swa", 6, swa_tensors, 1, swa_arrays,
     4, swa_attrs, 0.25, "TND",
-    swa_phase1, spa_swa,
+    swa_phase1, spa_swa, attention_work,
 };
 
 /* ---- swa_grad ---- */
@@ -312,5 +323,5 @@ static spa_status swa_grad_phase1(const fz_call *c, uint64_t *ws, spa_executor *
 const fz_op fz_op_swa_grad = {
     "swa_grad", 10, swa_grad_tensors, 1, swa_arrays,
     4, swa_attrs, 0.25, "TND",
-    swa_grad_phase1, spa_swa_grad,
+    swa_grad_phase1, spa_swa_grad, attention_work,
 };

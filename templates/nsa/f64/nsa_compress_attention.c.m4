@@ -89,13 +89,16 @@ void NSCA64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, i
         const int64_t M = a->msel, NN = a->nn, nsel = (ncmp + M - 1) / M;
         const uint8_t *tm = a->tmask != NULL ? a->tmask + s * a->tmask_cols : NULL;
         for (int64_t j = 0; j < nsel; j++) {
+            /* the spec terms in its order, each loop clipped to the keys
+             * that exist (the ratios of the blocks to d may be far larger) */
             double sum = 0.0;
-            for (int64_t mm = 0; mm < M; mm++)
-                for (int64_t n = 0; n < NN; n++) {
-                    const int64_t c = M * (j + 1) - mm - n;
-                    if (c >= 0 && c < ncmp)
-                        sum += colsum[c];
-                }
+            const int64_t top = M * (j + 1);
+            int64_t m0 = top - (ncmp - 1) - (NN - 1);
+            for (int64_t mm = m0 > 0 ? m0 : 0; mm < M && top - mm >= 0; mm++) {
+                const int64_t b = top - mm, n0 = b - (ncmp - 1), n1 = b < NN - 1 ? b : NN - 1;
+                for (int64_t n = n0 > 0 ? n0 : 0; n <= n1; n++)
+                    sum += colsum[b - n];
+            }
             imp[j] = tm != NULL && tm[j] ? (double)FLT_MAX : sum;
         }
         spa_nsca_topk(imp, nsel, a->kc, topv, topi, a->topk + t * a->ts0 + h2 * a->ts1, a->ts2);
