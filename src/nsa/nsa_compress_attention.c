@@ -6,6 +6,7 @@
  * split is deterministic. float64 reads key and value in place. */
 #include <string.h>
 
+#include "attn_plan.h"
 #include "f64.h"
 #include "nsa_cattn_plan.h"
 #include "spa_kernels.h"
@@ -140,23 +141,16 @@ static void make_plan(const nsca_exec *e, const spa_nsca_shape *shape, nsca_plan
     p->scratch_floats = (p->scratch_floats + 15) / 16 * 16;
 }
 
-typedef struct nsca_slices {
-    float *scratch; /* [blocks][scratch_floats] */
-    float *kpack, *vpack;
-} nsca_slices;
-
-static void carve(spa_ws *ws, const nsca_plan *p, nsca_slices *s)
+static void carve(spa_ws *ws, const nsca_plan *p, spa_attn_slices *s)
 {
-    s->scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
-    s->kpack = spa_ws_take(ws, p->kpack_floats, sizeof(float));
-    s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
+    spa_attn_carve(ws, p->blocks, p->scratch_floats, p->kpack_floats, p->vpack_floats, s);
 }
 
 static uint64_t planned_bytes(const nsca_plan *p)
 {
     spa_ws ws;
     spa_nsca_trusted tr;
-    nsca_slices sl;
+    spa_attn_slices sl;
     spa_ws_plan(&ws);
     spa_nsca_trusted_take(&ws, &p->sh, &tr);
     carve(&ws, p, &sl);
@@ -219,7 +213,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
 typedef struct nsca_run {
     nsca_plan p;
     spa_nsca_trusted tr;
-    nsca_slices slices;
+    spa_attn_slices slices;
     spa_nsca_args args;
     spa_tensor k, v; /* for the packing of each head */
     spa_nsca_fwd_kernel *kernel;

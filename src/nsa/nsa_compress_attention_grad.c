@@ -9,6 +9,7 @@
  * the runner. Rows no query reaches come out +0. */
 #include <string.h>
 
+#include "attn_plan.h"
 #include "f64.h"
 #include "half.h"
 #include "nsa_cattn_plan.h"
@@ -60,38 +61,11 @@ static spa_status check_args(const nscag_exec *e, const char *layout, spa_nsca_s
     SPA_TRY(spa_nsca_check_shapes(&e->q, &e->k, &e->v, e->has_mask ? &e->mask : NULL, &e->sq,
                                   &e->scmp, e->head_num, layout, e->sparse_mode, e->l, e->st, 0,
                                   0, sh));
-    SPA_TRY(spa_tensor_check(&e->o, 3));
-    SPA_TRY(spa_tensor_check(&e->dy, 3));
-    SPA_TRY(spa_tensor_check(&e->mx, 3));
-    SPA_TRY(spa_tensor_check(&e->sm, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dq, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dk, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dv, 3));
-    const int32_t dt = e->q.dtype;
-    SPA_REQUIRE(e->o.dtype == dt);
-    SPA_REQUIRE(e->dy.dtype == dt);
-    SPA_REQUIRE(e->dq.dtype == dt);
-    SPA_REQUIRE(e->dk.dtype == dt);
-    SPA_REQUIRE(e->dv.dtype == dt);
-    SPA_REQUIRE(e->mx.dtype == spa_nsas_stat_dtype(dt));
-    SPA_REQUIRE(e->sm.dtype == spa_nsas_stat_dtype(dt));
-    const int64_t o_dims[3] = {sh->t1, sh->n1, sh->dv}, stat_dims[3] = {sh->t1, sh->n1, 8};
-    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dy, 3, o_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->sm, 3, stat_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dk, 3, e->k.dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dv, 3, e->v.dims));
+    const spa_attn_grad_tensors g = {&e->q, &e->k, &e->v, &e->o, &e->dy,
+                                     &e->mx, &e->sm, &e->dq, &e->dk, &e->dv};
+    SPA_TRY(spa_attn_grad_check_tensors(&g));
+    SPA_TRY(spa_attn_grad_check_dims(&g, sh->t1, sh->n1, sh->dv));
     return SPA_OK;
-}
-
-static void range_tokens(const nscag_plan *p, int64_t r, int64_t *t0, int64_t *t1)
-{
-    *t0 = r * p->per_range;
-    *t1 = *t0 + p->per_range < p->sh.t1 ? *t0 + p->per_range : p->sh.t1;
-    if (*t0 > *t1)
-        *t0 = *t1;
 }
 
 /* Rows [lo, hi) of the batches holding tokens [t0, t1): kernel rows, or
@@ -134,7 +108,7 @@ static void make_plan(const nscag_exec *e, const spa_nsca_shape *shape, const sp
         uint64_t total = 0;
         for (int64_t r = 0; r < ranges; r++) {
             int64_t t0, t1, lo, hi;
-            range_tokens(p, r, &t0, &t1);
+            spa_attn_range_tokens(r, p->per_range, p->sh.t1, &t0, &t1);
             if (t0 == t1)
                 continue;
             range_rows(p, sq, scmp, t0, t1, &lo, &hi);
@@ -157,30 +131,18 @@ static void make_plan(const nscag_exec *e, const spa_nsca_shape *shape, const sp
     p->scratch_floats = (p->scratch_floats + 15) / 16 * 16;
 }
 
-typedef struct nscag_slices {
-    float *scratch, *partial;
-    uint64_t *offset;
-    int64_t *lo, *hi;
-    float *kpack, *vpack;
-} nscag_slices;
-
-static void carve(spa_ws *ws, const nscag_plan *p, nscag_slices *s)
+/* The slices (lo / hi: kernel rows, or rows of k / v with kv_rows). */
+static void carve(spa_ws *ws, const nscag_plan *p, spa_attn_grad_slices *s)
 {
-    const uint64_t ranges = (uint64_t)p->ranges;
-    s->scratch = spa_ws_take(ws, ranges * p->scratch_floats, sizeof(float));
-    s->partial = spa_ws_take(ws, p->partial_floats, sizeof(float));
-    s->offset = spa_ws_take(ws, ranges, sizeof(uint64_t));
-    s->lo = spa_ws_take(ws, ranges, sizeof(int64_t));
-    s->hi = spa_ws_take(ws, ranges, sizeof(int64_t));
-    s->kpack = spa_ws_take(ws, p->kpack_floats, sizeof(float));
-    s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
+    spa_attn_grad_carve(ws, (uint64_t)p->ranges, p->scratch_floats, p->partial_floats,
+                        p->kpack_floats, p->vpack_floats, s);
 }
 
 static uint64_t planned_bytes(const nscag_plan *p)
 {
     spa_ws ws;
     spa_nsca_trusted tr;
-    nscag_slices sl;
+    spa_attn_grad_slices sl;
     spa_ws_plan(&ws);
     spa_nsca_trusted_take(&ws, &p->sh, &tr);
     carve(&ws, p, &sl);
@@ -248,7 +210,7 @@ typedef struct nscag_run {
     nscag_plan p;
     spa_nsca_trusted tr;
     spa_nsca_args args;
-    nscag_slices s;
+    spa_attn_grad_slices s;
     spa_tensor k, v;
     nscag_out dk, dv; /* where the reduction stores */
     double scale;
@@ -266,7 +228,7 @@ static void run_token_block(void *arg, uint32_t range)
         dkp[i] = 0.0f;
     float *scratch = r->s.scratch + (uint64_t)range * p->scratch_floats;
     int64_t t, t1;
-    range_tokens(p, (int64_t)range, &t, &t1);
+    spa_attn_range_tokens((int64_t)range, p->per_range, p->sh.t1, &t, &t1);
     while (t < t1) {
         const int64_t b = spa_nsca_batch_of(&r->tr.sqa, t);
         int64_t qs, qe, cs, ce;
@@ -379,7 +341,7 @@ static NSCAG_NOINLINE spa_status prepare(void *workspace, uint64_t workspace_siz
     uint64_t off = 0;
     for (int64_t g = 0; g < r->p.ranges; g++) {
         int64_t t0, t1, lo = 0, hi = 0;
-        range_tokens(&r->p, g, &t0, &t1);
+        spa_attn_range_tokens(g, r->p.per_range, r->p.sh.t1, &t0, &t1);
         if (t0 < t1)
             range_rows(&r->p, &r->tr.sqa, &r->tr.scmpa, t0, t1, &lo, &hi);
         r->s.offset[g] = off;

@@ -7,6 +7,7 @@
 
 #include "nsa_select_pack.h"
 #include "nsa_select_plan.h"
+#include "attn_plan.h"
 #include "f64.h"
 #include "spa_kernels.h"
 #include "spattn/nsa.h"
@@ -112,17 +113,10 @@ static void make_plan(const nsas_exec *e, const spa_nsas_shape *sh, nsas_plan *p
 #endif
 }
 
-typedef struct nsas_slices {
-    float *scratch; /* [blocks][scratch_floats] */
-    float *kpack, *vpack;
-} nsas_slices;
-
 /* After spa_nsas_trusted_take, in both phases. */
-static void carve(spa_ws *ws, const nsas_plan *p, nsas_slices *s)
+static void carve(spa_ws *ws, const nsas_plan *p, spa_attn_slices *s)
 {
-    s->scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
-    s->kpack = spa_ws_take(ws, p->kpack_floats, sizeof(float));
-    s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
+    spa_attn_carve(ws, p->blocks, p->scratch_floats, p->kpack_floats, p->vpack_floats, s);
 }
 
 /* Workspace bytes of a plan (0 on overflow: no plan needs 0). */
@@ -130,7 +124,7 @@ static uint64_t planned_bytes(const nsas_plan *p)
 {
     spa_ws ws;
     spa_nsas_trusted tr;
-    nsas_slices sl;
+    spa_attn_slices sl;
     spa_ws_plan(&ws);
     spa_nsas_trusted_take(&ws, &p->sh, &tr);
     carve(&ws, p, &sl);
@@ -232,7 +226,7 @@ spa_status spa_nsa_select_phase2(void *workspace, uint64_t workspace_size,
     SPA_REQUIRE(!ws.overflow);
     SPA_TRY(spa_nsas_trusted_fill(&e.topk, &e.sq, &e.skv, &sh, &tr));
     nsas_plan p;
-    nsas_slices slices;
+    spa_attn_slices slices;
     make_plan(&e, &sh, &p);
     SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
     carve(&ws, &p, &slices);

@@ -13,6 +13,7 @@
  * KV row to its kernel row. */
 #include <string.h>
 
+#include "attn_plan.h"
 #include "half.h"
 #include "nsa_select_pack.h"
 #include "nsa_select_plan.h"
@@ -88,14 +89,6 @@ static void range_kv(const spa_int_array *sq, const spa_int_array *skv, int64_t 
     *hi = spa_nsas_kernel_start(skv, bs, b1) + spa_nsas_kernel_rows(ke - ks, bs);
 }
 
-static void range_tokens(const nsasg_plan *p, int64_t r, int64_t *t0, int64_t *t1)
-{
-    *t0 = r * p->per_range;
-    *t1 = *t0 + p->per_range < p->sh.t1 ? *t0 + p->per_range : p->sh.t1;
-    if (*t0 > *t1)
-        *t0 = *t1;
-}
-
 /* Floats of one head's partials: per range, its kernel rows times (dp + dvp). */
 static uint64_t partial_floats(const spa_int_array *sq, const spa_int_array *skv,
                                const nsasg_plan *p)
@@ -103,7 +96,7 @@ static uint64_t partial_floats(const spa_int_array *sq, const spa_int_array *skv
     uint64_t total = 0;
     for (int64_t r = 0; r < p->ranges; r++) {
         int64_t t0, t1, lo, hi;
-        range_tokens(p, r, &t0, &t1);
+        spa_attn_range_tokens(r, p->per_range, p->sh.t1, &t0, &t1);
         if (t0 == t1)
             continue;
         range_kv(sq, skv, p->sh.bs, t0, t1, &lo, &hi);
@@ -119,30 +112,11 @@ static spa_status check_args(const nsasg_exec *e, const char *layout, spa_nsas_s
     SPA_TRY(spa_nsas_check_shapes(&e->q, &e->k, &e->v, &e->topk, e->has_mask ? &e->mask : NULL,
                                   &e->sq, &e->skv, e->head_num, layout, e->sparse_mode, e->bs,
                                   e->kc, sh));
-    SPA_TRY(spa_tensor_check(&e->o, 3));
-    SPA_TRY(spa_tensor_check(&e->dy, 3));
-    SPA_TRY(spa_tensor_check(&e->mx, 3));
-    SPA_TRY(spa_tensor_check(&e->sm, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dq, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dk, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dv, 3));
-    const int32_t dt = e->q.dtype;
-    SPA_REQUIRE(e->o.dtype == dt);
-    SPA_REQUIRE(e->dy.dtype == dt);
-    SPA_REQUIRE(e->dq.dtype == dt);
-    SPA_REQUIRE(e->dk.dtype == dt);
-    SPA_REQUIRE(e->dv.dtype == dt);
-    SPA_REQUIRE(e->mx.dtype == spa_nsas_stat_dtype(dt));
-    SPA_REQUIRE(e->sm.dtype == spa_nsas_stat_dtype(dt));
-    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_NSA_SELECT_GRAD);
-    const int64_t o_dims[3] = {sh->t1, sh->n1, sh->dv}, stat_dims[3] = {sh->t1, sh->n1, 8};
-    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dy, 3, o_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->mx, 3, stat_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->sm, 3, stat_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dk, 3, e->k.dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dv, 3, e->v.dims));
+    const spa_attn_grad_tensors g = {&e->q, &e->k, &e->v, &e->o, &e->dy,
+                                     &e->mx, &e->sm, &e->dq, &e->dk, &e->dv};
+    SPA_TRY(spa_attn_grad_check_tensors(&g));
+    SPA_REQUIRE(e->q.dtype != SPA_FLOAT64 || SPA_FLOAT64_NSA_SELECT_GRAD);
+    SPA_TRY(spa_attn_grad_check_dims(&g, sh->t1, sh->n1, sh->dv));
     return SPA_OK;
 }
 
@@ -183,24 +157,11 @@ static void make_plan(const nsasg_exec *e, const spa_nsas_shape *sh, const spa_i
 #endif
 }
 
-typedef struct nsasg_slices {
-    float *scratch; /* [ranges][scratch_floats] */
-    float *partial; /* every range's dK rows then dV rows, for the head being run */
-    uint64_t *offset; /* [ranges]: first float of a range's partial */
-    int64_t *kvlo, *kvhi; /* [ranges]: kernel rows a range's partial covers */
-    float *kpack, *vpack; /* widened key / value rows */
-} nsasg_slices;
-
-static void carve(spa_ws *ws, const nsasg_plan *p, nsasg_slices *s)
+/* The slices (lo / hi: the kernel rows a range's partial covers). */
+static void carve(spa_ws *ws, const nsasg_plan *p, spa_attn_grad_slices *s)
 {
-    const uint64_t ranges = (uint64_t)p->ranges;
-    s->scratch = spa_ws_take(ws, ranges * p->scratch_floats, sizeof(float));
-    s->partial = spa_ws_take(ws, p->partial_floats, sizeof(float));
-    s->offset = spa_ws_take(ws, ranges, sizeof(uint64_t));
-    s->kvlo = spa_ws_take(ws, ranges, sizeof(int64_t));
-    s->kvhi = spa_ws_take(ws, ranges, sizeof(int64_t));
-    s->kpack = spa_ws_take(ws, p->kpack_floats, sizeof(float));
-    s->vpack = spa_ws_take(ws, p->vpack_floats, sizeof(float));
+    spa_attn_grad_carve(ws, (uint64_t)p->ranges, p->scratch_floats, p->partial_floats,
+                        p->kpack_floats, p->vpack_floats, s);
 }
 
 /* Workspace bytes of a plan (0 on overflow: no plan needs 0). */
@@ -208,7 +169,7 @@ static uint64_t planned_bytes(const nsasg_plan *p)
 {
     spa_ws ws;
     spa_nsas_trusted tr;
-    nsasg_slices sl;
+    spa_attn_grad_slices sl;
     spa_ws_plan(&ws);
     spa_nsas_trusted_take(&ws, &p->sh, &tr);
     carve(&ws, p, &sl);
@@ -219,12 +180,13 @@ static uint64_t planned_bytes(const nsasg_plan *p)
  * rows of dp + dvp floats for the f32 kernels; for the float64 path
  * (nsa_select_f64.c, which reads key and value in place) KV rows of d + dv
  * doubles, which the plan's partial (kernel rows, doubled) always holds. */
-static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, bool kv_rows, nsasg_slices *s)
+static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, bool kv_rows,
+                       spa_attn_grad_slices *s)
 {
     uint64_t off = 0;
     for (int64_t b = 0; b < p->ranges; b++) {
         int64_t t0, t1, lo = 0, hi = 0;
-        range_tokens(p, b, &t0, &t1);
+        spa_attn_range_tokens(b, p->per_range, p->sh.t1, &t0, &t1);
 #if SPA_FLOAT64_NSA_SELECT_GRAD /* (compiled out, the table costs no stack where f64 is not built) */
         if (t0 < t1 && kv_rows) {
             int64_t unused;
@@ -235,8 +197,8 @@ static void fill_table(const nsasg_plan *p, const spa_nsas_trusted *tr, bool kv_
             if (t0 < t1)
             range_kv(&tr->sqa, &tr->skva, p->sh.bs, t0, t1, &lo, &hi);
         s->offset[b] = off;
-        s->kvlo[b] = lo;
-        s->kvhi[b] = hi;
+        s->lo[b] = lo;
+        s->hi[b] = hi;
         off += (uint64_t)(hi - lo) *
                (uint64_t)(kv_rows ? p->sh.d + p->sh.dv : p->sh.dp + p->sh.dvp);
     }
@@ -299,7 +261,7 @@ typedef struct nsasg_run {
     const nsasg_plan *p;        /* derived in phase 2 */
     const spa_nsas_trusted *tr; /* sequence arrays and indices, checked copies */
     spa_nsas_args args;
-    nsasg_slices s;
+    spa_attn_grad_slices s;
     spa_nsas_grad_kernel *kernel;
     int64_t h2; /* step 1: the kv head being run */
 } nsasg_run;
@@ -311,13 +273,13 @@ static void run_token_block(void *arg, uint32_t range)
     const nsasg_run *r = arg;
     const nsasg_plan *p = r->p;
     const int64_t h2 = r->h2, d = p->sh.dp, dvd = p->sh.dvp;
-    const int64_t lo = r->s.kvlo[range], nrows = r->s.kvhi[range] - lo;
+    const int64_t lo = r->s.lo[range], nrows = r->s.hi[range] - lo;
     float *dkp = r->s.partial + r->s.offset[range], *dvp = dkp + nrows * d;
     for (int64_t i = 0; i < nrows * (d + dvd); i++)
         dkp[i] = 0.0f;
     float *scratch = r->s.scratch + (uint64_t)range * p->scratch_floats;
     int64_t t, t1;
-    range_tokens(p, (int64_t)range, &t, &t1);
+    spa_attn_range_tokens((int64_t)range, p->per_range, p->sh.t1, &t, &t1);
     while (t < t1) {
         const int64_t b = spa_nsas_batch_of(&r->tr->sqa, t);
         int64_t qs, qe, ks, ke;
@@ -382,7 +344,7 @@ static void run_reduce(void *arg, uint32_t task)
                 for (int64_t i = 0; i < cn; i++)
                     acc[i] = 0.0f;
                 for (int64_t rg = 0; rg < p->ranges; rg++) {
-                    const int64_t lo = r->s.kvlo[rg], hi = r->s.kvhi[rg];
+                    const int64_t lo = r->s.lo[rg], hi = r->s.hi[rg];
                     if (krow < lo || krow >= hi)
                         continue;
                     const float *src = r->s.partial + r->s.offset[rg] +
@@ -466,7 +428,7 @@ spa_status spa_nsa_select_grad_phase2(void *workspace, uint64_t workspace_size,
     if (kv.dtype == SPA_FLOAT64) {
         const spa_nsas_f64_args f = spa_nsas_f64_args_of(&r.args, &kv.k, &kv.v, kv.scale);
         const spa_nsas_f64_grad_plan gp = {p.ranges, p.per_range, p.sh.t1, p.sh.t2, r.s.offset,
-                                           r.s.kvlo, r.s.kvhi, (double *)(void *)r.s.partial,
+                                           r.s.lo, r.s.hi, (double *)(void *)r.s.partial,
                                            (double *)(void *)r.s.scratch, &kv.dk, &kv.dv};
         spa_nsas_f64_grad(&rn, &f, &tr, &gp);
         return SPA_OK;

@@ -9,6 +9,7 @@
  * the runner. */
 #include <string.h>
 
+#include "attn_plan.h"
 #include "half.h"
 #include "swa_plan.h"
 #include "spa_kernels.h"
@@ -68,39 +69,19 @@ static spa_status check_args(const swag_exec *e, const char *layout, spa_swa_sha
 {
     SPA_TRY(spa_swa_check_shapes(&e->q, &e->k, &e->v, &e->mx, &e->sm, false, &e->seq, e->seq_type,
                                  e->scale, e->head_num, layout, e->window, e->window_type, sh));
-    SPA_TRY(spa_tensor_check(&e->o, 3));
-    SPA_TRY(spa_tensor_check(&e->dy, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dq, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dk, 3));
-    SPA_TRY(spa_tensor_check_output(&e->dv, 3));
-    const int32_t dt = e->q.dtype;
-    SPA_REQUIRE(e->o.dtype == dt);
-    SPA_REQUIRE(e->dy.dtype == dt);
-    SPA_REQUIRE(e->dq.dtype == dt);
-    SPA_REQUIRE(e->dk.dtype == dt);
-    SPA_REQUIRE(e->dv.dtype == dt);
-    const int64_t o_dims[3] = {sh->t, sh->n1, sh->dv};
-    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, o_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dy, 3, o_dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dq, 3, e->q.dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dk, 3, e->k.dims));
-    SPA_REQUIRE(spa_tensor_dims_are(&e->dv, 3, e->v.dims));
+    /* the statistics were checked with q / k / v ([T, N1, 8] or [T, N1]) */
+    const spa_attn_grad_tensors g = {&e->q, &e->k, &e->v, &e->o, &e->dy,
+                                     NULL, NULL, &e->dq, &e->dk, &e->dv};
+    SPA_TRY(spa_attn_grad_check_tensors(&g));
+    SPA_TRY(spa_attn_grad_check_dims(&g, sh->t, sh->n1, sh->dv));
     return SPA_OK;
-}
-
-static void range_tokens(const swag_plan *p, int64_t r, int64_t *t0, int64_t *t1)
-{
-    *t0 = r * p->per_range;
-    *t1 = *t0 + p->per_range < p->sh.t ? *t0 + p->per_range : p->sh.t;
-    if (*t0 > *t1)
-        *t0 = *t1;
 }
 
 /* Key rows [lo, hi) range r covers, from checked cumulative ends. */
 static void range_rows(const swag_plan *p, const int64_t *seq, int64_t r, int64_t *lo, int64_t *hi)
 {
     int64_t t0, t1;
-    range_tokens(p, r, &t0, &t1);
+    spa_attn_range_tokens(r, p->per_range, p->sh.t, &t0, &t1);
     *lo = *hi = t0;
     if (t0 < t1) {
         const int64_t b = spa_swa_batch_of(seq, p->sh.batches, t0);
@@ -121,7 +102,7 @@ static uint64_t partial_bytes(const swag_plan *p, const int64_t *seq)
         return UINT64_MAX;
     for (int64_t r = 0; r < p->ranges; r++) {
         int64_t t0, t1, lo, hi, bytes;
-        range_tokens(p, r, &t0, &t1);
+        spa_attn_range_tokens(r, p->per_range, p->sh.t, &t0, &t1);
         if (seq != NULL)
             range_rows(p, seq, r, &lo, &hi);
         else {
@@ -255,7 +236,7 @@ static void run_range(void *arg, uint32_t range)
     void *dkp = base, *dvp = base + (uint64_t)nrows * (uint64_t)p->rk * p->elem;
     void *scratch = r->s.scratch + (uint64_t)range * p->scratch_bytes;
     int64_t t, t1;
-    range_tokens(p, (int64_t)range, &t, &t1);
+    spa_attn_range_tokens((int64_t)range, p->per_range, p->sh.t, &t, &t1);
     while (t < t1) {
         const int64_t b = spa_swa_batch_of(r->s.seq, p->sh.batches, t);
         const int64_t stop = r->s.seq[b] < t1 ? r->s.seq[b] : t1;
