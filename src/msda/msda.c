@@ -69,16 +69,9 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
     SPA_REQUIRE(spa_is_float_dtype(output->dtype));
     const spa_tensor *floats[] = {value, location, attn_weight, output};
     SPA_REQUIRE(!spa_any_float64(floats, 4) || SPA_FLOAT64_MSDA);
-    /* rule 3: ranks (and descriptor sanity: dims, strides, spans, data) */
-    SPA_TRY(spa_tensor_check(value, 4));
-    SPA_TRY(spa_tensor_check(spatial_shape, 2));
-    SPA_TRY(spa_tensor_check(level_start, 1));
-    SPA_TRY(spa_tensor_check(location, 6));
-    SPA_TRY(spa_tensor_check(attn_weight, 5));
-    SPA_TRY(spa_tensor_check_output(output, 3));
-    /* rule 4 */
-    SPA_REQUIRE(spatial_shape->dims[1] == 2);
-    SPA_REQUIRE(location->dims[5] == 2);
+    /* rule 3: ranks (and descriptor sanity), then rule 4 */
+    SPA_TRY(spa_msda_check_ranks(value, spatial_shape, level_start, location, attn_weight, output,
+                                 true));
     /* rule 5 has no native counterpart: any sizes whose products fit */
     spa_msda_dims *d = &p->d;
     d->bs = value->dims[0];
@@ -217,14 +210,9 @@ static void run_pack(void *arg, uint32_t blk)
 {
     const msda_run *r = arg;
     const msda_plan *p = r->p;
-    const int64_t runs = p->pack_units / p->d.bs;
     const int64_t first = (int64_t)blk * p->pack_per_block;
     const int64_t end = first + p->pack_per_block < p->pack_units ? first + p->pack_per_block : p->pack_units;
-    for (int64_t u = first; u < end; u++) {
-        const int64_t b = spa_div_nat(u, runs), k0 = spa_mod_nat(u, runs) * SPA_MSDA_PACK_KEYS;
-        const int64_t k1 = k0 + SPA_MSDA_PACK_KEYS < p->d.nk ? k0 + SPA_MSDA_PACK_KEYS : p->d.nk;
-        spa_msda_pack_keys(r->value, b, k0, k1, r->s.vpack + b * p->d.nh * p->d.nk * p->d.c);
-    }
+    spa_msda_pack_units(r->value, first, end, r->s.vpack);
 }
 
 /* One block: its units, tile-major (the heads of one batch and query tile

@@ -77,15 +77,9 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
                                   grad_value, grad_location, grad_attn_weight};
     SPA_REQUIRE(!spa_any_float64(floats, 7) || SPA_FLOAT64_MSDA_GRAD);
     /* rule 3 (FRACTAL_NZ): descriptors carry no format; everything is ND. */
-    /* rule 4: ranks (and descriptor sanity: dims, strides, spans, data) */
-    SPA_TRY(spa_tensor_check(value, 4));
-    SPA_TRY(spa_tensor_check(spatial_shape, 2));
-    SPA_TRY(spa_tensor_check(level_start, 1));
-    SPA_TRY(spa_tensor_check(location, 6));
-    SPA_TRY(spa_tensor_check(attn_weight, 5));
-    SPA_TRY(spa_tensor_check(grad_output, 3));
-    SPA_REQUIRE(spatial_shape->dims[1] == 2);
-    SPA_REQUIRE(location->dims[5] == 2);
+    /* rule 4: ranks (and descriptor sanity) */
+    SPA_TRY(spa_msda_check_ranks(value, spatial_shape, level_start, location, attn_weight,
+                                 grad_output, false));
     /* rule 5 has no native counterpart: any sizes whose products fit */
     spa_msda_dims *d = &p->d;
     d->bs = value->dims[0];
@@ -242,27 +236,17 @@ static void key_range(const msdag_plan *p, uint32_t blk, int64_t *first, int64_t
 static void run_pack(void *arg, uint32_t blk)
 {
     const msdag_run *r = arg;
-    const msdag_plan *p = r->p;
-    const int64_t runs = p->key_units / p->d.bs;
     int64_t u, end;
-    for (key_range(p, blk, &u, &end); u < end; u++) {
-        const int64_t b = u / runs, k0 = u % runs * SPA_MSDA_PACK_KEYS;
-        const int64_t k1 = k0 + SPA_MSDA_PACK_KEYS < p->d.nk ? k0 + SPA_MSDA_PACK_KEYS : p->d.nk;
-        spa_msda_pack_keys(r->value, b, k0, k1, r->s.vpack + (uint64_t)(b * p->d.nh) * p->slice_floats);
-    }
+    key_range(r->p, blk, &u, &end);
+    spa_msda_pack_units(r->value, u, end, r->s.vpack);
 }
 
 static void run_unpack(void *arg, uint32_t blk)
 {
     const msdag_run *r = arg;
-    const msdag_plan *p = r->p;
-    const int64_t runs = p->key_units / p->d.bs;
     int64_t u, end;
-    for (key_range(p, blk, &u, &end); u < end; u++) {
-        const int64_t b = u / runs, k0 = u % runs * SPA_MSDA_PACK_KEYS;
-        const int64_t k1 = k0 + SPA_MSDA_PACK_KEYS < p->d.nk ? k0 + SPA_MSDA_PACK_KEYS : p->d.nk;
-        spa_msda_unpack_keys(r->s.gacc + (uint64_t)(b * p->d.nh) * p->slice_floats, r->grad_value, b, k0, k1);
-    }
+    key_range(r->p, blk, &u, &end);
+    spa_msda_unpack_units(r->s.gacc, r->grad_value, u, end);
 }
 
 /* Step 2: the pairs of one block. */

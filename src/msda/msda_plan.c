@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "msda_plan.h"
+#include "native_div.h"
 
 /* Element i of a rank-1 view or of column j of a rank-2 view, as int64. */
 static int64_t index_at(const spa_tensor *t, int64_t i, int64_t j)
@@ -15,6 +16,25 @@ static int64_t index_at(const spa_tensor *t, int64_t i, int64_t j)
     int64_t v;
     memcpy(&v, (const unsigned char *)t->data + off * 8, sizeof v);
     return v;
+}
+
+spa_status spa_msda_check_ranks(const spa_tensor *value, const spa_tensor *spatial_shape,
+                                const spa_tensor *level_start, const spa_tensor *location,
+                                const spa_tensor *attn_weight, const spa_tensor *output,
+                                bool written)
+{
+    SPA_TRY(spa_tensor_check(value, 4));
+    SPA_TRY(spa_tensor_check(spatial_shape, 2));
+    SPA_TRY(spa_tensor_check(level_start, 1));
+    SPA_TRY(spa_tensor_check(location, 6));
+    SPA_TRY(spa_tensor_check(attn_weight, 5));
+    if (written)
+        SPA_TRY(spa_tensor_check_output(output, 3));
+    else
+        SPA_TRY(spa_tensor_check(output, 3));
+    SPA_REQUIRE(spatial_shape->dims[1] == 2);
+    SPA_REQUIRE(location->dims[5] == 2);
+    return SPA_OK;
 }
 
 spa_status spa_msda_levels_read(const spa_tensor *spatial_shape, const spa_tensor *level_start,
@@ -163,7 +183,9 @@ static void spa_msda_widen_row(const spa_tensor *value, int64_t off, float *row)
         }                                                                                      \
     } while (0)
 
-void spa_msda_pack_keys(const spa_tensor *value, int64_t b, int64_t k0, int64_t k1, float *dst)
+/* value[b, k0:k1, :, :] widened into the pair slices of batch b: head h's
+ * row k at dst + (h * nk + k) * C (f32). */
+static void spa_msda_pack_keys(const spa_tensor *value, int64_t b, int64_t k0, int64_t k1, float *dst)
 {
     const int64_t nk = value->dims[1], nh = value->dims[2], cl = value->dims[3];
     if (value->strides[3] != 1) {
@@ -216,7 +238,10 @@ static void spa_msda_narrow_row(const float *row, const spa_tensor *gv, int64_t 
     }
 }
 
-void spa_msda_unpack_keys(const float *src, const spa_tensor *grad_value, int64_t b, int64_t k0, int64_t k1)
+/* The pair slices of batch b (head h's row k at src + (h * nk + k) * C)
+ * into grad_value[b, k0:k1, :, :], one RNE rounding. */
+static void spa_msda_unpack_keys(const float *src, const spa_tensor *grad_value, int64_t b, int64_t k0,
+                                 int64_t k1)
 {
     const spa_tensor *gv = grad_value;
     const int64_t nk = gv->dims[1], nh = gv->dims[2], cl = gv->dims[3];
@@ -224,4 +249,33 @@ void spa_msda_unpack_keys(const float *src, const spa_tensor *grad_value, int64_
         for (int64_t h = 0; h < nh; h++)
             spa_msda_narrow_row(src + (h * nk + k) * cl, gv,
                                 b * gv->strides[0] + k * gv->strides[1] + h * gv->strides[2]);
+}
+
+/* Packing unit u of a tensor of nk keys: batch *b, keys [*k0, *k1). */
+static void key_run(int64_t u, int64_t nk, int64_t *b, int64_t *k0, int64_t *k1)
+{
+    const int64_t runs = (nk + SPA_MSDA_PACK_KEYS - 1) / SPA_MSDA_PACK_KEYS;
+    *b = spa_div_nat(u, runs);
+    *k0 = spa_mod_nat(u, runs) * SPA_MSDA_PACK_KEYS;
+    *k1 = *k0 + SPA_MSDA_PACK_KEYS < nk ? *k0 + SPA_MSDA_PACK_KEYS : nk;
+}
+
+void spa_msda_pack_units(const spa_tensor *value, int64_t u0, int64_t u1, float *pack)
+{
+    const int64_t batch_floats = value->dims[2] * value->dims[1] * value->dims[3];
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t b, k0, k1;
+        key_run(u, value->dims[1], &b, &k0, &k1);
+        spa_msda_pack_keys(value, b, k0, k1, pack + b * batch_floats);
+    }
+}
+
+void spa_msda_unpack_units(const float *pack, const spa_tensor *grad_value, int64_t u0, int64_t u1)
+{
+    const int64_t batch_floats = grad_value->dims[2] * grad_value->dims[1] * grad_value->dims[3];
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t b, k0, k1;
+        key_run(u, grad_value->dims[1], &b, &k0, &k1);
+        spa_msda_unpack_keys(pack + b * batch_floats, grad_value, b, k0, k1);
+    }
 }

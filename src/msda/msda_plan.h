@@ -28,6 +28,17 @@ static inline bool spa_msda_same_dims(const spa_msda_dims *a, const spa_msda_dim
            a->nl == b->nl && a->np == b->np;
 }
 
+/* The ranks both ops check first, in this order (descriptor sanity too:
+ * dims, strides, spans, data): value [bs, nk, nh, C], spatialShape [nl, 2],
+ * levelStartIndex [nl], location [bs, nq, nh, nl, np, 2], attnWeight
+ * [bs, nq, nh, nl, np] and the op's [bs, nq, nh*C] tensor (the forward's
+ * output, written; the grad's gradOutput, read); then the two trailing
+ * dims of 2. */
+spa_status spa_msda_check_ranks(const spa_tensor *value, const spa_tensor *spatial_shape,
+                                const spa_tensor *level_start, const spa_tensor *location,
+                                const spa_tensor *attn_weight, const spa_tensor *output,
+                                bool written);
+
 /* spatialShape [nl, 2] and levelStartIndex [nl] contents (INT32 or INT64,
  * any strides), untrusted: every level needs 1 <= H, W <= INT32_MAX,
  * 0 <= start <= INT32_MAX and start + H*W <= nk, computed without overflow.
@@ -52,13 +63,14 @@ void spa_msda_zero_fill(const spa_tensor *t);
 void spa_msda_args_init(spa_msda_args *a, const spa_tensor *location, const spa_tensor *attn_weight,
                         const spa_msda_dims *d);
 
-/* Keys per packing unit of spa_msda_pack_keys. */
+/* Keys per packing unit: the packing steps of both ops run over (batch, run
+ * of SPA_MSDA_PACK_KEYS keys) units, batch-major, bs * ceil(nk / 256) in all. */
 #define SPA_MSDA_PACK_KEYS 256
-/* value[b, k0:k1, :, :] widened into the pair slices of batch b: head h's
- * row k at dst + (h * nk + k) * C (f32). */
-void spa_msda_pack_keys(const spa_tensor *value, int64_t b, int64_t k0, int64_t k1, float *dst);
-/* The pair slices of batch b (head h's row k at src + (h * nk + k) * C)
- * into grad_value[b, k0:k1, :, :], one RNE rounding. */
-void spa_msda_unpack_keys(const float *src, const spa_tensor *grad_value, int64_t b, int64_t k0, int64_t k1);
+/* Units [u0, u1) of value widened into the pair slices: head h's row k of
+ * batch b at pack + ((b * nh + h) * nk + k) * C (f32). */
+void spa_msda_pack_units(const spa_tensor *value, int64_t u0, int64_t u1, float *pack);
+/* Units [u0, u1) of the pair slices (laid out as spa_msda_pack_units's) into
+ * grad_value, one RNE rounding. */
+void spa_msda_unpack_units(const float *pack, const spa_tensor *grad_value, int64_t u0, int64_t u1);
 
 #endif
