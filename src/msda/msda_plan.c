@@ -185,7 +185,8 @@ static void spa_msda_widen_row(const spa_tensor *value, int64_t off, float *row)
 
 /* value[b, k0:k1, :, :] widened into the pair slices of batch b: head h's
  * row k at dst + (h * nk + k) * C (f32). */
-static void spa_msda_pack_keys(const spa_tensor *value, int64_t b, int64_t k0, int64_t k1, float *dst)
+static void spa_msda_pack_keys(const spa_tensor *value, int64_t b, int64_t k0, int64_t k1,
+                               float *dst)
 {
     const int64_t nk = value->dims[1], nh = value->dims[2], cl = value->dims[3];
     if (value->strides[3] != 1) {
@@ -240,8 +241,8 @@ static void spa_msda_narrow_row(const float *row, const spa_tensor *gv, int64_t 
 
 /* The pair slices of batch b (head h's row k at src + (h * nk + k) * C)
  * into grad_value[b, k0:k1, :, :], one RNE rounding. */
-static void spa_msda_unpack_keys(const float *src, const spa_tensor *grad_value, int64_t b, int64_t k0,
-                                 int64_t k1)
+static void spa_msda_unpack_keys(const float *src, const spa_tensor *grad_value, int64_t b,
+                                 int64_t k0, int64_t k1)
 {
     const spa_tensor *gv = grad_value;
     const int64_t nk = gv->dims[1], nh = gv->dims[2], cl = gv->dims[3];
