@@ -21,21 +21,10 @@ m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
 
 enum { TK = NSCAG_TK };
 
-/* Lane l of a transposed tile (col = tile + l, pitch gp) from / to a
- * caller's row: whole vectors where the row is unit-stride, the tail
- * element by element (the same conversions, bit for bit). */
-static inline void lane_in(float *col, int64_t gp, const SPA_T *row, int64_t stride, int64_t n)
-{
-    int64_t d = 0;
-    if (stride == 1)
-        for (; d + SPA_VL <= n; d += SPA_VL)
-            spa_vf_scatter(col + d * gp, gp, SPA_VLOAD(row + d));
-    for (; d < n; d++)
-        col[d * gp] = SPA_LOAD(row[d * stride]);
-}
-
-/* The same lane into both forms at once: the transposed tile (col, pitch gp)
- * and a row of the row-major copy (rn, n floats). */
+/* Lane l of a transposed tile (col = tile + l, pitch gp) and a row of the
+ * row-major copy (rn, n floats) at once, from a caller's row: whole vectors
+ * where the row is unit-stride, the tail element by element (the same
+ * conversions, bit for bit); and back out to a caller's row. */
 static inline void lane_in2(float *col, int64_t gp, float *rn, const SPA_T *row, int64_t stride,
                             int64_t n)
 {
