@@ -398,7 +398,8 @@ bench: deps
 # above tools/insn/<isa>.limits fails. INSN_OPS / INSN_DTYPES narrow it. ----
 INSNCOUNT ?= ../shared/tools/insncount
 INSN_BIN := $(B)/insn/spattn_insn
-INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_grad
+INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_grad \
+  nsa_compress_attention nsa_compress_attention_grad swa swa_grad
 # (f64 has no instruction limits: its kernels are not tuned per ISA yet)
 INSN_DTYPES ?= $(filter-out f64,$(DTYPES))
 $(INSN_BIN): tools/insn/insn_case.c $(LIB) $(TEST_EXTRA_OBJ)

@@ -25,19 +25,44 @@ m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
 enum { TK = NSCA_TK };
 
 /* Lane l of a transposed tile (col = tile + l, pitch gp) from / to a
- * caller's row, element by element (measured as fast as vector scatters
- * and gathers on AVX-512, where those are microcoded). */
+ * caller's row: whole vectors where the row is unit-stride (strided vector
+ * stores and loads), the tail element by element (the same conversions,
+ * bit for bit). Element by element throughout was a quarter of the
+ * forward's instructions on the 128-bit layers. */
 static inline void lane_in(float *col, int64_t gp, const SPA_T *row, int64_t stride, int64_t n)
 {
-    for (int64_t d = 0; d < n; d++)
+    int64_t d = 0;
+    if (stride == 1)
+        for (; d + SPA_VL <= n; d += SPA_VL)
+            spa_vf_scatter(col + d * gp, gp, SPA_VLOAD(row + d));
+    for (; d < n; d++)
         col[d * gp] = SPA_LOAD(row[d * stride]);
 }
 
 static inline void lane_out(SPA_T *row, int64_t stride, const float *col, int64_t gp, int64_t n,
                             float s)
 {
-    for (int64_t e = 0; e < n; e++)
+    int64_t e = 0;
+    if (stride == 1) {
+        const spa_vf sv = spa_vf_set1(s);
+        for (; e + SPA_VL <= n; e += SPA_VL)
+            SPA_VSTORE(row + e, spa_vf_mul(spa_vf_gather(col + e * gp, gp), sv));
+    }
+    for (; e < n; e++)
         row[e * stride] = SPA_STORE(col[e * gp] * s);
+}
+
+/* The 8 equal lanes of a statistic: vector stores where they are contiguous
+ * and whole vectors. */
+static inline void stat_out(float *p, int64_t stride, float v)
+{
+    if (stride == 1 && 8 % SPA_VL == 0) {
+        for (int64_t c = 0; c < 8; c += SPA_VL)
+            spa_vf_store(p + c, spa_vf_set1(v));
+        return;
+    }
+    for (int64_t c = 0; c < 8; c++)
+        p[c * stride] = v;
 }
 
 /* Rows [0, rows) of a group in micro-steps of TK: scores of the keys kb
@@ -175,11 +200,21 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                         }
                         continue;
                     }
+                    /* per token: its heads in whole vectors, then one by one */
                     for (int64_t i = 0; i < nt; i++) {
                         const int masked = row_masked(a, tg + i - qstart, j, vend[i]);
-                        for (int64_t g = 0; g < nh; g++) {
+                        const float fill = j >= ncmp ? -INFINITY : -FLT_MAX;
+                        const int scaled = j < ncmp && !masked;
+                        int64_t g = 0;
+                        for (; g + SPA_VL <= nh; g += SPA_VL) {
                             const int64_t l = i * nh + g;
-                            const float z = j >= ncmp ? -INFINITY : masked ? -FLT_MAX : a->scale * row[l];
+                            const spa_vf z = scaled ? spa_vf_mul(sv, spa_vf_load(row + l)) : spa_vf_set1(fill);
+                            spa_vf_store(row + l, z);
+                            spa_vf_store(mrow + l, spa_vf_max(spa_vf_load(mrow + l), z));
+                        }
+                        for (; g < nh; g++) {
+                            const int64_t l = i * nh + g;
+                            const float z = scaled ? a->scale * row[l] : fill;
                             row[l] = z;
                             mrow[l] = z > mrow[l] ? z : mrow[l];
                         }
@@ -231,10 +266,8 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
                     lane_out(o + t * a->os0 + h * a->os1, a->os2, ot + l, GP, DV,
                              m4_ifelse(SPA_DT, `f32', `inv[l]', `1.0f'));
-                    for (int64_t c = 0; c < 8; c++) {
-                        mx[t * ms0 + h * ms1 + c * a->ms2] = mrow[l];
-                        sm[t * ss0 + h * ss1 + c * a->ss2] = lrow[l];
-                    }
+                    stat_out(mx + t * ms0 + h * ms1, a->ms2, mrow[l]);
+                    stat_out(sm + t * ss0 + h * ss1, a->ss2, lrow[l]);
                 }
         }
         /* importance and top-K per token */

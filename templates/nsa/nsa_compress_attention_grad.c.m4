@@ -21,17 +21,22 @@ m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
 
 enum { TK = NSCAG_TK };
 
-/* Lane l of a transposed tile (col = tile + l, pitch gp) from / to a
- * caller's row: whole vectors where the row is unit-stride, the tail
- * element by element (the same conversions, bit for bit). */
-static inline void lane_in(float *col, int64_t gp, const SPA_T *row, int64_t stride, int64_t n)
+/* Lane l of a transposed tile (col = tile + l, pitch gp) and a row of the
+ * row-major copy (rn, n floats) at once, from a caller's row: whole vectors
+ * where the row is unit-stride, the tail element by element (the same
+ * conversions, bit for bit); and back out to a caller's row. */
+static inline void lane_in2(float *col, int64_t gp, float *rn, const SPA_T *row, int64_t stride,
+                            int64_t n)
 {
     int64_t d = 0;
     if (stride == 1)
-        for (; d + SPA_VL <= n; d += SPA_VL)
-            spa_vf_scatter(col + d * gp, gp, SPA_VLOAD(row + d));
+        for (; d + SPA_VL <= n; d += SPA_VL) {
+            const spa_vf v = SPA_VLOAD(row + d);
+            spa_vf_store(rn + d, v);
+            spa_vf_scatter(col + d * gp, gp, v);
+        }
     for (; d < n; d++)
-        col[d * gp] = SPA_LOAD(row[d * stride]);
+        col[d * gp] = rn[d] = SPA_LOAD(row[d * stride]);
 }
 
 static inline void lane_out(SPA_T *row, int64_t stride, const float *col, int64_t gp, int64_t n,
@@ -112,6 +117,7 @@ void NSCAG_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, in
 m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 0);
 ')m4_dnl
 
+    const spa_vf sv = spa_vf_set1(a->scale);
     for (int64_t x = 0; x < DP * GP; x++)
         qt[x] = qn[x] = 0.0f;
     for (int64_t x = 0; x < DVP * GP; x++)
@@ -150,17 +156,22 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
                 for (int64_t g = 0; g < nh; g++) {
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
                     const SPA_T *qr = q + t * a->qs0 + h * a->qs1;
-                    lane_in(qt + l, GP, qr, a->qs2, D);
-                    for (int64_t d = 0; d < D; d++)
-                        qn[l * DP + d] = qt[d * GP + l];
+                    lane_in2(qt + l, GP, qn + l * DP, qr, a->qs2, D);
                     const SPA_T *yr = dy + t * a->dys0 + h * a->dys1, *orow = o + t * a->os0 + h * a->os1;
-                    lane_in(dyt + l, GP, yr, a->dys2, DV);
+                    lane_in2(dyt + l, GP, dyn + l * DVP, yr, a->dys2, DV);
+                    /* D = dY . O: vector partial sums where O is unit-stride, then
+                     * the rest in order (the same order for every runner) */
+                    const float *yn = dyn + l * DVP;
                     float dsum = 0.0f;
-                    for (int64_t e = 0; e < DV; e++) {
-                        const float y = dyt[e * GP + l];
-                        dyn[l * DVP + e] = y;
-                        dsum += y * SPA_LOAD(orow[e * a->os2]);
+                    int64_t e = 0;
+                    if (a->os2 == 1 && DV >= SPA_VL) {
+                        spa_vf acc = spa_vf_zero();
+                        for (; e + SPA_VL <= DV; e += SPA_VL)
+                            acc = spa_vf_add(acc, spa_vf_mul(spa_vf_load(yn + e), SPA_VLOAD(orow + e)));
+                        dsum = spa_vf_hsum(acc);
                     }
+                    for (; e < DV; e++)
+                        dsum += yn[e] * SPA_LOAD(orow[e * a->os2]);
                     dd[l] = dsum;
                     mrow[l] = mx[t * a->ms0 + h * a->ms1];
                     inv[l] = 1.0f / sm[t * a->ss0 + h * a->ss1];
@@ -173,8 +184,13 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
                 for (int64_t j = 0; j < R; j++) {
                     float *row = st + j * GP + i * nh;
                     const int masked = j >= vend[i] || (mr != NULL && j < ncmp && mr[j]);
-                    for (int64_t g = 0; g < nh; g++)
-                        row[g] = j >= ncmp ? -INFINITY : masked ? -FLT_MAX : a->scale * row[g];
+                    const int scaled = j < ncmp && !masked;
+                    const float fill = j >= ncmp ? -INFINITY : -FLT_MAX;
+                    int64_t g = 0;
+                    for (; g + SPA_VL <= nh; g += SPA_VL)
+                        spa_vf_store(row + g, scaled ? spa_vf_mul(sv, spa_vf_load(row + g)) : spa_vf_set1(fill));
+                    for (; g < nh; g++)
+                        row[g] = scaled ? a->scale * row[g] : fill;
                 }
             }
             for (int64_t j = 0; j < R; j++)
@@ -182,19 +198,28 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
                     st[j * GP + l] = -INFINITY;
             /* P = exp(z' - m) / l */
             NSAS_EXP_SUM()(st, R, GP, mrow, junk);
-            for (int64_t j = 0; j < R; j++)
-                for (int64_t l = 0; l < GP; l++)
+            for (int64_t j = 0; j < R; j++) {
+                int64_t l = 0;
+                for (; l + SPA_VL <= GP; l += SPA_VL)
+                    spa_vf_store(st + j * GP + l, spa_vf_mul(spa_vf_load(st + j * GP + l), spa_vf_load(inv + l)));
+                for (; l < GP; l++)
                     st[j * GP + l] *= inv[l];
+            }
             /* dS = P (dP - D), 0 where the score is masked */
             for (int64_t i = 0; i < nt; i++) {
                 const int64_t s = tg + i - qstart;
                 const uint8_t *mr = a->mask != NULL ? a->mask + s * a->mask_cols : NULL;
                 for (int64_t j = 0; j < R; j++) {
                     const int masked = j >= vend[i] || j >= ncmp || (mr != NULL && mr[j]);
-                    for (int64_t g = 0; g < nh; g++) {
-                        const int64_t l = i * nh + g;
-                        dst[j * GP + l] = masked ? 0.0f : st[j * GP + l] * (dst[j * GP + l] - dd[l]);
-                    }
+                    float *drow = dst + j * GP + i * nh;
+                    const float *prow = st + j * GP + i * nh, *ddi = dd + i * nh;
+                    int64_t g = 0;
+                    for (; g + SPA_VL <= nh; g += SPA_VL)
+                        spa_vf_store(drow + g, masked ? spa_vf_zero()
+                                                      : spa_vf_mul(spa_vf_load(prow + g),
+                                                                   spa_vf_sub(spa_vf_load(drow + g), spa_vf_load(ddi + g))));
+                    for (; g < nh; g++)
+                        drow[g] = masked ? 0.0f : prow[g] * (drow[g] - ddi[g]);
                 }
             }
             for (int64_t j = 0; j < R; j++)

@@ -52,12 +52,40 @@ void SWA_MK(`rows_add')(const float *w, int64_t rows, int64_t gp, const float *b
 }
 ')m4_dnl
 
-/* rows [0, n) of src (pitch sp) into a 16-row stage of pitch dp, zeros after */
+/* rows [0, n) of src (pitch sp) into a 16-row stage of pitch dp, zeros
+ * after; dp is a multiple of 16, so of the vector length */
 static void swa_stage(float *stage, const float *src, int64_t sp, int64_t n, int64_t dp)
 {
     for (int64_t r = 0; r < 16; r++)
-        for (int64_t i = 0; i < dp; i++)
-            stage[r * dp + i] = r < n ? src[r * sp + i] : 0.0f;
+        for (int64_t i = 0; i < dp; i += SPA_VL)
+            spa_vf_store(stage + r * dp + i, r < n ? spa_vf_load(src + r * sp + i) : spa_vf_zero());
+}
+
+/* Lane g of a transposed tile (col = tile + g, pitch gp) from / to a
+ * caller's row: whole vectors where the row is unit-stride (strided vector
+ * stores and loads), the tail element by element (the same conversions,
+ * bit for bit). */
+static inline void swa_lane_in(float *col, int64_t gp, const SPA_T *row, int64_t stride, int64_t n)
+{
+    int64_t d = 0;
+    if (stride == 1)
+        for (; d + SPA_VL <= n; d += SPA_VL)
+            spa_vf_scatter(col + d * gp, gp, SPA_VLOAD(row + d));
+    for (; d < n; d++)
+        col[d * gp] = SPA_LOAD(row[d * stride]);
+}
+
+static inline void swa_lane_out(SPA_T *row, int64_t stride, const float *col, int64_t gp, int64_t n,
+                                float s)
+{
+    int64_t e = 0;
+    if (stride == 1) {
+        const spa_vf sv = spa_vf_set1(s);
+        for (; e + SPA_VL <= n; e += SPA_VL)
+            SPA_VSTORE(row + e, spa_vf_mul(spa_vf_gather(col + e * gp, gp), sv));
+    }
+    for (; e < n; e++)
+        row[e * stride] = SPA_STORE(col[e * gp] * s);
 }
 
 void SWA_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t bstart,
@@ -84,11 +112,8 @@ void SWA_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int64
             const int64_t ng = G - g0 < SPA_SWA_SUBGROUP ? G - g0 : SPA_SWA_SUBGROUP;
             for (int64_t i = 0; i < DP * GP; i++)
                 qt[i] = 0.0f;
-            for (int64_t g = 0; g < ng; g++) {
-                const SPA_T *qr = q + t * a->qs0 + (h2 * G + g0 + g) * a->qs1;
-                for (int64_t d = 0; d < D; d++)
-                    qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
-            }
+            for (int64_t g = 0; g < ng; g++)
+                swa_lane_in(qt + g, GP, q + t * a->qs0 + (h2 * G + g0 + g) * a->qs1, a->qs2, D);
             for (int64_t i = 0; i < DVP * GP; i++)
                 ot[i] = 0.0f;
             for (int64_t l = 0; l < GP; l++) {
@@ -139,10 +164,7 @@ void SWA_KSYM()(const spa_swa_args *a, int64_t h2, int64_t t0, int64_t t1, int64
             }
             for (int64_t g = 0; g < ng; g++) {
                 const int64_t h = h2 * G + g0 + g;
-                const float inv = 1.0f / lrow[g];
-                SPA_T *orow = o + t * a->os0 + h * a->os1;
-                for (int64_t e = 0; e < DV; e++)
-                    orow[e * a->os2] = SPA_STORE(ot[e * GP + g] * inv);
+                swa_lane_out(o + t * a->os0 + h * a->os1, a->os2, ot + g, GP, DV, 1.0f / lrow[g]);
                 float *mr = mx + t * a->ms0 + h * a->ms1;
                 float *sr = sm + t * a->ss0 + h * a->ss1;
                 for (int64_t c = 0; c < a->lanes; c++) {

@@ -25,12 +25,13 @@ enum { KT = SWAG_KT };
 /* the micro-kernels of the f32 forward (templates/swa.c.m4) */
 SWA_MK_DECLS()m4_dnl
 
-/* rows [0, n) of src (pitch sp) into a 16-row stage of pitch dp, zeros after */
+/* rows [0, n) of src (pitch sp) into a 16-row stage of pitch dp, zeros
+ * after; dp is a multiple of 16, so of the vector length */
 static void swag_stage(float *stage, const float *src, int64_t sp, int64_t n, int64_t dp)
 {
     for (int64_t r = 0; r < 16; r++)
-        for (int64_t i = 0; i < dp; i++)
-            stage[r * dp + i] = r < n ? src[r * sp + i] : 0.0f;
+        for (int64_t i = 0; i < dp; i += SPA_VL)
+            spa_vf_store(stage + r * dp + i, r < n ? spa_vf_load(src + r * sp + i) : spa_vf_zero());
 }
 
 /* rows_add of a stage: the first n of 16 rows, through a zeroed buffer */

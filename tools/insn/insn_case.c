@@ -9,7 +9,10 @@
  * Shapes (named insn): nsa_select(_grad) T 256, N1 16 / N2 2, D = Dv = 128,
  * blockSize 64, K 4; nsa_compress(_grad) T 8192, N 4, D 128, 32 / 16 (T 2048 on
  * the boards, SPA_TEST_SMALL: x and its grad must fit their 15 MiB); msda(_grad)
- * levels 32x32, 16x16, 8x8, 4x4, nq = nk = 1360, 8 heads, C 32, 4 points. */
+ * levels 32x32, 16x16, 8x8, 4x4, nq = nk = 1360, 8 heads, C 32, 4 points;
+ * nsa_compress_attention(_grad) T 1024 (512 on the boards), N1 8 / N2 1,
+ * D = Dv = 128, compress block 32 / stride 16 (C = 63 keys), select block 64,
+ * K 8, causal; swa(_grad) T 384, N1 8 / N2 1, D = Dv = 128, window 256. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +155,114 @@ static double nsa_compress(spa_dtype dt, int grad, int calls)
     return 4 * macs;
 }
 
+/* NsaCompressAttention (docs/nsa_compress_attention.md): queries of one
+ * sequence of T tokens against the C = (T - l)/d + 1 compressed keys of it,
+ * under the causal rule (sparse_mode 2: key c visible to the query at s iff
+ * c d + l - 1 <= s). FLOPs = the products the op must compute: per visible
+ * (query, head, key) pair QK^T (D) and PV (Dv) in the forward; S = QK^T
+ * (D), dP = dY V^T (Dv), dV = P^T dY (Dv), dQ = dS K (D), dK = dS^T Q (D) in
+ * the grad. Causally masked pairs are not counted (the kernel skips the
+ * keys past the last visible one of a lane group, up to its 16-row tiles,
+ * and those count as overhead). The first l - 1 tokens see no key: their
+ * rows are the uniform mean of the C values, so P V (forward) and
+ * dV = P^T dY (grad) over every key are counted for them (C Dv each); their
+ * QK^T, dP, dQ and dK are not needed (constant scores, dS = 0). The block
+ * importance and the top-K are sums and compares: no FLOPs. */
+static double nsa_compress_attention(spa_dtype dt, int grad, int calls)
+{
+#if defined(SPA_TEST_SMALL)
+    enum { T = 512 }; /* the grad f32 tensors must fit the boards' 15 MiB heap */
+#else
+    enum { T = 1024 };
+#endif
+    enum { N1 = 8, N2 = 1, D = 128, DV = 128, L = 32, ST = 16, LS = 64, KC = 8, C = (T - L) / ST + 1 };
+    const int64_t q_vals[1] = {T}, c_vals[1] = {C};
+    const spa_int_array aq = {q_vals, 1}, ac = {c_vals, 1};
+    const int64_t qd[3] = {T, N1, D}, kd[3] = {C, N2, D}, vd[3] = {C, N2, DV}, od[3] = {T, N1, DV},
+                  sd[3] = {T, N1, 8}, id[3] = {T, N2, KC};
+    void *q = fill(dt, (size_t)T * N1 * D, -1, 1), *k = fill(dt, (size_t)C * N2 * D, -1, 1);
+    void *v = fill(dt, (size_t)C * N2 * DV, -1, 1), *o = fill(dt, (size_t)T * N1 * DV, 0, 0);
+    float *mx = calloc((size_t)T * N1 * 8, 4), *sm = calloc((size_t)T * N1 * 8, 4);
+    int32_t *idx = calloc((size_t)T * N2 * KC, 4);
+    spa_tensor tq = tensor(dt, 3, qd, q), tk = tensor(dt, 3, kd, k), tv = tensor(dt, 3, vd, v),
+               to = tensor(dt, 3, od, o), tmx = tensor(SPA_FLOAT32, 3, sd, mx),
+               tsm = tensor(SPA_FLOAT32, 3, sd, sm), ti = tensor(SPA_INT32, 3, id, idx);
+    uint64_t ws;
+    spa_executor ex;
+    if (spa_nsa_compress_attention_get_workspace_size(&tq, &tk, &tv, NULL, NULL, &aq, &ac, NULL, 0.088, N1,
+                                                      "TND", 2, L, ST, LS, KC, &tmx, &tsm, &to, &ti, &ws,
+                                                      &ex) != SPA_OK)
+        exit(1);
+    double pairs = 0, blind = 0; /* visible (query, key) pairs; queries that see no key */
+    for (int s = 0; s < T; s++)
+        if (s < L - 1)
+            blind++;
+        else
+            pairs += (s - L + 1) / ST + 1 < C ? (s - L + 1) / ST + 1 : C;
+    pairs *= N1;
+    blind *= N1;
+    if (!grad) {
+        run(spa_nsa_compress_attention, ws, &ex, calls);
+        return 2 * pairs * (D + DV) + 2 * blind * C * DV;
+    }
+    run(spa_nsa_compress_attention, ws, &ex, 1);
+    void *dy = fill(dt, (size_t)T * N1 * DV, -1, 1), *dq = fill(dt, (size_t)T * N1 * D, 0, 0);
+    void *dk = fill(dt, (size_t)C * N2 * D, 0, 0), *dvv = fill(dt, (size_t)C * N2 * DV, 0, 0);
+    spa_tensor tdy = tensor(dt, 3, od, dy), tdq = tensor(dt, 3, qd, dq), tdk = tensor(dt, 3, kd, dk),
+               tdv = tensor(dt, 3, vd, dvv);
+    if (spa_nsa_compress_attention_grad_get_workspace_size(&tq, &tk, &tv, &to, &tdy, &tmx, &tsm, NULL, &aq,
+                                                           &ac, 0.088, N1, "TND", 2, L, ST, &tdq, &tdk,
+                                                           &tdv, &ws, &ex) != SPA_OK)
+        exit(1);
+    run(spa_nsa_compress_attention_grad, ws, &ex, calls);
+    return 2 * pairs * (3 * D + 2 * DV) + 2 * blind * C * DV;
+}
+
+/* Sliding-window attention (docs/sliding_window_attention.md): one sequence
+ * of T tokens, the query at t sees keys max(0, t - W + 1) .. t. FLOPs = the
+ * products of the pairs in the band only (keys outside it are never
+ * computed): QK^T (D) and PV (Dv) per pair in the forward; S = QK^T (D),
+ * dP = dY V^T (Dv), dV = P^T dY (Dv), dQ = dS K (D), dK = dS^T Q (D) in the
+ * grad. */
+static double swa(spa_dtype dt, int grad, int calls)
+{
+    enum { T = 384, N1 = 8, N2 = 1, D = 128, DV = 128, W = 256 };
+    const int64_t seq_vals[1] = {T};
+    const spa_int_array seq = {seq_vals, 1};
+    const int64_t qd[3] = {T, N1, D}, kd[3] = {T, N2, D}, vd[3] = {T, N2, DV}, od[3] = {T, N1, DV},
+                  sd[3] = {T, N1, 8};
+    void *q = fill(dt, (size_t)T * N1 * D, -1, 1), *k = fill(dt, (size_t)T * N2 * D, -1, 1);
+    void *v = fill(dt, (size_t)T * N2 * DV, -1, 1), *o = fill(dt, (size_t)T * N1 * DV, 0, 0);
+    float *mx = calloc((size_t)T * N1 * 8, 4), *sm = calloc((size_t)T * N1 * 8, 4);
+    spa_tensor tq = tensor(dt, 3, qd, q), tk = tensor(dt, 3, kd, k), tv = tensor(dt, 3, vd, v),
+               to = tensor(dt, 3, od, o), tmx = tensor(SPA_FLOAT32, 3, sd, mx),
+               tsm = tensor(SPA_FLOAT32, 3, sd, sm);
+    uint64_t ws;
+    spa_executor ex;
+    if (spa_swa_get_workspace_size(&tq, &tk, &tv, &seq, 0, SPA_SWA_SCALE_DEFAULT, N1, "TND", W,
+                                   SPA_SWA_WINDOW_KEYS, &tmx, &tsm, &to, &ws, &ex) != SPA_OK)
+        exit(1);
+    double pairs = 0;
+    for (int t = 0; t < T; t++)
+        pairs += t + 1 < W ? t + 1 : W;
+    pairs *= N1;
+    if (!grad) {
+        run(spa_swa, ws, &ex, calls);
+        return 2 * pairs * (D + DV);
+    }
+    run(spa_swa, ws, &ex, 1);
+    void *dy = fill(dt, (size_t)T * N1 * DV, -1, 1), *dq = fill(dt, (size_t)T * N1 * D, 0, 0);
+    void *dk = fill(dt, (size_t)T * N2 * D, 0, 0), *dvv = fill(dt, (size_t)T * N2 * DV, 0, 0);
+    spa_tensor tdy = tensor(dt, 3, od, dy), tdq = tensor(dt, 3, qd, dq), tdk = tensor(dt, 3, kd, dk),
+               tdv = tensor(dt, 3, vd, dvv);
+    if (spa_swa_grad_get_workspace_size(&tq, &tk, &tv, &to, &tdy, &tmx, &tsm, &seq, 0, SPA_SWA_SCALE_DEFAULT,
+                                        N1, "TND", W, SPA_SWA_WINDOW_KEYS, &tdq, &tdk, &tdv, &ws,
+                                        &ex) != SPA_OK)
+        exit(1);
+    run(spa_swa_grad, ws, &ex, calls);
+    return 2 * pairs * (3 * D + 2 * DV);
+}
+
 static double msda(spa_dtype dt, int grad, int calls)
 {
     enum { BS = 1, NH = 8, C = 32, NL = 4, NP = 4, NK = 1360, NQ = NK };
@@ -209,6 +320,10 @@ int main(int argc, char **argv)
         flops = nsa_select(dt, op[10] != '\0', calls);
     else if (strcmp(op, "nsa_compress") == 0 || strcmp(op, "nsa_compress_grad") == 0)
         flops = nsa_compress(dt, op[12] != '\0', calls);
+    else if (strcmp(op, "nsa_compress_attention") == 0 || strcmp(op, "nsa_compress_attention_grad") == 0)
+        flops = nsa_compress_attention(dt, op[22] != '\0', calls);
+    else if (strcmp(op, "swa") == 0 || strcmp(op, "swa_grad") == 0)
+        flops = swa(dt, op[3] != '\0', calls);
     else if (strcmp(op, "msda") == 0 || strcmp(op, "msda_grad") == 0)
         flops = msda(dt, op[4] != '\0', calls);
     else {
