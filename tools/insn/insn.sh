@@ -10,9 +10,15 @@
 set -eu
 run=$1 plugin=$2 prog=$3 isa=$4 ops=$5 dtypes=$6 limits=${7:-}
 over=0
+# INSN_COUNT_BY=trace (a qemu-user built without plugins): one instruction
+# per translation block, every block logged as it runs (-d exec,nochain), the
+# "Trace" lines counted; the same total as the plugin's, give or take the
+# emulator's start-up, which the difference of two runs cancels.
 count() { # op dt calls -> the program's line, then insncount's
-    case $run in
-    *qemu-system-*) $run "$prog" -plugin "$plugin" -append "$1 $2 $3" 2>&1 ;;
+    case ${INSN_COUNT_BY:-}:$run in
+    trace:*) { $run -one-insn-per-tb -d exec,nochain -D /dev/stderr "$prog" "$1" "$2" "$3" 2>&1 1>&3 |
+               grep -c '^Trace' | sed 's/^/insncount total=/'; } 3>&1 ;;
+    *:*qemu-system-*) $run "$prog" -plugin "$plugin" -append "$1 $2 $3" 2>&1 ;;
     *) $run -plugin "$plugin" "$prog" "$1" "$2" "$3" 2>&1 ;;
     esac
 }
