@@ -25,6 +25,7 @@ endif
 #                      RUN needs beyond packages (qemu from backports)
 #   INSN_COUNT_BY      trace: `make insn` counts from qemu's execution log (a
 #                      qemu built without plugins) instead of the insncount plugin
+#   INSN_LIMITS        the limits file of `make insn` (default tools/insn/<isa>.limits)
 #   ISA                the instruction set layer its kernels are generated for:
 #                      src/isa/<isa>.h + gen/isa/<isa>.m4 (scalar when unset)
 SIZE ?= size
@@ -406,6 +407,8 @@ INSN_BIN := $(B)/insn/spattn_insn
 INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_grad
 # (f64 has no instruction limits: its kernels are not tuned per ISA yet)
 INSN_DTYPES ?= $(filter-out f64,$(DTYPES))
+# the limits a count must pass: the ISA's, unless the target names its own
+INSN_LIMITS ?= $(wildcard tools/insn/$(ISA).limits)
 $(INSN_BIN): tools/insn/insn_case.c $(LIB) $(TEST_EXTRA_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(TEST_EXTRA_OBJ) $(LIB) -o $@ -lm
@@ -416,7 +419,7 @@ insn: deps
 	@$(MAKE) --no-print-directory $(INSN_BIN)
 	@$(if $(filter trace,$(INSN_COUNT_BY)),true,test -f $(BUILDROOT)/insncount/insncount.so) || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
 	@INSN_COUNT_BY=$(INSN_COUNT_BY) tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)' \
-	  $(wildcard tools/insn/$(ISA).limits)
+	  $(INSN_LIMITS)
 
 # ---- the workspace phase 1 asks for at typical edge shapes, per op and
 # dtype, on the target (tools/insn/edge_ws.c; under qemu where emulated) ----

@@ -15,3 +15,5 @@ QEMU_BPO := $(BUILDROOT)/qemu-bpo
 RUN_FETCH := tools/qemu_backports.sh $(QEMU_BPO)
 RUN := timeout 900 $(QEMU_BPO)/usr/bin/qemu-riscv64 -cpu rv64,v=true,vlen=$(RVV_VLEN),vext_spec=v1.0,zvfhmin=true
 INSN_COUNT_BY := trace
+# f16 on Zvfhmin has limits of its own (f32 and bf16 run the rvv code)
+INSN_LIMITS := tools/insn/rvv_zvfhmin.limits
