@@ -21,6 +21,11 @@ endif
 #   RUN                how to start a target program (qemu-..., empty on the host)
 #   SYMCHECK_ALLOW     more imports libspattn.a may have (compiler runtime helpers)
 #   TARGET_DEPS        what `make deps` installs: command-or-file:package ...
+#   RUN_FETCH          a command `make deps` runs after installing: fetches what
+#                      RUN needs beyond packages (qemu from backports)
+#   INSN_COUNT_BY      trace: `make insn` counts from qemu's execution log (a
+#                      qemu built without plugins) instead of the insncount plugin
+#   INSN_LIMITS        the limits file of `make insn` (default tools/insn/<isa>.limits)
 #   ISA                the instruction set layer its kernels are generated for:
 #                      src/isa/<isa>.h + gen/isa/<isa>.m4 (scalar when unset)
 SIZE ?= size
@@ -110,6 +115,7 @@ all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
 
 deps:
 	@tools/deps.sh $(TARGET_DEPS)
+	@$(if $(RUN_FETCH),$(RUN_FETCH))
 
 # ---- generation: one m4 expansion per (op, dtype), plus the kernel list ----
 gen: $(GEN_C) $(GEN_H)
@@ -402,6 +408,8 @@ INSN_OPS ?= nsa_select nsa_select_grad nsa_compress nsa_compress_grad msda msda_
   nsa_compress_attention nsa_compress_attention_grad swa swa_grad
 # (f64 has no instruction limits: its kernels are not tuned per ISA yet)
 INSN_DTYPES ?= $(filter-out f64,$(DTYPES))
+# the limits a count must pass: the ISA's, unless the target names its own
+INSN_LIMITS ?= $(wildcard tools/insn/$(ISA).limits)
 $(INSN_BIN): tools/insn/insn_case.c $(LIB) $(TEST_EXTRA_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) $(TEST_LDFLAGS) $< $(TEST_EXTRA_OBJ) $(LIB) -o $@ -lm
@@ -410,9 +418,9 @@ insn: deps
 	@case '$(RUN)' in *qemu-*) ;; *) echo "insn: target $(TARGET) does not run under qemu"; exit 1;; esac
 	@test -f $(INSNCOUNT)/build.sh || { echo "insn: no insncount tool at $(INSNCOUNT)"; exit 1; }
 	@$(MAKE) --no-print-directory $(INSN_BIN)
-	@test -f $(BUILDROOT)/insncount/insncount.so || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
-	@tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)' \
-	  $(wildcard tools/insn/$(ISA).limits)
+	@$(if $(filter trace,$(INSN_COUNT_BY)),true,test -f $(BUILDROOT)/insncount/insncount.so) || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
+	@INSN_COUNT_BY=$(INSN_COUNT_BY) tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)' \
+	  $(INSN_LIMITS)
 
 # ---- the workspace phase 1 asks for at typical edge shapes, per op and
 # dtype, on the target (tools/insn/edge_ws.c; under qemu where emulated) ----

@@ -19,10 +19,15 @@
  * Broadcast operands are f registers (vfmacc.vf, vfmul.vf): a spa_vb is a
  * float, and takes no vector register of a tile.
  *
- * f16 / bf16: rv64gcv has no Zvfh (nor Zvfhmin), so f16 is widened and
- * narrowed by the portable conversions of half.h done on integer lanes (the
- * same bits: RNE, NaN kept NaN), bf16 by shifts. Reached only through
- * half.h. */
+ * f16 / bf16: where the target has Zvfhmin (-march=..._zvfhmin, or Zvfh,
+ * which implies it: target riscv64-rvv-zvfhmin-linux-gnu), f16 is widened and
+ * narrowed by vfwcvt.f.f.v / vfncvt.f.f.w: exact, RNE (the dynamic rounding
+ * mode), NaN kept NaN as the canonical NaN of RISC-V (positive, quiet, no
+ * payload: SPA_ISA_NAN_CANONICAL), as every float operation of the core
+ * makes it anyway. rv64gcv alone (target riscv64-rvv-linux-gnu) has neither,
+ * so f16 goes through the portable conversions of half.h done on integer
+ * lanes (the same bits: RNE, NaN kept NaN with its payload). bf16 by shifts
+ * on both. Reached only through half.h. */
 #ifndef SPA_ISA_RVV_H
 #define SPA_ISA_RVV_H
 
@@ -132,6 +137,20 @@ SPA_ISA_INLINE spa_vf spa_rvv_f32_of(spa_rvv_u32 u) { return __riscv_vreinterpre
 /* The conversions keep to 32-bit lanes (e32, m2) up to the one narrowing
  * instruction of a store: each change of the element width costs a
  * vsetvli, and unit-stride 16-bit loads and stores of 8 lanes need none. */
+#if defined(__riscv_zvfhmin)
+/* Zvfhmin: one conversion each way (the vector unit switches to 16-bit
+ * elements for it: the compiler's vsetvli). */
+#define SPA_ISA_NAN_CANONICAL 1
+SPA_ISA_INLINE spa_vf spa_rvv_widen_f16(spa_rvv_u16 h)
+{
+    return __riscv_vfwcvt_f_f_v_f32m2(__riscv_vreinterpret_v_u16m1_f16m1(h), SPA_RVV_VL);
+}
+SPA_ISA_INLINE spa_rvv_u16 spa_rvv_narrow_f16(spa_vf v)
+{
+    return __riscv_vreinterpret_v_f16m1_u16m1(__riscv_vfncvt_f_f_w_f16m1(v, SPA_RVV_VL));
+}
+SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v) { return spa_rvv_widen_f16(spa_rvv_narrow_f16(v)); }
+#else
 /* f16 bits -> f32, half.h's spa_f16_to_f32 on integer lanes: the bits
  * sign-extended (the sign in bit 31), exponent and mantissa shifted to bits
  * 13..27; their f32 scaled by 2^112 (normals rebiased, subnormals made
@@ -171,6 +190,14 @@ SPA_ISA_INLINE spa_rvv_u32 spa_rvv_f16_bits(spa_vf v)
     return __riscv_vor_vx_u32m2_mu(__riscv_vmsgtu_vx_u32m2_b16(u, 0x7FFFFFFFu, SPA_RVV_VL), r, r, 0x8000u, SPA_RVV_VL);
 }
 SPA_ISA_INLINE spa_rvv_u16 spa_rvv_narrow_f16(spa_vf v) { return __riscv_vncvt_x_x_w_u16m1(spa_rvv_f16_bits(v), SPA_RVV_VL); }
+SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v)
+{
+    /* the f16 bits sign-extended from bit 15 (shifted up, shifted down
+     * arithmetically) */
+    const vint32m2_t b = __riscv_vreinterpret_v_u32m2_i32m2(__riscv_vsll_vx_u32m2(spa_rvv_f16_bits(v), 16, SPA_RVV_VL));
+    return spa_rvv_widen_f16_s(__riscv_vsra_vx_i32m2(b, 16, SPA_RVV_VL));
+}
+#endif
 /* f32 -> bf16 bits for lanes that are not NaN (the _num forms): the upper
  * half rounded to nearest even by vnclipu (vxrm rne); no lane saturates but
  * NaN (the largest finite values round to the infinities, as half.h). */
@@ -224,13 +251,6 @@ SPA_ISA_INLINE spa_vf spa_vf_nan_seen(spa_vf seen, spa_vf v) { return __riscv_vf
 SPA_ISA_INLINE int spa_vf_any_nan(spa_vf seen)
 {
     return __riscv_vcpop_m_b16(__riscv_vmfne_vv_f32m2_b16(seen, seen, SPA_RVV_VL), SPA_RVV_VL) != 0;
-}
-SPA_ISA_INLINE spa_vf spa_vf_round_f16(spa_vf v)
-{
-    /* the f16 bits sign-extended from bit 15 (shifted up, shifted down
-     * arithmetically) */
-    const vint32m2_t b = __riscv_vreinterpret_v_u32m2_i32m2(__riscv_vsll_vx_u32m2(spa_rvv_f16_bits(v), 16, SPA_RVV_VL));
-    return spa_rvv_widen_f16_s(__riscv_vsra_vx_i32m2(b, 16, SPA_RVV_VL));
 }
 /* in 32-bit lanes throughout: vssrl (vxrm rne) rounds as vnclipu */
 SPA_ISA_INLINE spa_vf spa_vf_round_bf16(spa_vf v)

@@ -10,9 +10,24 @@
 set -eu
 run=$1 plugin=$2 prog=$3 isa=$4 ops=$5 dtypes=$6 limits=${7:-}
 over=0
+# INSN_COUNT_BY=trace (a qemu-user built without plugins): qemu logs each
+# translation block once as translated (-d in_asm: its instructions) and
+# again each time it runs (-d exec, with nochain so that no block runs
+# unlogged); the total is the sum over runs of the block's length. It agrees
+# with the plugin's count to a few instructions in millions (blocks left
+# early by a trap), and the difference of two runs cancels qemu's start-up.
+trace_total() {
+    awk 'function pc(s) { sub(/^(0x)?0*/, "", s); return s }
+        /^IN:/ { blk = 1; n = 0; at = ""; next }
+        blk && /^0x[0-9a-f]+:/ { if (at == "") at = pc(substr($1, 1, length($1) - 1)); n++; next }
+        blk && /^$/ { if (at != "") len[at] = n; blk = 0; next }
+        /^Trace / { split($0, f, "/"); total += len[pc(f[2])]; next }
+        END { printf "insncount total=%d\n", total }'
+}
 count() { # op dt calls -> the program's line, then insncount's
-    case $run in
-    *qemu-system-*) $run "$prog" -plugin "$plugin" -append "$1 $2 $3" 2>&1 ;;
+    case ${INSN_COUNT_BY:-}:$run in
+    trace:*) { $run -d in_asm,exec,nochain -D /dev/stderr "$prog" "$1" "$2" "$3" 2>&1 1>&3 | trace_total; } 3>&1 ;;
+    *:*qemu-system-*) $run "$prog" -plugin "$plugin" -append "$1 $2 $3" 2>&1 ;;
     *) $run -plugin "$plugin" "$prog" "$1" "$2" "$3" 2>&1 ;;
     esac
 }
