@@ -182,8 +182,10 @@ SPA_ISA_INLINE spa_rvv_u32 spa_rvv_f16_bits(spa_vf v)
     /* below 2^-14: adding 0.5 makes the FPU round to a multiple of 2^-24;
      * the low bits of the sum are the result (0x3f000000 above them) */
     const spa_rvv_u32 sub_sum = spa_rvv_u32_of(__riscv_vfadd_vf_f32m2(spa_rvv_f32_of(a), 0.5f, SPA_RVV_VL));
+    /* from 65520 up the rebiased, rounded value passes 0x7C00 (Inf): clamped
+     * (below 2^-14 r is anything: those lanes take sub_sum) */
+    r = __riscv_vminu_vx_u32m2(r, 0x7C00u, SPA_RVV_VL);
     r = __riscv_vmerge_vvm_u32m2(r, sub_sum, __riscv_vmsltu_vx_u32m2_b16(a, 0x38800000u, SPA_RVV_VL), SPA_RVV_VL);
-    r = __riscv_vmerge_vxm_u32m2(r, 0x7C00u, __riscv_vmsgtu_vx_u32m2_b16(a, 0x477FEFFFu, SPA_RVV_VL), SPA_RVV_VL);
     const vbool16_t nan = __riscv_vmsgtu_vx_u32m2_b16(a, 0x7F800000u, SPA_RVV_VL);
     r = __riscv_vand_vx_u32m2_mu(nan, r, __riscv_vsrl_vx_u32m2(a, 13, SPA_RVV_VL), 0x3FFu, SPA_RVV_VL);
     r = __riscv_vor_vx_u32m2_mu(nan, r, r, 0x7E00u, SPA_RVV_VL);
