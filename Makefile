@@ -418,7 +418,7 @@ insn: deps
 	@case '$(RUN)' in *qemu-*) ;; *) echo "insn: target $(TARGET) does not run under qemu"; exit 1;; esac
 	@test -f $(INSNCOUNT)/build.sh || { echo "insn: no insncount tool at $(INSNCOUNT)"; exit 1; }
 	@$(MAKE) --no-print-directory $(INSN_BIN)
-	@$(if $(filter trace,$(INSN_COUNT_BY)),true,test -f $(BUILDROOT)/insncount/insncount.so) || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null
+	$(if $(filter trace,$(INSN_COUNT_BY)),,@test -f $(BUILDROOT)/insncount/insncount.so || INSNCOUNT_DIR=$(BUILDROOT)/insncount $(INSNCOUNT)/build.sh >/dev/null)
 	@INSN_COUNT_BY=$(INSN_COUNT_BY) tools/insn/insn.sh '$(RUN)' $(BUILDROOT)/insncount/insncount.so $(INSN_BIN) $(ISA) '$(INSN_OPS)' '$(INSN_DTYPES)' \
 	  $(INSN_LIMITS)
 

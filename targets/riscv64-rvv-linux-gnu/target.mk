@@ -11,13 +11,17 @@ CC := clang-19
 AR := riscv64-linux-gnu-ar
 NM := riscv64-linux-gnu-nm
 SIZE := riscv64-linux-gnu-size
-TARGET_CFLAGS := --target=riscv64-linux-gnu -O2 -march=rv64gcv -mabi=lp64d -fno-math-errno
+# RVV_MARCH, RVV_QEMU and RVV_CPU_EXT: what a variant of this target sets
+# before including it (riscv64-rvv-zvfhmin-linux-gnu)
+RVV_MARCH ?= rv64gcv
+TARGET_CFLAGS := --target=riscv64-linux-gnu -O2 -march=$(RVV_MARCH) -mabi=lp64d -fno-math-errno
 TEST_LDFLAGS := -static
 TEST_LDLIBS := $(B)/cunit/libcunit.a -lpthread -lm
 CUNIT_FROM_SOURCE := 1
 HAVE_PTHREAD := 1
 RVV_VLEN ?= 128
-RUN := timeout 600 qemu-riscv64 -cpu rv64,v=true,vlen=$(RVV_VLEN),vext_spec=v1.0
+RVV_QEMU ?= qemu-riscv64
+RUN := timeout 600 $(RVV_QEMU) -cpu rv64,v=true,vlen=$(RVV_VLEN),vext_spec=v1.0$(RVV_CPU_EXT)
 TARGET_DEPS := clang-19:clang-19 riscv64-linux-gnu-gcc:gcc-riscv64-linux-gnu \
 	/usr/riscv64-linux-gnu/include/stdio.h:libc6-dev-riscv64-cross qemu-riscv64:qemu-user dpkg-source:dpkg-dev
 # clang 19 warns (-Wenum-float-conversion, new since clang 14) on the enum

@@ -9,11 +9,11 @@
 # them both f16 paths and both vector lengths are tested. qemu 10 here is
 # built without plugins: `make insn` counts from qemu's execution trace.
 RVV_VLEN ?= 256
+RVV_MARCH := rv64gcv_zvfhmin
+RVV_QEMU := $(BUILDROOT)/qemu-bpo/usr/bin/qemu-riscv64
+RVV_CPU_EXT := ,zvfhmin=true
 include targets/riscv64-rvv-linux-gnu/target.mk
-TARGET_CFLAGS := --target=riscv64-linux-gnu -O2 -march=rv64gcv_zvfhmin -mabi=lp64d -fno-math-errno
-QEMU_BPO := $(BUILDROOT)/qemu-bpo
-RUN_FETCH := tools/qemu_backports.sh $(QEMU_BPO)
-RUN := timeout 900 $(QEMU_BPO)/usr/bin/qemu-riscv64 -cpu rv64,v=true,vlen=$(RVV_VLEN),vext_spec=v1.0,zvfhmin=true
+RUN_FETCH := tools/qemu_backports.sh $(BUILDROOT)/qemu-bpo
 INSN_COUNT_BY := trace
 # f16 on Zvfhmin has limits of its own (f32 and bf16 run the rvv code)
 INSN_LIMITS := tools/insn/rvv_zvfhmin.limits
