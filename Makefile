@@ -285,8 +285,15 @@ $(TEST_BIN): $(TEST_OBJ) $(TEST_EXTRA_OBJ) $(ACL_LIB) $(LIB) $(if $(HAVE_PTHREAD
 	@mkdir -p $(@D)
 	$(CC) $(TARGET_CFLAGS) $(TEST_LDFLAGS) $(filter %.o,$^) $(ACL_LIB) $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) -o $@ $(TEST_LDLIBS)
 
+# TEST_SHARDS parts of the suite at once (tools/run_tests.sh), 2 by default:
+# a test program is mostly one thread (under an emulator or valgrind always),
+# and CI's machines have two cores. TEST_FILTER: only the suites whose name
+# contains it. TEST_CASES: full, or quick (tests/core/util.h: the sizes of a
+# small target, every named case kept) where a target.mk or CI asks for it.
+TEST_SHARDS ?= 2
+TEST_CASES ?= full
 test: $(TEST_BIN)
-	$(RUN) $(TEST_BIN)
+	tools/run_tests.sh '$(RUN)' $(TEST_BIN) $(TEST_SHARDS) $(B)/tests/log $(TEST_CASES) $(TEST_FILTER)
 
 # ---- CUnit for targets without a packaged one: Debian's source package,
 # fetched at build time (never committed), compiled with the target's compiler.
@@ -357,26 +364,32 @@ valgrind:
 # ---- fuzzing: one libFuzzer harness per op (fuzz/fuzz_<op>.c), built only
 # when libspattn.a defines spa_<op>_get_workspace_size; each runs
 # FUZZ_SECONDS from the committed seeds (fuzz/corpus/<op>/) and any finding
-# (crash, sanitizer report, broken contract) fails the target.
+# (crash, sanitizer report, broken contract) fails the target. The harnesses
+# run FUZZ_JOBS at a time (each is one process on one core), each one's
+# report printed whole when it ends. The library is the SANITIZE=fuzz build
+# (ASan + UBSan + the coverage hooks): CI runs the C suites against that same
+# build first (make CC=clang SANITIZE=fuzz check), so its clang sanitizer
+# checks and the fuzzers share one build per instruction set.
 FUZZ_SECONDS ?= 10
+FUZZ_JOBS ?= 2
 FUZZ_OPS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 fuzz: deps
 	@$(MAKE) --no-print-directory TARGET=host CC=clang SANITIZE=fuzz deps
 	@$(MAKE) --no-print-directory TARGET=host CC=clang SANITIZE=fuzz fuzz-run
 
 fuzz-run: $(LIB)
-	@for op in $(FUZZ_OPS); do \
-	  if ! $(NM) -g --defined-only $(LIB) | grep -q " T spa_$${op}_get_workspace_size$$"; then \
-	    echo "fuzz $$op: skipped, libspattn.a has no spa_$${op}_get_workspace_size"; continue; fi; \
-	  $(MAKE) --no-print-directory $(B)/fuzz/fuzz_$$op || exit 1; \
-	  mkdir -p $(B)/fuzz/corpus/$$op $(B)/fuzz/findings; \
-	  echo "fuzz $$op: $(FUZZ_SECONDS) s"; \
-	  $(B)/fuzz/fuzz_$$op -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -max_len=256 \
-	    -print_final_stats=1 -artifact_prefix=$(B)/fuzz/findings/$$op- \
-	    $(B)/fuzz/corpus/$$op fuzz/corpus/$$op 2>$(B)/fuzz/$$op.log || \
-	    { tail -n 40 $(B)/fuzz/$$op.log; echo "fuzz $$op: FINDING, see $(B)/fuzz/findings/"; exit 1; }; \
-	  grep -E "stat::number_of_executed_units|stat::new_units_added" $(B)/fuzz/$$op.log | tr '\n' ' '; echo; \
-	done
+	@$(MAKE) --no-print-directory -j$(FUZZ_JOBS) $(addprefix fuzz-run-,$(FUZZ_OPS))
+
+fuzz-run-%: $(LIB)
+	@if ! $(NM) -g --defined-only $(LIB) | grep -q " T spa_$*_get_workspace_size$$"; then \
+	  echo "fuzz $*: skipped, libspattn.a has no spa_$*_get_workspace_size"; exit 0; fi; \
+	$(MAKE) --no-print-directory -s $(B)/fuzz/fuzz_$* >/dev/null || exit 1; \
+	mkdir -p $(B)/fuzz/corpus/$* $(B)/fuzz/findings; \
+	$(B)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -max_len=256 \
+	  -print_final_stats=1 -artifact_prefix=$(B)/fuzz/findings/$*- \
+	  $(B)/fuzz/corpus/$* fuzz/corpus/$* 2>$(B)/fuzz/$*.log || \
+	  { tail -n 40 $(B)/fuzz/$*.log; echo "fuzz $*: FINDING, see $(B)/fuzz/findings/"; exit 1; }; \
+	echo "fuzz $*: $(FUZZ_SECONDS) s, $$(grep -E "stat::number_of_executed_units|stat::new_units_added" $(B)/fuzz/$*.log | tr '\n' ' ')"
 
 FZ_SRC := tests/core/fz_engine.c tests/core/fz_ops.c
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FZ_SRC) tests/core/fz_engine.h $(LIB)

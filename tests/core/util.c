@@ -11,6 +11,8 @@
 #include "ref/ref.h"
 #include "spattn/runner.h"
 
+bool test_quick = false;
+
 rng rng_seed(uint64_t seed)
 {
     rng r = {seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull};

@@ -88,10 +88,26 @@ void case_verdict(const char *label, int i, const char *desc, spa_status st, int
 #ifndef SPA_TEST_SMALL
 #define SPA_TEST_SMALL 0
 #endif
-/* full on ordinary targets, small on small ones. */
-#define TEST_SIZE(full, small) (SPA_TEST_SMALL ? (small) : (full))
-/* v, capped at cap on small targets. */
-#define TEST_CAP(v, cap) (SPA_TEST_SMALL && (v) > (cap) ? (cap) : (v))
+/* The quick case set (spattn_tests --cases=quick; make test TEST_CASES=quick):
+ * the sizes of a small target on any target, for the runs that pay 10-50x per
+ * operation (emulators, valgrind): shorter sequences, fewer batches and heads,
+ * every random draw and named case kept. What only the memory of a small target rules out
+ * (SPA_TEST_SMALL alone) still runs. */
+extern bool test_quick;
+#define TEST_SMALL_SIZES (SPA_TEST_SMALL || test_quick)
+/* full on ordinary targets, small on small ones and in the quick set. */
+#define TEST_SIZE(full, small) (TEST_SMALL_SIZES ? (small) : (full))
+/* v, capped at cap on small targets and in the quick set. */
+#define TEST_CAP(v, cap) (TEST_SMALL_SIZES && (v) > (cap) ? (cap) : (v))
+/* How many random cases a sweep draws: fewer on small targets only. The quick
+ * set keeps them all (smaller each), since every draw may be the one that
+ * picks a kernel's rarer tile (tools/case_coverage.sh shows which). */
+#define TEST_COUNT(full, small) (SPA_TEST_SMALL ? (small) : (full))
+/* Sizes the quick set keeps in full, small on small targets only: the
+ * NsaCompress(Grad) suites, whose kernels pick their tiles from heads x D and
+ * the windows of a run (their full sizes cost seconds under an emulator). */
+#define TEST_BOARD_SIZE(full, small) (SPA_TEST_SMALL ? (small) : (full))
+#define TEST_BOARD_CAP(v, cap) (SPA_TEST_SMALL && (v) > (cap) ? (cap) : (v))
 
 /* ---- runners ---- */
 /* index 0: NULL runner (inline); 1, 2, 3: pools of 1, 2 and 7 threads.

@@ -7,12 +7,8 @@
 
 #define MSDA_MAX_LEVELS 40
 
-/* Random cases per sweep (fewer on small targets built with SPA_TEST_SMALL). */
-#if defined(SPA_TEST_SMALL) && SPA_TEST_SMALL
-#define MSDA_RANDOM_CASES 16
-#else
-#define MSDA_RANDOM_CASES 64
-#endif
+/* Random cases per sweep (fewer on small targets). */
+#define MSDA_RANDOM_CASES TEST_COUNT(64, 16)
 
 /* How locations are drawn. */
 enum {

@@ -49,11 +49,11 @@ void nsac_case_draw(nsac_case *c, int i, rng *r)
         c->bs = rng_int(r, 1, 40);
         c->st = rng_int(r, 1, c->bs);
     }
-    c->n = TEST_CAP(rng_int(r, 1, 5), 2);
+    c->n = TEST_BOARD_CAP(rng_int(r, 1, 5), 2);
     c->seq_type = rng_int(r, 0, 1);
-    c->batches = TEST_CAP(rng_int(r, 1, 8), 4);
+    c->batches = TEST_BOARD_CAP(rng_int(r, 1, 8), 4);
     /* Small targets: batches of at most bs + 17 tokens (still 1..2 windows). */
-    const int64_t longest = TEST_SIZE(3 * c->bs + 17, c->bs + 17);
+    const int64_t longest = TEST_BOARD_SIZE(3 * c->bs + 17, c->bs + 17);
     for (int64_t b = 0; b < c->batches; b++) {
         int64_t kind = rng_int(r, 0, 5);
         c->len[b] = kind == 0 || c->bs == 1 ? 0 : kind == 1 ? rng_int(r, 1, c->bs - 1) : rng_int(r, c->bs, longest);

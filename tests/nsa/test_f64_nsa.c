@@ -104,7 +104,7 @@ static int64_t nsac_compare(const nsac_case *c, const nsac_io *io, int grad)
 static void nsac_random(int grad)
 {
     rng r = rng_seed(grad ? 6402 : 6401);
-    for (int i = 0; i < TEST_SIZE(24, 6); i++) {
+    for (int i = 0; i < TEST_COUNT(24, 6); i++) {
         nsac_case c;
         nsac_case_draw(&c, i, &r);
         c.dt = SPA_FLOAT64;
@@ -346,7 +346,7 @@ static void nsas_case_run(const nsas_case *c, int i, int grad, rng *r)
 static void nsas_sweep(int grad)
 {
     rng r = rng_seed(grad ? 6412 : 6411);
-    for (int i = 0; i < TEST_SIZE(16, 4); i++) {
+    for (int i = 0; i < TEST_COUNT(16, 4); i++) {
         nsas_case c;
         nsas_case_draw(&c, i, &r);
         c.dt = SPA_FLOAT64;

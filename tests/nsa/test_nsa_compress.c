@@ -60,7 +60,7 @@ static int64_t compare_with_ref(const nsac_case *c, const fwd_io *io)
 static void test_random_shapes(void)
 {
     rng r = rng_seed(101);
-    for (int i = 0; i < TEST_SIZE(60, 32); i++) {
+    for (int i = 0; i < TEST_BOARD_SIZE(60, 32); i++) {
         nsac_case c;
         nsac_case_draw(&c, i, &r);
         fwd_io io;
@@ -80,8 +80,8 @@ static void test_random_shapes(void)
 static void test_extreme_shapes(void)
 {
     rng r = rng_seed(102);
-    const int64_t lens1[3] = {0, TEST_SIZE(300, 160), 127};
-    const int64_t lens2[2] = {TEST_SIZE(200, 144), 129};
+    const int64_t lens1[3] = {0, TEST_BOARD_SIZE(300, 160), 127};
+    const int64_t lens2[2] = {TEST_BOARD_SIZE(200, 144), 129};
     nsac_case cs[3];
     nsac_case_fixed(&cs[0], SPA_FLOAT32, 128, 16, 128, 16, 3, lens1, 0);
     nsac_case_fixed(&cs[1], SPA_BFLOAT16, 2, 256, 128, 128, 2, lens2, 1);
@@ -121,7 +121,7 @@ static void test_any_shape(void)
 /* Bit-identical results for the inline runner and pools of 1, 2 and 7 threads. */
 static void test_deterministic_across_runners(void)
 {
-    const int64_t lens[4] = {0, TEST_SIZE(1000, 400), 37, TEST_SIZE(2100, 700)};
+    const int64_t lens[4] = {0, TEST_BOARD_SIZE(1000, 400), 37, TEST_BOARD_SIZE(2100, 700)};
     for (int k = 0; k < 3; k++) {
         static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
         nsac_case c;
@@ -382,7 +382,7 @@ static void test_no_window(void)
 static void test_many_batches(void)
 {
     rng r = rng_seed(107);
-    enum { BATCHES = TEST_SIZE(300, 40) };
+    enum { BATCHES = TEST_BOARD_SIZE(300, 40) };
     int64_t lens[BATCHES];
     for (int b = 0; b < BATCHES; b++)
         lens[b] = rng_int(&r, 0, 3) == 0 ? 0 : rng_int(&r, 1, 100);

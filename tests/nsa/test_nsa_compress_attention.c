@@ -350,7 +350,7 @@ static void check_case(nsca_case *c, rng *r, int runner, const char *label, int 
 static void test_random_shapes(void)
 {
     rng r = rng_seed(2101);
-    for (int i = 0; i < TEST_SIZE(96, 16); i++) {
+    for (int i = 0; i < TEST_COUNT(96, 16); i++) {
         nsca_case c;
         case_draw(&c, i, &r);
         check_case(&c, &r, i % N_RUNNERS, "case", i);

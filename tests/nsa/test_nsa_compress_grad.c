@@ -86,7 +86,7 @@ static void verdict(const char *label, int i, const nsac_case *c, spa_status st,
 static void test_random_shapes(void)
 {
     rng r = rng_seed(201);
-    for (int i = 0; i < TEST_SIZE(60, 32); i++) {
+    for (int i = 0; i < TEST_BOARD_SIZE(60, 32); i++) {
         nsac_case c;
         nsac_case_draw(&c, i, &r);
         grad_io io;
@@ -100,14 +100,14 @@ static void test_random_shapes(void)
 static void test_extreme_shapes(void)
 {
     rng r = rng_seed(202);
-    const int64_t lens1[3] = {0, TEST_SIZE(300, 160), 127};
-    const int64_t lens2[2] = {TEST_SIZE(200, 144), 129};
+    const int64_t lens1[3] = {0, TEST_BOARD_SIZE(300, 160), 127};
+    const int64_t lens2[2] = {TEST_BOARD_SIZE(200, 144), 129};
     const int64_t lens3[1] = {40}; /* shorter than the block: all-zero gradients */
     nsac_case cs[4];
     /* Small targets: fewer heads too (the suite keeps ~40 bytes an element). */
-    nsac_case_fixed(&cs[0], SPA_FLOAT32, TEST_SIZE(128, 32), 16, 128, 16, 3, lens1, 0);
+    nsac_case_fixed(&cs[0], SPA_FLOAT32, TEST_BOARD_SIZE(128, 32), 16, 128, 16, 3, lens1, 0);
     nsac_case_fixed(&cs[1], SPA_BFLOAT16, 2, 256, 128, 128, 2, lens2, 1);
-    nsac_case_fixed(&cs[2], SPA_FLOAT16, TEST_SIZE(7, 2), 256, 16, 16, 2, lens2, 0);
+    nsac_case_fixed(&cs[2], SPA_FLOAT16, TEST_BOARD_SIZE(7, 2), 256, 16, 16, 2, lens2, 0);
     nsac_case_fixed(&cs[3], SPA_FLOAT16, 3, 48, 64, 32, 1, lens3, 0);
     for (int i = 0; i < 4; i++) {
         grad_io io;
@@ -139,7 +139,7 @@ static void test_any_shape(void)
 
 static void test_deterministic_across_runners(void)
 {
-    const int64_t lens[4] = {0, TEST_SIZE(1000, 400), 37, TEST_SIZE(2100, 700)};
+    const int64_t lens[4] = {0, TEST_BOARD_SIZE(1000, 400), 37, TEST_BOARD_SIZE(2100, 700)};
     static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
     for (int k = 0; k < 3; k++) {
         nsac_case c;
@@ -288,7 +288,7 @@ static void test_upstream_example(void)
     nsac_case c;
     /* Small targets: 4 heads instead of 64 (the expected values do not
      * depend on N). */
-    nsac_case_fixed(&c, SPA_FLOAT16, TEST_SIZE(64, 4), 128, 32, 16, 3, lens, 0);
+    nsac_case_fixed(&c, SPA_FLOAT16, TEST_BOARD_SIZE(64, 4), 128, 32, 16, 3, lens, 0);
     CU_ASSERT_EQUAL(c.windows, 15);
     rng r = rng_seed(204);
     grad_io io;
@@ -304,7 +304,7 @@ static void test_upstream_example(void)
         int64_t p = t < 128 ? t : t - 128, nb = t < 128 ? 7 : 8, cover = 0;
         for (int64_t i = 0; i < nb; i++)
             cover += p >= i * 16 && p < i * 16 + 32;
-        CU_ASSERT_EQUAL(tt_get(&io.dx, (t * c.n + TEST_SIZE(5, 3)) * 128 + 7), (double)cover);
+        CU_ASSERT_EQUAL(tt_get(&io.dx, (t * c.n + TEST_BOARD_SIZE(5, 3)) * 128 + 7), (double)cover);
     }
     io_free(&io);
 }
@@ -496,7 +496,7 @@ static void test_phase2_errors(void)
 static void test_many_batches(void)
 {
     rng r = rng_seed(207);
-    enum { BATCHES = TEST_SIZE(300, 40) };
+    enum { BATCHES = TEST_BOARD_SIZE(300, 40) };
     int64_t lens[BATCHES];
     for (int b = 0; b < BATCHES; b++)
         lens[b] = rng_int(&r, 0, 3) == 0 ? 0 : rng_int(&r, 1, 100);

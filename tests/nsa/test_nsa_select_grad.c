@@ -192,7 +192,7 @@ static void check_case(nsas_case *c, rng *r, int runner, const char *label, int 
 static void test_random_shapes(void)
 {
     rng r = rng_seed(402);
-    for (int i = 0; i < TEST_SIZE(48, 8); i++) {
+    for (int i = 0; i < TEST_COUNT(48, 8); i++) {
         nsas_case c;
         nsas_case_draw(&c, i, &r);
         check_case(&c, &r, i % N_RUNNERS, "case", i);

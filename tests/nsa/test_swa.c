@@ -326,7 +326,7 @@ static void test_reference_vs_finite_differences(void)
 static void test_random_shapes(void)
 {
     rng r = rng_seed(2102);
-    for (int i = 0; i < TEST_SIZE(40, 8); i++) {
+    for (int i = 0; i < TEST_COUNT(40, 8); i++) {
         swa_case c;
         case_draw(&c, i, &r);
         check_case(&c, &r, i % N_RUNNERS, "case", i);

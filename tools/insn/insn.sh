@@ -10,6 +10,8 @@
 set -eu
 run=$1 plugin=$2 prog=$3 isa=$4 ops=$5 dtypes=$6 limits=${7:-}
 over=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 # INSN_COUNT_BY=trace (a qemu-user built without plugins): qemu logs each
 # translation block once as translated (-d in_asm: its instructions) and
 # again each time it runs (-d exec, with nochain so that no block runs
@@ -33,10 +35,13 @@ count() { # op dt calls -> the program's line, then insncount's
 }
 for op in $ops; do
     for dt in $dtypes; do
-        out=$(count "$op" "$dt" 1)
-        flops=$(echo "$out" | sed -n 's/.* flops=\([0-9]*\)$/\1/p')
-        one=$(echo "$out" | sed -n 's/^insncount total=\([0-9]*\).*/\1/p')
-        two=$(count "$op" "$dt" 2 | sed -n 's/^insncount total=\([0-9]*\).*/\1/p')
+        # the one-call and two-call runs at once, on the two cores
+        count "$op" "$dt" 1 > "$tmp/one" &
+        count "$op" "$dt" 2 > "$tmp/two" &
+        wait
+        flops=$(sed -n 's/.* flops=\([0-9]*\)$/\1/p' "$tmp/one")
+        one=$(sed -n 's/^insncount total=\([0-9]*\).*/\1/p' "$tmp/one")
+        two=$(sed -n 's/^insncount total=\([0-9]*\).*/\1/p' "$tmp/two")
         [ -n "$one" ] && [ -n "$two" ] && [ -n "$flops" ] || { echo "insn: $op $dt: no count"; exit 1; }
         awk -v op="$op" -v dt="$dt" -v isa="$isa" -v a="$one" -v b="$two" -v f="$flops" 'BEGIN {
             n = b - a; printf "insn op=%s dtype=%s shape=insn isa=%s instructions=%.0f per_flop=%.3f\n", op, dt, isa, n, n / f }'
