@@ -13,5 +13,9 @@ TEST_LDLIBS := -lcunit -lpthread -lm
 HAVE_PTHREAD := 1
 # -cpu max: qemu's model with every extension it implements, FEAT_BF16 included.
 RUN := timeout 600 qemu-aarch64 -cpu max
+# Under the emulator (10-50x per operation): the quick case set, which
+# executes every library line the full one does (tools/case_coverage.sh);
+# TEST_CASES=full on the command line runs the full one.
+TEST_CASES ?= quick
 TARGET_DEPS := aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu /usr/aarch64-linux-gnu/include/stdio.h:libc6-dev-arm64-cross \
 	qemu-aarch64:qemu-user /usr/lib/aarch64-linux-gnu/libcunit.a:libcunit1-dev:arm64

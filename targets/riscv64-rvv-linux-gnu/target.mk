@@ -22,6 +22,10 @@ HAVE_PTHREAD := 1
 RVV_VLEN ?= 128
 RVV_QEMU ?= qemu-riscv64
 RUN := timeout 600 $(RVV_QEMU) -cpu rv64,v=true,vlen=$(RVV_VLEN),vext_spec=v1.0$(RVV_CPU_EXT)
+# Under the emulator (10-50x per operation): the quick case set, which
+# executes every library line the full one does (tools/case_coverage.sh);
+# TEST_CASES=full on the command line runs the full one.
+TEST_CASES ?= quick
 TARGET_DEPS := clang-19:clang-19 riscv64-linux-gnu-gcc:gcc-riscv64-linux-gnu \
 	/usr/riscv64-linux-gnu/include/stdio.h:libc6-dev-riscv64-cross qemu-riscv64:qemu-user dpkg-source:dpkg-dev
 # clang 19 warns (-Wenum-float-conversion, new since clang 14) on the enum
