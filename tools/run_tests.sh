@@ -32,7 +32,7 @@ failed=0
 k=1
 for p in $pids; do
     if wait "$p"; then st=0; else st=$?; fi
-    echo "==== test part $k of $shards: exit status $st"
+    echo "---- test part $k of $shards: exit status $st"
     cat "$logs/part$k.log"
     [ "$st" -eq 0 ] || failed=1
     k=$((k + 1))

@@ -129,6 +129,9 @@ spa_phase2_fn spa_swa_phase2, spa_swa_grad_phase2;
 void spa_exec_seal(spa_executor *ex, void *internal, uint32_t bytes, uint32_t op);
 /* Copies the internal struct out of ex after checking magic, op, size and checksum. */
 spa_status spa_exec_open(const spa_executor *ex, void *internal, uint32_t bytes, uint32_t op);
+/* A refused phase 1 of op: whatever plan ex held can no longer run (phase 2
+ * refuses it, naming why, until a phase 1 succeeds into it again). */
+void spa_exec_disarm(spa_executor *ex, uint32_t op);
 
 /* ---- workspace (workspace.c) ---- */
 /* Bump allocator over caller memory. Every slice is 64-byte aligned; phase 1

@@ -56,6 +56,8 @@ spa_status spa_refusal_record(spa_status st, spa_executor *ex, uint32_t op, uint
     const spa_status pub = spa_public_status(st);
     if (pub == SPA_OK || ex == NULL)
         return pub;
+    if (phase == 1)
+        spa_exec_disarm(ex, op);
     spa_refusal r;
     memset(&r, 0, sizeof r);
     r.magic = SPA_REFUSAL_MAGIC;

@@ -689,12 +689,19 @@ int fz_run_report(const fz_op *op, const uint8_t *data, size_t size, fz_report *
     if (st != SPA_OK) {
         if (st != SPA_ERR_NULLPTR && st != SPA_ERR_INVALID)
             finding(op, "phase 1 returned an unknown status");
-        /* a refusal writes only its reason, in the executor's last bytes */
-        if (ws_size != 0x5A5A5A5A5A5A5A5Aull ||
-            memcmp(&ex, &untouched, sizeof ex - SPA_REFUSAL_BYTES) != 0)
-            finding(op, "phase 1 failed but wrote the workspace size or the executor's plan");
+        /* a refusal writes no workspace size; into its executor, its reason
+         * and a disarmed plan that phase 2 refuses */
+        if (ws_size != 0x5A5A5A5A5A5A5A5Aull)
+            finding(op, "phase 1 failed but wrote the workspace size");
+        if (p.c.null_executor && memcmp(&ex, &untouched, sizeof ex) != 0)
+            finding(op, "phase 1 failed with a NULL executor but wrote the executor");
         if (!p.c.null_executor && spa_executor_reason(&ex, NULL)[0] == '\0')
             finding(op, "phase 1 failed without recording a reason");
+        if (!p.c.null_executor) {
+            unsigned char small_ws[64];
+            if (spa_executor_run(small_ws, sizeof small_ws, &ex, NULL) != SPA_ERR_INVALID)
+                finding(op, "phase 1 failed but left its executor runnable");
+        }
         goto out;
     }
     if (p.c.null_ws_size || p.c.null_executor)

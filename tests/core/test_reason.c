@@ -18,6 +18,7 @@ typedef struct reason_op {
     void (*make)(rng *r);
     void (*release)(void);
     spa_status (*phase1)(bool spoil, uint64_t *size, spa_executor *ex);
+    spa_status (*phase2)(void *ws, uint64_t size, const spa_executor *ex, const spa_runner *rn);
     const char *rule;    /* in the rule's text */
     const char *context; /* in the context's text ("" for none) */
 } reason_op;
@@ -156,17 +157,18 @@ static spa_status msdag_phase1(bool spoil, uint64_t *size, spa_executor *ex)
 
 /* Contexts: the op's own call of the helper the rule lies in. */
 static const reason_op ops[] = {
-    {"nsa_compress", nsac_make, nsac_release, nsac_phase1, "bs >= st", "src/nsa/nsa_compress.c:"},
-    {"nsa_compress_grad", nsac_make, nsac_release, nsacg_phase1, "spa_seq_check", "src/nsa/nsa_compress_grad.c:"},
-    {"nsa_select", nsas_make, nsas_release, nsas_phase1, "x < blocks", "spa_nsas_check_indices"},
-    {"nsa_select_grad", nsas_make, nsas_release, nsasg_phase1, "head_num == n1", "src/nsa/nsa_select_grad.c:"},
-    {"msda", msda_make, msda_release, msda_phase1, "src/core/tensor.c", "spa_tensor_check_output(output, 3)"},
-    {"msda_grad", msda_make, msda_release, msdag_phase1, "end <= nk", "src/msda/msda_grad.c:"},
+    {"nsa_compress", nsac_make, nsac_release, nsac_phase1, spa_nsa_compress, "bs >= st", "src/nsa/nsa_compress.c:"},
+    {"nsa_compress_grad", nsac_make, nsac_release, nsacg_phase1, spa_nsa_compress_grad, "spa_seq_check", "src/nsa/nsa_compress_grad.c:"},
+    {"nsa_select", nsas_make, nsas_release, nsas_phase1, spa_nsa_select, "x < blocks", "spa_nsas_check_indices"},
+    {"nsa_select_grad", nsas_make, nsas_release, nsasg_phase1, spa_nsa_select_grad, "head_num == n1", "src/nsa/nsa_select_grad.c:"},
+    {"msda", msda_make, msda_release, msda_phase1, spa_msda, "src/core/tensor.c", "spa_tensor_check_output(output, 3)"},
+    {"msda_grad", msda_make, msda_release, msdag_phase1, spa_msda_grad, "end <= nk", "src/msda/msda_grad.c:"},
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 
-/* A refused phase 1 names its rule; an executor planned before it still
- * runs, through both phase-2 entry points; a success clears the record. */
+/* A refused phase 1 names its rule; an executor planned before it no longer
+ * runs, through either phase-2 entry point, and phase 2 says why; a success
+ * clears the record and arms it again. */
 static void test_phase1_reasons(void)
 {
     for (size_t o = 0; o < N_OPS; o++) {
@@ -188,12 +190,19 @@ static void test_phase1_reasons(void)
         if (ops[o].context[0] == '\0' && context[0] != '\0')
             fprintf(stderr, "  %s: unexpected context '%s' of '%s'\n", ops[o].name, context, rule);
         CU_ASSERT(ops[o].context[0] == '\0' ? context[0] == '\0' : has(context, ops[o].context));
-        /* the plan made before the refusal still runs, and the run clears the record */
+        /* the plan made before the refusal no longer runs: it was made for
+         * arguments the caller has replaced since */
         tws w;
         tws_make(&w, size, 3);
+        spa_executor direct = ex;
+        CU_ASSERT_EQUAL(ops[o].phase2(w.ptr, w.size, &direct, NULL), SPA_ERR_INVALID);
+        CU_ASSERT_EQUAL(spa_executor_run(w.ptr, w.size, &ex, test_runner(2)), SPA_ERR_INVALID);
+        CU_ASSERT(has(spa_executor_reason(&ex, NULL), "phase 1 into this executor was"));
+        CU_ASSERT(tws_guard_ok(&w));
+        /* planned again, it runs, and the run clears the record */
+        CU_ASSERT_EQUAL(ops[o].phase1(false, &size, &ex), SPA_OK);
         CU_ASSERT_EQUAL(spa_executor_run(w.ptr, w.size, &ex, test_runner(2)), SPA_OK);
         CU_ASSERT_STRING_EQUAL(spa_executor_reason(&ex, NULL), "");
-        CU_ASSERT(tws_guard_ok(&w));
         tws_free(&w);
         /* a NULL argument: a sentence */
         CU_ASSERT_EQUAL(ops[o].phase1(false, NULL, &ex), SPA_ERR_NULLPTR);

@@ -382,15 +382,19 @@ void case_verdict(const char *label, int i, const char *desc, spa_status st, int
 
 bool refusal_recorded(const spa_executor *ex, const spa_executor *before, spa_status st)
 {
-    const size_t plan = sizeof ex->u.bytes - SPA_REFUSAL_BYTES;
     const char *context;
     const char *why = spa_executor_reason(ex, &context);
-    const bool untouched = memcmp(ex->u.bytes, before->u.bytes, plan) == 0;
     /* a NULL executor argument (161001) leaves nothing to record in */
-    const bool named = st == SPA_ERR_INVALID ? strncmp(why, "src/", 4) == 0
-                       : why[0] != '\0' || memcmp(ex, before, sizeof *ex) == 0;
-    if (!untouched || !named)
-        fprintf(stderr, "  refusal %d: plan bytes %s, reason '%s'\n", (int)st,
-                untouched ? "untouched" : "WRITTEN", why);
-    return untouched && named;
+    const bool untouched = memcmp(ex, before, sizeof *ex) == 0;
+    const bool named = st == SPA_ERR_INVALID ? strncmp(why, "src/", 4) == 0 : why[0] != '\0' || untouched;
+    /* whatever plan it held no longer runs: phase 2 refuses and says why */
+    spa_executor copy = *ex;
+    unsigned char ws[64];
+    const bool disarmed =
+        untouched || (spa_executor_run(ws, sizeof ws, &copy, NULL) == SPA_ERR_INVALID &&
+                      strstr(spa_executor_reason(&copy, NULL), "was refused") != NULL);
+    if (!disarmed || !named)
+        fprintf(stderr, "  refusal %d: plan %s, reason '%s'\n", (int)st,
+                disarmed ? "disarmed" : "STILL RUNNABLE", why);
+    return disarmed && named;
 }

@@ -121,10 +121,11 @@ void test_runners_stop(void);
 
 const char *dtype_name(spa_dtype dt);
 
-/* After a refused phase 1 on ex (a copy of which is before): the executor's
- * plan bytes are untouched and the refusal record names a reason (a rule
- * site, "src/...", for 161002), unless a NULL executor was the 161001; a
- * failure is reported on stderr. */
+/* After a refused phase 1 on ex (a copy of which is before): whatever plan
+ * the executor held no longer runs (phase 2 refuses, saying that the last
+ * phase 1 was refused) and the refusal record names a reason (a rule site,
+ * "src/...", for 161002), unless a NULL executor was the 161001; a failure
+ * is reported on stderr. */
 bool refusal_recorded(const spa_executor *ex, const spa_executor *before, spa_status st);
 
 #endif
