@@ -115,7 +115,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: insn edge-ws all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: headercheck insn edge-ws all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -328,9 +328,16 @@ gencheck: $(GEN_C) $(GEN_H) $(REASONS_C)
 symcheck: $(LIB)
 	@NM=$(NM) SYMCHECK_ALLOW='$(SYMCHECK_ALLOW)' SYMCHECK_STATE_ALLOW='$(SYMCHECK_STATE_ALLOW)' tools/symcheck.sh $(LIB)
 
+# Every public header alone, as C11 and C++17, with gcc and clang
+# (tools/headercheck.sh); host checks only: the headers are the same on every
+# target.
+PUBLIC_H := $(wildcard include/*/*.h)
+headercheck:
+	@tools/headercheck.sh $(B)/headercheck $(PUBLIC_H)
+
 check: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck)
+	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck) $(if $(filter host,$(TARGET)),headercheck)
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
 	@$(MAKE) --no-print-directory python-check

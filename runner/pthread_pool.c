@@ -13,7 +13,7 @@
 
 #include "spattn/runner.h"
 
-struct spa_pool {
+struct spa_pool_state {
     pthread_mutex_t job;  /* held by the caller whose job the record below is */
     pthread_mutex_t lock;
     pthread_cond_t wake;    /* workers: a new job or stop */

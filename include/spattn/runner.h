@@ -16,7 +16,9 @@
 extern "C" {
 #endif
 
-typedef struct spa_pool spa_pool_impl;
+/* The pool's state (runner/pthread_pool.c); its tag is not spa_pool, which
+ * C++ would take for the handle's name. */
+typedef struct spa_pool_state spa_pool_impl;
 typedef struct spa_pool_handle {
     spa_pool_impl *impl;
 } spa_pool;

@@ -4,6 +4,8 @@
 #ifndef SPATTN_SWA_H
 #define SPATTN_SWA_H
 
+#include <math.h> /* NAN */
+
 #include "spattn/types.h"
 
 #ifdef __cplusplus
@@ -14,8 +16,8 @@ extern "C" {
 #define SPA_SWA_WINDOW_KEYS 0 /* fla's window_size W: keys t-W+1 .. t (W >= 1) */
 #define SPA_SWA_WINDOW_LEFT 1 /* FlashAttention's left / CANN's preTokens: keys t-left .. t
                                * (left >= 0; -1 = unbounded, plain causal) */
-/* scale_value NaN: 1/sqrt(D), fla's scale=None. */
-#define SPA_SWA_SCALE_DEFAULT (__builtin_nan(""))
+/* scale_value NaN (any NaN): 1/sqrt(D), fla's scale=None. */
+#define SPA_SWA_SCALE_DEFAULT ((double)NAN)
 
 /* Sliding-window attention: query [T,N1,D], key [T,N2,D], value [T,N2,Dv]
  * (N1 % N2 == 0), seq_len int64 cumulative ends (seq_len_type 0; a leading 0

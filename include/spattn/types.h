@@ -6,6 +6,7 @@
 #ifndef SPATTN_TYPES_H
 #define SPATTN_TYPES_H
 
+#include <inttypes.h> /* PRId32 */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,10 @@ typedef int32_t spa_status;
 #define SPA_ERR_NULLPTR 161001   /* a required pointer is NULL */
 #define SPA_ERR_INVALID 161002   /* bad dtype, shape, attribute, index or executor */
 #define SPA_ERR_WORKSPACE 161003 /* phase 2: workspace smaller than phase 1 asked */
+/* printf's conversion of a spa_status: int32_t is long on some targets
+ * (arm-none-eabi), so "%d" is not portable:
+ *   printf("status %" SPA_PRI_STATUS "\n", st); */
+#define SPA_PRI_STATUS PRId32
 
 /* Element types. The values are those of aclDataType, for the compat layer. */
 typedef enum spa_dtype {
