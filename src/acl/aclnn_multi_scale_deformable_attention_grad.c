@@ -48,6 +48,16 @@ aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
         spa_acl_call_tensor(&c, attnWeight, &attn), spa_acl_call_tensor(&c, gradOutput, &dy),
         spa_acl_call_tensor(&c, gradValue, &dv),   spa_acl_call_tensor(&c, gradLocation, &dloc),
         spa_acl_call_tensor(&c, gradAttnWeight, &dattn)};
+    /* gradOutput as the page's table gives it, (bs, num_queries, num_heads,
+     * channels), is the native (bs, num_queries, num_heads * channels) where
+     * its last two dims merge into one stride; the 3-D form is taken too. */
+    if (t[5] != NULL && dy.rank == 4 &&
+        (dy.dims[2] == 1 || dy.dims[3] == 1 || dy.strides[2] == dy.dims[3] * dy.strides[3])) {
+        const int64_t step = dy.dims[3] == 1 && dy.dims[2] != 1 ? dy.strides[2] : dy.strides[3];
+        dy.dims[2] *= dy.dims[3];
+        dy.strides[2] = step;
+        dy.rank = 3;
+    }
     bool all = workspaceSize != NULL && executor != NULL; /* NULL arguments first: 161001 */
     for (int k = 0; k < 9; k++)
         all = all && t[k] != NULL;

@@ -678,12 +678,59 @@ static void mg_grad_4d(op_case *c)
     c->t[5].strides[3] = c->t[5].strides[2];
     c->t[5].strides[2] = 8 * c->t[5].strides[3];
 }
+/* A 4-D gradOutput whose heads and channels do not merge into one stride:
+ * no 3-D view exists, so both APIs refuse it. */
+static void mg_grad_4d_gap(op_case *c)
+{
+    mg_grad_4d(c);
+    c->t[5].strides[2] = 9 * c->t[5].strides[3];
+}
 static void mg_dvalue_shape(op_case *c) { c->t[6].dims[1] = 29; }
+
+/* gradOutput as seed 004's table gives it, (bs, nq, nh, C): aclnn takes the
+ * 4-D view and writes the same bytes as the native call does with the 3-D
+ * one over the same memory. */
+static void msdag_grad_4d_same(const op_api *api, op_case *c)
+{
+    case_reset(c);
+    op_case four = *c;
+    mg_grad_4d(&four);
+    const spa_tensor *nt[MAX_T];
+    aclTensor *at[MAX_T];
+    const spa_int_array *na[2] = {NULL, NULL};
+    for (int i = 0; i < c->n; i++) {
+        nt[i] = &c->t[i];
+        at[i] = acl_of(&four.t[i]);
+    }
+    uint64_t nsize = 0, size = 0;
+    spa_executor nex;
+    aclOpExecutor *ex = NULL;
+    CU_ASSERT_EQUAL_FATAL(api->native(c, nt, na, &nsize, &nex), SPA_OK);
+    CU_ASSERT_EQUAL_FATAL(api->acl(&four, at, NULL, NULL, &size, &ex), ACLNN_SUCCESS);
+    CU_ASSERT_EQUAL(size, nsize);
+    tws ws;
+    tws_make(&ws, nsize, 1);
+    CU_ASSERT_EQUAL(api->native_run(ws.ptr, nsize, &nex, NULL), SPA_OK);
+    unsigned char *snap[3];
+    for (int k = 0; k < c->nout; k++) {
+        snap[k] = tt_snapshot(&c->tt[c->outputs[k]]);
+        tt_fill_canary(&c->tt[c->outputs[k]]);
+    }
+    CU_ASSERT_EQUAL(api->acl_run(ws.ptr, nsize, ex, NULL), ACLNN_SUCCESS);
+    for (int k = 0; k < c->nout; k++) {
+        CU_ASSERT(tt_same_bytes(&c->tt[c->outputs[k]], snap[k]));
+        free(snap[k]);
+    }
+    CU_ASSERT(tws_guard_ok(&ws));
+    tws_free(&ws);
+    for (int i = 0; i < c->n; i++)
+        aclDestroyTensor(at[i]);
+}
 
 static const named_mutation msdag_mutations[] = {
     {"value INT32", mm_value_int},       {"spatialShape FLOAT", mm_shape_f32},
     {"location rank 5", mm_loc_rank},    {"attnWeight levels", mm_attn_levels},
-    {"levelStartIndex length", mm_start_len}, {"gradOutput 4-D", mg_grad_4d},
+    {"levelStartIndex length", mm_start_len}, {"gradOutput 4-D, no 3-D view", mg_grad_4d_gap},
     {"gradValue shape", mg_dvalue_shape}, {"level of 1065353216 rows", mm_huge_level},
 };
 
@@ -700,6 +747,8 @@ static void test_msda_grad(void)
     msdag_make(&c, &r);
     run_all(&api, &c, msdag_mutations, sizeof msdag_mutations / sizeof msdag_mutations[0]);
     tt_set_int(&c.tt[1], 0, saved_hw);
+    msdag_grad_4d_same(&api, &c);
+    case_reset(&c);
     msda_npu_limits(&api, &c, msdag_npu, sizeof msdag_npu / sizeof msdag_npu[0]);
     case_free(&c);
 }

@@ -21,7 +21,14 @@
  *     filled with float 1.0 bytes, so H = W = 1065353216 and the level
  *     overruns value (and gradOutput is 4-D where the op takes 3-D): phase 1
  *     must refuse with 161002, which the page prints before returning it
- *     (exit status 161002 & 255 = 234). */
+ *     (exit status 161002 & 255 = 234).
+ * 004i: the same page with its spatialShape and levelStartIndex host data
+ *     written as int32 (tools/acl_seeds.sh edits the two declarations only):
+ *     H = W = 1, 32 queries sample level 0 at location (0, 0) with weight 1
+ *     and gradOutput 1 (4-D, as the page's table gives it), so each query
+ *     puts a quarter on pixel (0, 0) (the sample sits at pixel coordinate
+ *     (-0.5, -0.5): one of its four corners is in the map): every gradValue
+ *     element is 32 / 4 = 8; the page prints 8 lines "result[i] is: 8.000000". */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -136,10 +143,27 @@ static int check_004(int status)
     return fails;
 }
 
+static int check_004i(int status)
+{
+    char line[256], want[64];
+    long n = 0;
+    while (fgets(line, sizeof line, stdin)) {
+        snprintf(want, sizeof want, "result[%ld] is: 8.000000\n", n);
+        if (strcmp(line, want) != 0)
+            fail("expected gradValue 8.000000", n);
+        n++;
+    }
+    if (n != 8)
+        fail("expected 8 lines", n);
+    if (status != 0)
+        fail("exit status not 0", n);
+    return fails;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: seedcheck <000|003|004> <exit status> < output\n");
+        fprintf(stderr, "usage: seedcheck <000|003|004|004i> <exit status> < output\n");
         return 2;
     }
     int status = atoi(argv[2]);
@@ -150,6 +174,8 @@ int main(int argc, char **argv)
         bad = check_003(status);
     else if (strcmp(argv[1], "004") == 0)
         bad = check_004(status);
+    else if (strcmp(argv[1], "004i") == 0)
+        bad = check_004i(status);
     else {
         fprintf(stderr, "seedcheck: unknown page %s\n", argv[1]);
         return 2;
