@@ -78,7 +78,7 @@ spa_status spa_tensor_check(const spa_tensor *t, int32_t rank)
         if (!spa_mul_ok(numel, t->dims[k], &numel))
             return SPA_ERR_INVALID;
     }
-    int64_t last, count, bytes;
+    int64_t last, count, bytes = 0;
     if (!tensor_last_offset(t, &last))
         return SPA_ERR_INVALID;
     /* The addressed span (in bytes) must be representable, so that every
@@ -89,6 +89,12 @@ spa_status spa_tensor_check(const spa_tensor *t, int32_t rank)
         return SPA_ERR_INVALID;
     if (numel > 0 && t->data == NULL)
         return SPA_ERR_NULLPTR;
+    /* ... and it must name memory: on a 32-bit target a span of 4 GiB or
+     * more (or one running past the top of memory from data) fits 64 bits
+     * but no address space, and every later check would misread it. */
+    if (numel > 0 && last >= 0)
+        SPA_REQUIRE((uint64_t)bytes <= (uint64_t)(UINTPTR_MAX - (uintptr_t)t->data) /* the view's
+                    bytes fit the address space from its data pointer */);
     return SPA_OK;
 }
 

@@ -177,9 +177,40 @@ static void test_overflowing_lengths(void)
     }
 }
 
+/* Spans that fit 64 bits but not the address space: a view running past the
+ * top of memory from its data pointer (every target), and on a 32-bit target
+ * an f32 input of [2^28, 2, 32] (32 GiB). Phase 1 refuses, naming the rule. */
+static void test_spans_beyond_the_address_space(void)
+{
+    static const int64_t big[3] = {(int64_t)1 << 28, 2, 32};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        for (int v = 0; v < (sizeof(void *) < 8 ? 2 : 1); v++) {
+            ops[o].reset();
+            spa_tensor *x = ops[o].tensor(0);
+            if (v == 0) /* 4 KiB below the top: the view's 8 KiB run past it */
+                x->data = (void *)(UINTPTR_MAX - 4095);
+            else
+                spa_tensor_init(x, SPA_FLOAT32, 3, big, x->data);
+            spa_executor ex, before;
+            memset(&ex, 0x5A, sizeof ex);
+            before = ex;
+            uint64_t size = 7;
+            spa_status st = ops[o].phase1(&size, &ex);
+            CU_ASSERT_EQUAL(st, SPA_ERR_INVALID);
+            CU_ASSERT_EQUAL(size, 7);
+            CU_ASSERT(refusal_recorded(&ex, &before, st));
+            const char *why = spa_executor_reason(&ex, NULL);
+            if (strstr(why, "address space") == NULL)
+                fprintf(stderr, "  %s variant %d: reason '%s'\n", ops[o].name, v, why);
+            CU_ASSERT(strstr(why, "address space") != NULL);
+        }
+    }
+}
+
 void suite_overflow(void)
 {
     CU_pSuite s = CU_add_suite("overflow", NULL, NULL);
     CU_add_test(s, "descriptors whose sizes overflow 64 bits", test_overflowing_descriptors);
     CU_add_test(s, "sequence lengths whose sum overflows", test_overflowing_lengths);
+    CU_add_test(s, "spans beyond the address space", test_spans_beyond_the_address_space);
 }
