@@ -33,7 +33,7 @@ ifneq ($(SANITIZE),)
 # information made the largest kernels compile a quarter slower)
 TARGET_CFLAGS += -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 TARGET_CFLAGS += $(if $(filter fuzz,$(SANITIZE)),-fsanitize=fuzzer-no-link)
-SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*
+SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*|__sancov_.*
 # clang's sanitizer and libFuzzer runtimes (gcc's come with gcc).
 TARGET_DEPS := $(shell clang -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev
 SYMCHECK_STATE_ALLOW := __unnamed_[0-9]+|___asan_gen_.*|__sancov_gen_.*
