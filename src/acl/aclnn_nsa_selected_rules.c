@@ -24,6 +24,8 @@ const char *spa_acl_nsas_cann_rule(const spa_tensor *q, const spa_tensor *v,
         return rule;
     const int32_t *idx = topk->data;
     const int64_t n2 = topk->dims[1], kc = topk->dims[2];
+    if (kc > 32)
+        return "selectedBlockCount <= 32";
     for (uint64_t b = 0; b < seq_q->size; b++) {
         const int64_t qs = b == 0 ? 0 : seq_q->data[b - 1], qe = seq_q->data[b];
         const int64_t kv_len = seq_kv->data[b] - (b == 0 ? 0 : seq_kv->data[b - 1]);

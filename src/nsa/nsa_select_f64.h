@@ -75,7 +75,7 @@ typedef void spa_nsas_grad_f64_kernel(const spa_nsas_f64_args *f, int64_t n2, in
                                       int64_t t1, int64_t qstart, int64_t kstart, int64_t klen,
                                       int64_t kvlo, double *dkp, double *dvp, double *scratch);
 
-/* 8-byte words of scratch per block (g <= 32, d, dv <= 768, kc <= 32: no
+/* 8-byte words of scratch per block (g <= 32, d, dv <= 768, kc <= 2^24: no
  * overflow). Forward: qt [d][GP], scores then P [kc*bs][GP], out [dv][GP],
  * max, sum [GP], the blocks [kc]. Grad: qt, dqt [d][GP], dyt [dv][GP],
  * qn [g][d], dyn [g][dv], P and dP then dS [kc*bs][GP], max, sum, D [GP],

@@ -279,18 +279,28 @@ static void fill_topk(ttensor *tt, rng *r)
 
 /* What the native API accepts and CANN refuses (spec/nsa.md 0.3b): head dims
  * not multiples of 16, Dv < 16, a -1 slot, a partial block (KV 40 of 48
- * keys, block 2). q, k, v: tensors 0, 1, 2; o and the other Dv-shaped
+ * keys, block 2), more than 32 selected blocks. q, k, v: tensors 0, 1, 2; o and the other Dv-shaped
  * tensors at dv_at; topk at topk. */
 static void sel_cann_only(const op_api *api, op_case *c, int topk, const int *dv_at, int ndv)
 {
     op_case base = *c;
-    for (int m = 0; m < 5; m++) {
+    ttensor wide; /* topkIndices of 33 slots */
+    const int64_t wd[3] = {c->t[topk].dims[0], c->t[topk].dims[1], 33};
+    rng r = rng_seed(958);
+    tt_make(&wide, SPA_INT32, 3, wd, false, &r);
+    fill_topk(&wide, &r);
+    for (int m = 0; m < 6; m++) {
         *c = base;
         case_reset(c);
         c->cann_only = true;
         int32_t *p = c->tt[topk].t.data, saved = p[0];
         const char *what = "";
         switch (m) {
+        case 4: /* the native API takes any number of slots, CANN 32 */
+            what = "selectedBlockCount 33";
+            c->t[topk] = wide.t;
+            c->attr[SEL_K] = 33;
+            break;
         case 0: /* D 24: the first 24 of 32 columns */
             what = "D 24";
             for (int i = 0; i < c->n; i++)
@@ -321,6 +331,7 @@ static void sel_cann_only(const op_api *api, op_case *c, int topk, const int *dv
         p[0] = saved;
     }
     *c = base;
+    tt_free(&wide);
 }
 
 #endif

@@ -277,6 +277,7 @@ static const struct {
     {SPA_FLOAT32, 4, 2, 48, 48, 16, 3, 2, fq5, fk5, 2, true, true, true},     /* G 2, causal */
     {SPA_FLOAT16, 4, 1, 100, 40, 16, 2, 2, fq5, fk5, 0, false, false, true},  /* G 4 */
     {SPA_BFLOAT16, 2, 2, 48, 48, 32, 2, 2, fq5, fk5, 2, true, true, true},    /* G 1, causal */
+    {SPA_FLOAT32, 8, 2, 64, 48, 16, 40, 1, fq4, fk4, 2, true, true, true},    /* K 40: past CANN's 32 */
 };
 
 int nsas_feature_count(void)
