@@ -128,6 +128,29 @@ def _given_indices(block_indices, shape, seqs, block_size):
     return idx.masked_fill(skip, -1).to(torch.int32)
 
 
+_SELECT_MAX_BLOCK = 128  # the selected attention's largest block
+
+
+def _sub_blocks(slots, block_size, seqs):
+    """Selected blocks larger than the selected attention takes, as the
+    sub-blocks of the largest size it takes that divides block_size: block b
+    is sub-blocks b*r .. b*r + r - 1, the same keys (a -1 slot stays -1 in
+    each, and so does a sub-block past the end of its sequence, the missing
+    part of a partial last block). Returns (slots [T, H, count * r],
+    sub-block size)."""
+    if block_size <= _SELECT_MAX_BLOCK:
+        return slots, block_size
+    sub = max(s for s in range(16, _SELECT_MAX_BLOCK + 1, 16) if block_size % s == 0)
+    r = block_size // sub
+    exist = torch.empty(slots.shape[0], dtype=torch.int64)  # sub-blocks of each row's sequence
+    for start, end in seqs:
+        exist[start:end] = (end - start + sub - 1) // sub
+    parts = slots.long()[:, :, :, None] * r + torch.arange(r)[None, None, None, :]
+    gone = (slots < 0)[:, :, :, None] | (parts >= exist[:, None, None, None])
+    parts = parts.masked_fill(gone, -1)
+    return parts.reshape(slots.shape[0], slots.shape[1], -1).to(torch.int32), sub
+
+
 def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=16,
                  block_size=64, window_size=0, scale=None, cu_seqlens=None, head_first=False):
     """fla's parallel_nsa (fla-org/native-sparse-attention) on CPU tensors,
@@ -176,8 +199,9 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     if hq % hk:
         raise ValueError("spattn: the query heads (%d) must be a multiple of the kv heads (%d)"
                          % (hq, hk))
-    if not isinstance(block_size, int) or block_size < 1:
-        raise ValueError("spattn: block_size must be a positive int, got %r" % (block_size,))
+    if not isinstance(block_size, int) or block_size < 16 or block_size % 16:
+        raise ValueError("spattn: block_size must be a multiple of 16 (the selected attention's "
+                         "16-row tiles), got %r" % (block_size,))
     if not isinstance(window_size, int) or window_size < 0:
         raise ValueError("spattn: window_size must be an int >= 0, got %r" % (window_size,))
     _check_gate("g_slc", g_slc, batch, length, hq)
@@ -226,7 +250,8 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     if slots.shape[2] == 0:  # nothing selected anywhere
         slots = torch.full((rows, hk, 1), -1, dtype=torch.int32)
 
-    branches = [(nsa_selected_attention(qf, kf, vf, slots, ends, ends, scale, block_size,
+    sub_slots, sub_size = _sub_blocks(slots, block_size, seqs)
+    branches = [(nsa_selected_attention(qf, kf, vf, sub_slots, ends, ends, scale, sub_size,
                                         causal=True), g_slc.reshape(rows, hq))]
     if o_cmp is not None:
         branches.append((o_cmp, g_cmp.reshape(rows, hq) * seen.reshape(rows, 1)))

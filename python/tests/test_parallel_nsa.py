@@ -201,6 +201,27 @@ class TestLayer(unittest.TestCase):
                                   head_first=hf, cu=cu):
                     self.check(dtype, b, t, hq, h, dk, dv, block, counts, window, hf, cu, 300 + i)
 
+    def test_large_blocks_and_counts(self):
+        """block_size above the selected attention's 128 (run as sub-blocks,
+        a partial last block included) and block_counts above CANN's 32
+        (more slots than blocks: the rest -1), against the float64 reference;
+        sizes that are not multiples of 16 are refused naming block_size."""
+        cases = [  # b, t, hq, h, dk, dv, block, counts, window, head_first, cu
+            (1, 600, 4, 1, 16, 16, 256, 2, 0, False, None),
+            (1, 700, 2, 1, 16, 16, 384, 1, 16, False, [0, 300, 700]),
+            (1, 90, 2, 1, 16, 16, 16, 40, 0, False, None),
+        ]
+        for i, (b, t, hq, h, dk, dv, block, counts, window, hf, cu) in enumerate(cases):
+            with self.subTest(block=block, counts=counts):
+                self.check(torch.float64, b, t, hq, h, dk, dv, block, counts, window, hf, cu,
+                           340 + i)
+        gen = torch.Generator().manual_seed(349)
+        inputs = layer_inputs(gen, torch.float32, 1, 64, 2, 1, 16, 16, False)
+        for block in (24, 200, 8):
+            with self.subTest(block=block):
+                with self.assertRaisesRegex(ValueError, "block_size must be a multiple of 16"):
+                    spattn.parallel_nsa(*inputs, block_counts=2, block_size=block)
+
     def test_half_precision(self):
         """16-bit inputs: the ops' f32 sums, one rounding of each part and of
         the gated sum; f32 gates with bf16 tensors: torch's promotion."""
