@@ -68,6 +68,9 @@ def _window_type(window_type: str) -> int:
 def _swa_with_softmax(q: Tensor, k: Tensor, v: Tensor, window_size: int, cu_seqlens: Tensor,
                       scale: Optional[float] = None, window_type: str = "keys",
                       return_softmax: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+    if scale is None and q.shape[-1] < 1:
+        raise ValueError("spattn: the head dim D of q must be >= 1 for the default scale "
+                         "1/sqrt(D) (a score over no dims means nothing)")
     s = q.shape[-1] ** -0.5 if scale is None else scale
     return torch.ops.spattn.sliding_window_attention(q, k, v, int(window_size),
                                                      _seqlens(cu_seqlens), float(s),

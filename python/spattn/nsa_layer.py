@@ -16,6 +16,7 @@ import warnings
 import torch
 
 from . import _lib, attention
+from ._autograd import first_order_only
 from .nsa import nsa_selected_attention
 
 
@@ -38,7 +39,8 @@ def _sequences(cu_seqlens, batch, length):
     if any(b < a for a, b in zip(cu, cu[1:])) or cu[-1] != length:
         raise ValueError("spattn: cu_seqlens must be non-decreasing and end at T = %d, got %s"
                          % (length, cu))
-    return list(zip(cu[:-1], cu[1:]))
+    # cu_seqlens [0] (no sequence, T = 0): one empty sequence, as for an empty batch
+    return list(zip(cu[:-1], cu[1:])) or [(0, 0)]
 
 
 def _check_gate(name, g, batch, length, heads):
@@ -72,6 +74,7 @@ class _GatedSum(torch.autograd.Function):
         return o
 
     @staticmethod
+    @first_order_only  # its branches' backwards build no graph either
     def backward(ctx, grad):
         flat = ctx.saved_tensors
         need = ctx.needs_input_grad
@@ -199,6 +202,10 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     if hq % hk:
         raise ValueError("spattn: the query heads (%d) must be a multiple of the kv heads (%d)"
                          % (hq, hk))
+    if dk < 1:
+        raise ValueError("spattn: the head dim K of q and k must be >= 1 (a score over no "
+                         "dims, and the default scale 1/sqrt(K), mean nothing); q %s"
+                         % (tuple(q.shape),))
     if not isinstance(block_size, int) or block_size < 16 or block_size % 16:
         raise ValueError("spattn: block_size must be a multiple of 16 (the selected attention's "
                          "16-row tiles), got %r" % (block_size,))

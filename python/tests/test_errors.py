@@ -131,3 +131,40 @@ class TestErrors(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestLayerEdges(unittest.TestCase):
+    """The whole NSA layer at its edges: a second derivative asked through it
+    is refused by spattn's own message, a head dim of 0 is refused naming it,
+    and cu_seqlens [0] (no sequence, T = 0) gives the empty output."""
+
+    def layer_inputs(self, t=48, dk=16, grad=True):
+        g = torch.Generator().manual_seed(7)
+        q = torch.randn(1, t, 4, dk, generator=g).requires_grad_(grad)
+        k = torch.randn(1, t, 1, dk, generator=g).requires_grad_(grad)
+        v = torch.randn(1, t, 1, 16, generator=g).requires_grad_(grad)
+        gates = [torch.rand(1, t, 4, generator=g).requires_grad_(grad) for _ in range(3)]
+        return [q, k, v] + gates
+
+    def test_second_derivative_refused(self):
+        ins = self.layer_inputs()
+        o = spattn.parallel_nsa(*ins, block_counts=2, block_size=16, window_size=8)
+        with self.assertRaisesRegex(RuntimeError, "spattn: second derivatives are not"):
+            torch.autograd.grad(o.sum(), ins, create_graph=True)
+        o = spattn.parallel_nsa(*ins, block_counts=2, block_size=16, window_size=8)
+        grads = torch.autograd.grad(o.sum(), ins)  # the first derivative still works
+        self.assertTrue(all(torch.isfinite(x).all() for x in grads))
+
+    def test_head_dim_zero_refused(self):
+        ins = self.layer_inputs(dk=0, grad=False)
+        with self.assertRaisesRegex(ValueError, "head dim K of q and k must be >= 1"):
+            spattn.parallel_nsa(*ins, block_counts=2, block_size=16)
+        q, k, v = torch.randn(8, 2, 0), torch.randn(8, 1, 0), torch.randn(8, 1, 4)
+        with self.assertRaisesRegex(ValueError, "head dim D of q must be >= 1"):
+            spattn.sliding_window_attention(q, k, v, 4, [8])
+
+    def test_no_sequence(self):
+        ins = self.layer_inputs(t=0, grad=False)
+        o = spattn.parallel_nsa(*ins, block_counts=2, block_size=16, window_size=8,
+                                cu_seqlens=torch.tensor([0]))
+        self.assertEqual(tuple(o.shape), (1, 0, 4, 16))
