@@ -203,13 +203,15 @@ class TestLayer(unittest.TestCase):
 
     def test_large_blocks_and_counts(self):
         """block_size above the selected attention's 128 (run as sub-blocks,
-        a partial last block included) and block_counts above CANN's 32
-        (more slots than blocks: the rest -1), against the float64 reference;
+        a partial last block included), block_counts above CANN's 32 (more
+        slots than blocks: the rest -1) and more than 32 query heads per kv
+        head (sub-groups), against the float64 reference;
         sizes that are not multiples of 16 are refused naming block_size."""
         cases = [  # b, t, hq, h, dk, dv, block, counts, window, head_first, cu
             (1, 600, 4, 1, 16, 16, 256, 2, 0, False, None),
             (1, 700, 2, 1, 16, 16, 384, 1, 16, False, [0, 300, 700]),
             (1, 90, 2, 1, 16, 16, 16, 40, 0, False, None),
+            (1, 80, 80, 2, 16, 16, 16, 2, 8, False, None),  # G 40: sub-groups of 32 and 8
         ]
         for i, (b, t, hq, h, dk, dv, block, counts, window, hf, cu) in enumerate(cases):
             with self.subTest(block=block, counts=counts):
