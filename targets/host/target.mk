@@ -29,8 +29,14 @@ HAVE_PTHREAD := 1
 RUN :=
 # SANITIZE=fuzz: the same, plus libFuzzer's coverage hooks (clang; make fuzz).
 ifneq ($(SANITIZE),)
-# -g1: line tables only, which is what a report's file:line needs (full debug
-# information made the largest kernels compile a quarter slower)
+# -O2 instead of -O3, and -g1 (line tables only, which is what a report's
+# file:line needs): the instrumented builds of the largest kernels compile
+# in 40% (clang) / 25% (gcc) less time at -O2 than at -O3, and -O3 with full
+# debug information took a quarter more again. The sanitizers check the
+# source's memory accesses and arithmetic, which -O2 keeps; the plain -O3
+# builds of each layer run natively (make check, CI's portable check, and
+# valgrind's AVX2 build).
+TARGET_CFLAGS := $(patsubst -O3,-O2,$(TARGET_CFLAGS))
 TARGET_CFLAGS += -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 TARGET_CFLAGS += $(if $(filter fuzz,$(SANITIZE)),-fsanitize=fuzzer-no-link)
 SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*|__sancov_.*
