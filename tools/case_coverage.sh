@@ -10,14 +10,14 @@
 set -eu
 march=${1:-native}
 root=build/coverage
-make -s -j2 BUILDROOT=$root HOST_MARCH="$march" EXTRA_CFLAGS=--coverage TEST_LDFLAGS=--coverage all >/dev/null
+make -s BUILDROOT=$root HOST_MARCH="$march" EXTRA_CFLAGS=--coverage TEST_LDFLAGS=--coverage all >/dev/null
 b=$(make -s BUILDROOT=$root HOST_MARCH="$march" EXTRA_CFLAGS=--coverage TEST_LDFLAGS=--coverage \
     -f Makefile -f /dev/stdin print-b <<'EOF'
 print-b:
 	@echo $(B)
 EOF
 )
-make -s -j2 BUILDROOT=$root HOST_MARCH="$march" EXTRA_CFLAGS=--coverage TEST_LDFLAGS=--coverage \
+make -s BUILDROOT=$root HOST_MARCH="$march" EXTRA_CFLAGS=--coverage TEST_LDFLAGS=--coverage \
     "$b/tests/spattn_tests" >/dev/null
 # executed library lines after a run, one "file:line" each
 lines() {

@@ -13,13 +13,15 @@
  * D + K*bs terms), far above the typical error and far below a wrong term. */
 static tol attn_tol(spa_dtype dt)
 {
+    /* floor: half the spacing of the dtype's subnormals (util.h); it was left
+     * unset, an uninitialised read that passed or failed with the compiler */
     tol t;
     if (dt == SPA_FLOAT16)
-        t.atol = t.rtol = 0x1p-9;
+        t.atol = t.rtol = 0x1p-9, t.floor = 0x1p-25;
     else if (dt == SPA_BFLOAT16)
-        t.atol = t.rtol = 0x1p-6;
+        t.atol = t.rtol = 0x1p-6, t.floor = 0x1p-134;
     else
-        t.atol = 0x1p-16, t.rtol = 0x1p-22;
+        t.atol = 0x1p-16, t.rtol = 0x1p-22, t.floor = 0x1p-150;
     return t;
 }
 
