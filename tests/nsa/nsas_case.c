@@ -91,10 +91,12 @@ void nsas_case_draw(nsas_case *c, int i, rng *r)
     }
     if (i % 23 == 7)
         c->d = 768;
-    c->d = TEST_CAP(c->d, 128); /* small targets: a few MiB of heap */
+    /* small targets: a few MiB of heap (the quick set keeps D and Dv: they
+     * pick the kernels' tiles and tails) */
+    c->d = TEST_BOARD_CAP(c->d, 128);
     c->dv = i % 3 == 1 ? c->d : c->d >= 16 ? 16 * rng_int(r, 1, c->d / 16) : c->d;
     if (i % 5 == 2) /* any Dv, also above D */
-        c->dv = rng_int(r, 1, TEST_CAP(160, 64));
+        c->dv = rng_int(r, 1, TEST_BOARD_CAP(160, 64));
     if (c->d == 192 && i % 2)
         c->dv = 128;
     c->bs = 16 * rng_int(r, 1, 8);
