@@ -79,7 +79,10 @@ OPS := $(notdir $(OP_TEMPLATES:.c.m4=))
 # gen/tiles/f64/<op>.m4 (the f32-compute tiles of gen/tiles/ do not apply).
 F64_TEMPLATES := $(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/f64/*.c.m4))
 F64_OPS := $(notdir $(F64_TEMPLATES:.c.m4=))
-M4 := m4 -P -E # -E: an m4 warning (a bad eval, say) fails the build
+# PITCH_CONSTANTS 0 (a target.mk's choice: the sanitizer builds): no
+# constant-pitch copies of the select tiles (templates/nsa/nsa_select_mk.m4).
+PITCH_CONSTANTS ?= 1
+M4 := m4 -P -E -DSPA_PITCH_CONSTANTS=$(PITCH_CONSTANTS) # -E: an m4 warning (a bad eval, say) fails the build
 M4_IN := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 templates/common.m4 $(sort $(wildcard gen/tiles/*.m4))
 # micro-kernel templates the op templates include (m4_include)
 M4_INC := $(filter-out templates/common.m4 %.c.m4,$(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/*.m4)))

@@ -37,6 +37,10 @@ ifneq ($(SANITIZE),)
 # builds of each layer run natively (make check, CI's portable check, and
 # valgrind's AVX2 build).
 TARGET_CFLAGS := $(patsubst -O3,-O2,$(TARGET_CFLAGS))
+# The select tiles with the run-time row pitch only (templates/nsa/
+# nsa_select_mk.m4: the constant-pitch copies are the same source, and made
+# the instrumented kernels compile five times longer).
+PITCH_CONSTANTS := 0
 TARGET_CFLAGS += -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 TARGET_CFLAGS += $(if $(filter fuzz,$(SANITIZE)),-fsanitize=fuzzer-no-link)
 SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*|__sancov_.*

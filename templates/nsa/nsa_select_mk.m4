@@ -12,6 +12,12 @@ multiply and an add on the scalar layer) does.
 NSAS_NV<gp> / NSAS_R<gp>: operand vectors and rows of the tiles for GP = 8
 (ISAs of at most 8 lanes), 16 and 32 (src/nsa/nsa_select_kernel.h, SPA_NSAS_GP_MIN). Rows of the row-update tile: 4 (its callers pass
 multiples of 4), NSAS_RA_NV vectors along the head dim (at most 64 lanes).
+SPA_PITCH_CONSTANTS (-D from the Makefile, 1 unless the build says 0): the
+score and accumulate tiles are also compiled with the row pitch as a constant
+for the common head dims 64, 128, 192 (the same source, constant-folded).
+The sanitizer builds leave them out: under ASan + UBSan they made the select
+kernels compile five times longer, and the run-time pitch runs the same code.
+m4_ifdef(`SPA_PITCH_CONSTANTS', `', `m4_define(`SPA_PITCH_CONSTANTS', 1)')
 m4_define(`NSAS_GP8', m4_eval(SPA_VL <= 8))
 m4_define(`NSAS_NV8', SPA_BEST_COLS(m4_eval(8 / SPA_VL)))
 m4_define(`NSAS_R8', SPA_FIT_ROWS(NSAS_NV8, 16))
@@ -330,7 +336,7 @@ SPA_NSAS_INLINE void spa_nsas_scores_pitch(const float *a, int64_t lda, int64_t 
                                            const float *bt, int64_t n, int64_t gp, float *out,
                                            spa_nsas_pf *pf)
 {
-m4_ifelse(SPA_VL, 1, `', `m4_dnl
+m4_ifelse(m4_eval(SPA_VL == 1 || !SPA_PITCH_CONSTANTS), 1, `', `m4_dnl
     switch (lda) {
     case 64:
         spa_nsas_scores(a, 64, rows, bt, n, gp, out, pf);
@@ -361,6 +367,7 @@ SPA_NSAS_INLINE void spa_nsas_scores3_pitch(const float *a, int64_t lda, int64_t
                                             const float *bt, int64_t n, int64_t gp, float *out,
                                             spa_nsas_pf *pf)
 {
+m4_ifelse(SPA_PITCH_CONSTANTS, 1, `m4_dnl
     switch (lda) {
     case 64:
         spa_nsas_scores3(a, 64, rows, bt, n, gp, out, pf);
@@ -374,6 +381,7 @@ SPA_NSAS_INLINE void spa_nsas_scores3_pitch(const float *a, int64_t lda, int64_t
     default:
         break;
     }
+')m4_dnl
     spa_nsas_scores3(a, lda, rows, bt, n, gp, out, pf);
 }
 ')m4_dnl
@@ -436,7 +444,7 @@ NSAS_DISPATCH(`accum_t', `a, lda, rows, p, n', `acc, pf')m4_dnl
 SPA_NSAS_INLINE void spa_nsas_accum_t(const float *a, int64_t lda, int64_t rows, const float *p,
                                       int64_t n, int64_t gp, float *acc, spa_nsas_pf *pf)
 {
-m4_ifelse(m4_eval(SPA_VL == 1 || SPA_GPRS >= 16), 1, `', `m4_dnl
+m4_ifelse(m4_eval(SPA_VL == 1 || SPA_GPRS >= 16 || !SPA_PITCH_CONSTANTS), 1, `', `m4_dnl
     switch (lda) {
     case 64:
         spa_nsas_accum_t_any(a, 64, rows, p, n, gp, acc, pf);

@@ -1,6 +1,8 @@
 /* float64 NSA ops: against the fp64 references (tests/ref/) at 1e-12
  * relative, random inputs, D tails, bit-identical across runners; where the
  * build has no float64 path (src/core/f64.h), the refusal that names it. */
+/* Sizes: TEST_BOARD_SIZE throughout, so the quick case set runs this suite
+ * whole (its float64 kernels' row tails need the full shapes). */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
@@ -177,7 +179,7 @@ static void test_nsac_kernel_tails(void)
  * block partials in block order). */
 static void nsac_deterministic(int grad)
 {
-    const int64_t lens[4] = {0, TEST_SIZE(700, 200), 37, TEST_SIZE(900, 300)};
+    const int64_t lens[4] = {0, TEST_BOARD_SIZE(700, 200), 37, TEST_BOARD_SIZE(900, 300)};
     nsac_case c;
     nsac_case_fixed(&c, SPA_FLOAT64, 3, 48, 64, 16, 4, lens, 0);
     rng r = rng_seed(6404);
@@ -465,7 +467,7 @@ static void test_nsas_padding_slot(void)
 static void test_nsas_deterministic(void)
 {
     rng r = rng_seed(6415);
-    const int64_t ql[2] = {TEST_SIZE(70, 20), 33}, kl[2] = {256, 97};
+    const int64_t ql[2] = {TEST_BOARD_SIZE(70, 20), 33}, kl[2] = {256, 97};
     nsas_case c;
     nsas_case_fixed(&c, SPA_FLOAT64, 8, 2, 48, 32, 16, 4, 2, ql, kl, 2, true, &r, true);
     nsas_io io;
