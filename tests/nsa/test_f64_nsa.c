@@ -1,8 +1,6 @@
 /* float64 NSA ops: against the fp64 references (tests/ref/) at 1e-12
  * relative, random inputs, D tails, bit-identical across runners; where the
  * build has no float64 path (src/core/f64.h), the refusal that names it. */
-/* Sizes: TEST_BOARD_SIZE throughout, so the quick case set runs this suite
- * whole (its float64 kernels' row tails need the full shapes). */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
@@ -179,7 +177,7 @@ static void test_nsac_kernel_tails(void)
  * block partials in block order). */
 static void nsac_deterministic(int grad)
 {
-    const int64_t lens[4] = {0, TEST_BOARD_SIZE(700, 200), 37, TEST_BOARD_SIZE(900, 300)};
+    const int64_t lens[4] = {0, TEST_SIZE(700, 200), 37, TEST_SIZE(900, 300)};
     nsac_case c;
     nsac_case_fixed(&c, SPA_FLOAT64, 3, 48, 64, 16, 4, lens, 0);
     rng r = rng_seed(6404);
@@ -467,7 +465,7 @@ static void test_nsas_padding_slot(void)
 static void test_nsas_deterministic(void)
 {
     rng r = rng_seed(6415);
-    const int64_t ql[2] = {TEST_BOARD_SIZE(70, 20), 33}, kl[2] = {256, 97};
+    const int64_t ql[2] = {TEST_SIZE(70, 20), 33}, kl[2] = {256, 97};
     nsas_case c;
     nsas_case_fixed(&c, SPA_FLOAT64, 8, 2, 48, 32, 16, 4, 2, ql, kl, 2, true, &r, true);
     nsas_io io;
@@ -497,19 +495,36 @@ static void test_nsas_deterministic(void)
     nsas_io_free(&io), nsas_case_free(&c);
 }
 
+/* The quick case set runs these suites whole: their draws (nsas_case.c and
+ * the sizes here) reach the float64 kernels' row tails only at full size
+ * (tools/case_coverage.sh), and they cost little. Each suite turns the
+ * quick sizes off while it runs. */
+static bool quick_before;
+static int full_sizes_on(void)
+{
+    quick_before = test_quick;
+    test_quick = false;
+    return 0;
+}
+static int full_sizes_off(void)
+{
+    test_quick = quick_before;
+    return 0;
+}
+
 void suite_f64_nsa(void);
 void suite_f64_nsa(void)
 {
-    CU_pSuite s = CU_add_suite("f64_nsa_compress", NULL, NULL);
+    CU_pSuite s = CU_add_suite("f64_nsa_compress", full_sizes_on, full_sizes_off);
     CU_add_test(s, "random shapes vs fp64 reference", test_nsac_random);
     CU_add_test(s, "bit-identical across runners", test_nsac_deterministic);
 #if SPA_FLOAT64_NSA_COMPRESS && SPA_FLOAT64_NSA_COMPRESS_GRAD
     CU_add_test(s, "kernels: D tails, any block and stride", test_nsac_kernel_tails);
 #endif
-    s = CU_add_suite("f64_nsa_compress_grad", NULL, NULL);
+    s = CU_add_suite("f64_nsa_compress_grad", full_sizes_on, full_sizes_off);
     CU_add_test(s, "random shapes vs fp64 reference", test_nsacg_random);
     CU_add_test(s, "bit-identical across runners", test_nsacg_deterministic);
-    s = CU_add_suite("f64_nsa_select", NULL, NULL);
+    s = CU_add_suite("f64_nsa_select", full_sizes_on, full_sizes_off);
     CU_add_test(s, "random shapes and features vs fp64 reference", test_nsas_random);
     CU_add_test(s, "grad: random shapes and features vs fp64 reference", test_nsasg_random);
     CU_add_test(s, "forward and grad bit-identical across runners", test_nsas_deterministic);
