@@ -41,6 +41,8 @@ TARGET_CFLAGS := $(patsubst -O3,-O2,$(TARGET_CFLAGS))
 # nsa_select_mk.m4: the constant-pitch copies are the same source, and made
 # the instrumented kernels compile five times longer).
 PITCH_CONSTANTS := 0
+# The tests' fp64 references uninstrumented (the Makefile's REF_CFLAGS).
+REF_CFLAGS := -fno-sanitize=all
 TARGET_CFLAGS += -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 TARGET_CFLAGS += $(if $(filter fuzz,$(SANITIZE)),-fsanitize=fuzzer-no-link)
 SYMCHECK_ALLOW := __asan_.*|__ubsan_.*|__sanitizer_.*|__sancov_.*
