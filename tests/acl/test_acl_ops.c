@@ -116,6 +116,31 @@ static void case_reset(op_case *c)
         c->t[i] = c->tt[i].t;
 }
 
+/* Both planned executors run on one workspace: the aclnn one writes the
+ * bytes the native one wrote (outputs reset to the canary in between);
+ * single_use: a second aclnn run is refused. */
+static void runs_write_same_bytes(const op_api *api, op_case *c, uint64_t nsize, const spa_executor *nex,
+                                  aclOpExecutor *ex, bool single_use)
+{
+    tws ws;
+    tws_make(&ws, nsize, 1);
+    CU_ASSERT_EQUAL(api->native_run(ws.ptr, nsize, nex, NULL), SPA_OK);
+    unsigned char *snap[3];
+    for (int k = 0; k < c->nout; k++) {
+        snap[k] = tt_snapshot(&c->tt[c->outputs[k]]);
+        tt_fill_canary(&c->tt[c->outputs[k]]);
+    }
+    CU_ASSERT_EQUAL(api->acl_run(ws.ptr, nsize, ex, NULL), ACLNN_SUCCESS);
+    if (single_use)
+        CU_ASSERT_EQUAL(api->acl_run(ws.ptr, nsize, ex, NULL), ACLNN_ERR_PARAM_INVALID);
+    for (int k = 0; k < c->nout; k++) {
+        CU_ASSERT(tt_same_bytes(&c->tt[c->outputs[k]], snap[k]));
+        free(snap[k]);
+    }
+    CU_ASSERT(tws_guard_ok(&ws));
+    tws_free(&ws);
+}
+
 /* Phase 1 through both APIs with argument `hole` NULL (-1: none; n..n+1: an
  * array; n+2: workspaceSize; n+3: executor); the codes must agree, and on
  * success both executors run and write the same bytes. */
@@ -152,22 +177,7 @@ static spa_status compare(const op_api *api, op_case *c, int hole, const char *w
         CU_ASSERT_EQUAL(got, want);
     if (got == ACLNN_SUCCESS && want == SPA_OK) {
         CU_ASSERT_EQUAL(size, nsize);
-        tws ws;
-        tws_make(&ws, nsize, 1);
-        CU_ASSERT_EQUAL(api->native_run(ws.ptr, nsize, &nex, NULL), SPA_OK);
-        unsigned char *snap[3];
-        for (int k = 0; k < c->nout; k++) {
-            snap[k] = tt_snapshot(&c->tt[c->outputs[k]]);
-            tt_fill_canary(&c->tt[c->outputs[k]]);
-        }
-        CU_ASSERT_EQUAL(api->acl_run(ws.ptr, nsize, ex, NULL), ACLNN_SUCCESS);
-        CU_ASSERT_EQUAL(api->acl_run(ws.ptr, nsize, ex, NULL), ACLNN_ERR_PARAM_INVALID);
-        for (int k = 0; k < c->nout; k++) {
-            CU_ASSERT(tt_same_bytes(&c->tt[c->outputs[k]], snap[k]));
-            free(snap[k]);
-        }
-        CU_ASSERT(tws_guard_ok(&ws));
-        tws_free(&ws);
+        runs_write_same_bytes(api, c, nsize, &nex, ex, true);
     } else if (got == ACLNN_SUCCESS) {
         aclDestroyAclOpExecutor(ex);
     }
@@ -719,21 +729,7 @@ static void msdag_grad_4d_same(const op_api *api, op_case *c)
     CU_ASSERT_EQUAL_FATAL(api->native(c, nt, na, &nsize, &nex), SPA_OK);
     CU_ASSERT_EQUAL_FATAL(api->acl(&four, at, NULL, NULL, &size, &ex), ACLNN_SUCCESS);
     CU_ASSERT_EQUAL(size, nsize);
-    tws ws;
-    tws_make(&ws, nsize, 1);
-    CU_ASSERT_EQUAL(api->native_run(ws.ptr, nsize, &nex, NULL), SPA_OK);
-    unsigned char *snap[3];
-    for (int k = 0; k < c->nout; k++) {
-        snap[k] = tt_snapshot(&c->tt[c->outputs[k]]);
-        tt_fill_canary(&c->tt[c->outputs[k]]);
-    }
-    CU_ASSERT_EQUAL(api->acl_run(ws.ptr, nsize, ex, NULL), ACLNN_SUCCESS);
-    for (int k = 0; k < c->nout; k++) {
-        CU_ASSERT(tt_same_bytes(&c->tt[c->outputs[k]], snap[k]));
-        free(snap[k]);
-    }
-    CU_ASSERT(tws_guard_ok(&ws));
-    tws_free(&ws);
+    runs_write_same_bytes(api, c, nsize, &nex, ex, false);
     for (int i = 0; i < c->n; i++)
         aclDestroyTensor(at[i]);
 }
