@@ -4,8 +4,10 @@
  * same on every layer), r = x - n ln 2 with a two-part ln 2 (n ln2hi is
  * exact), the Taylor polynomial of degree 12 on |r| < 0.35 (truncation
  * below 2e-16 relative), times 2^n (spa_vd_pow2i). Below about -708.4
- * (masked scores, -FLT_MAX, NaN through the x86 max rule) the result is +0
- * exactly; above 709.5 it is +inf. Accurate to a few ulp: libm's exp is
+ * (masked scores, -FLT_MAX) the result is +0 exactly; above 709.5 it is
+ * +inf; NaN gives NaN (the clamps take x as their second operand, which
+ * the x86 rule of spa_vd_max / spa_vd_min passes through when NaN), so a
+ * NaN score makes its softmax row NaN. Accurate to a few ulp: libm's exp is
  * not needed (one call per score was most of the time). Included by the
  * generated kernels after half.h. */
 #ifndef SPA_F64_EXP_H
@@ -35,7 +37,7 @@ SPA_ISA_INLINE spa_f64_expk spa_f64_expk_set(void)
 
 SPA_ISA_INLINE spa_vd spa_f64_expv(spa_vd x, const spa_f64_expk *k)
 {
-    const spa_vd xc = spa_vd_min(spa_vd_max(x, k->lo), k->hi);
+    const spa_vd xc = spa_vd_min(k->hi, spa_vd_max(k->lo, x));
     const spa_vd n = spa_vd_sub(spa_vd_add(spa_vd_mul(xc, k->log2e), k->shift), k->shift);
     spa_vd r = spa_vd_sub(xc, spa_vd_mul(n, k->ln2hi));
     r = spa_vd_sub(r, spa_vd_mul(n, k->ln2lo));

@@ -73,9 +73,9 @@ SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n)
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
-SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
+SPA_ISA_INLINE spa_vf spa_vf_zero_below(spa_vf v, spa_vf x, spa_vf lo)
 {
-    return _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GE_OQ), v);
+    return _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_NLT_UQ), v);
 }
 
 SPA_ISA_INLINE spa_vf spa_vf_load_f16(const uint16_t *p)

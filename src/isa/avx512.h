@@ -13,7 +13,7 @@
  *   spa_vf_max/min    a > b ? a : b / a < b ? a : b, lane by lane (x86 rule)
  *   spa_vf_hsum       lanes summed by halves (j + j+VL/2, then j + j+VL/4, ...)
  *   spa_vf_round      nearest integer, ties even    spa_vf_scale2(p,n) p * 2^n
- *   spa_vf_keep_ge    x >= lo ? v : +0
+ *   spa_vf_zero_below x < lo ? +0 : v (ordered: a NaN x keeps v)
  *   spa_vf_{load,store}_{f16,bf16}  widen exactly / narrow RNE (NaN stays NaN)
  *   spa_vf_load2_{f16,bf16}(p,&lo,&hi)  2*SPA_VL elements widened into two vectors
  *   spa_vf_load2(p,&lo,&hi) / spa_vf_store2{,_f16,_bf16}(p,lo,hi)  2*SPA_VL
@@ -108,9 +108,9 @@ SPA_ISA_INLINE spa_vf spa_vf_round(spa_vf x)
     return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n) { return _mm512_scalef_ps(p, n); }
-SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
+SPA_ISA_INLINE spa_vf spa_vf_zero_below(spa_vf v, spa_vf x, spa_vf lo)
 {
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), v);
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), v);
 }
 
 SPA_ISA_INLINE spa_vf spa_vf_load_f16(const uint16_t *p)

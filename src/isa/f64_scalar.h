@@ -37,7 +37,7 @@ SPA_ISA_INLINE spa_vd spa_vd_pow2i(spa_vd n)
         uint64_t u;
         double d;
     } e;
-    e.u = (uint64_t)((int64_t)n + 1023) << 52;
+    e.u = (uint64_t)((n == n ? (int64_t)n : 0) + 1023) << 52; /* NaN: undefined in C, and p is NaN */
     return e.d;
 }
 SPA_ISA_INLINE double spa_vd_hsum(spa_vd v) { return v; }

@@ -74,7 +74,10 @@ SPA_ISA_INLINE spa_vf spa_vf_mul(spa_vf a, spa_vf b) { return vmulq_f32(a, b); }
 /* The x86 rule (a > b ? a : b), so that NaN lanes behave as on every ISA
  * (vmaxnm would return the number). */
 SPA_ISA_INLINE spa_vf spa_vf_max(spa_vf a, spa_vf b) { return vpselq_f32(a, b, vcmpgtq_f32(a, b)); }
-SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return vpselq_f32(a, b, vcmpltq_f32(a, b)); }
+/* MVE's float compares LT and LE hold where an operand is NaN (the Arm
+ * condition codes after an unordered compare); GT and GE do not. The
+ * ordered a < b is therefore b > a, here and in spa_vf_lt. */
+SPA_ISA_INLINE spa_vf spa_vf_min(spa_vf a, spa_vf b) { return vpselq_f32(a, b, vcmpgtq_f32(b, a)); }
 SPA_ISA_INLINE spa_vf spa_vf_fma(spa_vf c, spa_vf a, spa_vf b) { return vfmaq_f32(c, a, b); }
 /* The broadcast operand read straight into a core register: GCC 12 loads
  * a float into an S register (vldr) and then moves it to the core register
@@ -140,23 +143,22 @@ SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n)
     const int32x4_t e = vshlq_n_s32(vaddq_n_s32(vcvtq_s32_f32(n), 127), 23);
     return vmulq_f32(p, vreinterpretq_f32_s32(e));
 }
-SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
+SPA_ISA_INLINE spa_vf spa_vf_zero_below(spa_vf v, spa_vf x, spa_vf lo)
 {
-    return vpselq_f32(v, vdupq_n_f32(0.0f), vcmpgeq_f32(x, lo));
+    return vpselq_f32(vdupq_n_f32(0.0f), v, vcmpgtq_f32(lo, x));
 }
 
-/* Arithmetic with a broadcast operand in a core register (vadd / vcmp by
- * r), and IEEE minNum (vminnm: a quiet NaN operand gives the other one): the
+/* Arithmetic with a broadcast operand in a core register (vadd by r): the
  * exp of selected attention with its constants in core registers. */
 SPA_ISA_INLINE spa_vf spa_vf_addb(spa_vf a, spa_vb x) { return vaddq_n_f32(a, x); }
-SPA_ISA_INLINE spa_vf spa_vf_min_num(spa_vf a, spa_vf b) { return vminnmq_f32(a, b); }
-/* spa_vf_keep_ge with the bound in a core register: the compare and the
- * select written out (GCC 12 moves the predicate through a core register
- * between them otherwise). */
-SPA_ISA_INLINE spa_vf spa_vf_keep_geb(spa_vf v, spa_vf x, spa_vb lo)
+/* spa_vf_zero_below with the compare and the select written out (GCC 12
+ * moves the predicate through a core register between them otherwise). The
+ * bound is a vector: the ordered x < lo is lo > x (see spa_vf_min), and the
+ * compare by a core register takes the register as its second operand. */
+SPA_ISA_INLINE spa_vf spa_vf_zero_below_asm(spa_vf v, spa_vf x, spa_vf lo)
 {
     spa_vf r = vdupq_n_f32(0.0f);
-    __asm__("vcmp.f32 ge, %q2, %3\n\tvpsel %q0, %q1, %q0" : "+w"(r) : "w"(v), "w"(x), "r"(lo) : "p0");
+    __asm__("vcmp.f32 gt, %q2, %q3\n\tvpsel %q0, %q0, %q1" : "+w"(r) : "w"(v), "w"(lo), "w"(x) : "p0");
     return r;
 }
 
@@ -405,7 +407,7 @@ SPA_ISA_INLINE void spa_vf_load_unzip(const float *p, spa_vf *even, spa_vf *odd)
 typedef mve_pred16_t spa_vm;
 typedef uint32x4_t spa_vi;
 SPA_ISA_INLINE spa_vm spa_vf_gt(spa_vf a, spa_vf b) { return vcmpgtq_f32(a, b); }
-SPA_ISA_INLINE spa_vm spa_vf_lt(spa_vf a, spa_vf b) { return vcmpltq_f32(a, b); }
+SPA_ISA_INLINE spa_vm spa_vf_lt(spa_vf a, spa_vf b) { return vcmpgtq_f32(b, a); }
 SPA_ISA_INLINE spa_vm spa_vm_and(spa_vm a, spa_vm b) { return (spa_vm)(a & b); }
 /* Bit 4i of the predicate -> bit i. */
 SPA_ISA_INLINE uint32_t spa_vm_bits(spa_vm m)

@@ -123,9 +123,9 @@ SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n)
         __riscv_vadd_vx_i32m2(__riscv_vfcvt_x_f_v_i32m2(n, SPA_RVV_VL), 127, SPA_RVV_VL), 23, SPA_RVV_VL);
     return __riscv_vfmul_vv_f32m2(p, __riscv_vreinterpret_v_i32m2_f32m2(e), SPA_RVV_VL);
 }
-SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo)
+SPA_ISA_INLINE spa_vf spa_vf_zero_below(spa_vf v, spa_vf x, spa_vf lo)
 {
-    return __riscv_vmerge_vvm_f32m2(spa_vf_zero(), v, __riscv_vmfge_vv_f32m2_b16(x, lo, SPA_RVV_VL), SPA_RVV_VL);
+    return __riscv_vmerge_vvm_f32m2(v, spa_vf_zero(), __riscv_vmflt_vv_f32m2_b16(x, lo, SPA_RVV_VL), SPA_RVV_VL);
 }
 
 /* ---- f16 / bf16 ---- */

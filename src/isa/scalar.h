@@ -67,11 +67,13 @@ SPA_ISA_INLINE float spa_vf_hsum(spa_vf v) { return v; }
 
 /* Adding and removing 1.5 * 2^23 rounds |x| < 2^22 to an integer, ties even. */
 SPA_ISA_INLINE spa_vf spa_vf_round(spa_vf x) { return (x + 12582912.0f) - 12582912.0f; }
+/* n NaN (an exp of NaN): p is NaN too, and the conversion of NaN to an
+ * integer is undefined in C, so that lane takes 2^0. */
 SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n)
 {
-    return p * spa_bits_f32((uint32_t)((int32_t)n + 127) << 23);
+    return p * spa_bits_f32((uint32_t)((n == n ? (int32_t)n : 0) + 127) << 23);
 }
-SPA_ISA_INLINE spa_vf spa_vf_keep_ge(spa_vf v, spa_vf x, spa_vf lo) { return x >= lo ? v : 0.0f; }
+SPA_ISA_INLINE spa_vf spa_vf_zero_below(spa_vf v, spa_vf x, spa_vf lo) { return x < lo ? 0.0f : v; }
 
 SPA_ISA_INLINE spa_vf spa_vf_load_f16(const uint16_t *p) { return spa_f16_to_f32(*p); }
 SPA_ISA_INLINE spa_vf spa_vf_load_bf16(const uint16_t *p) { return spa_bf16_to_f32(*p); }

@@ -94,9 +94,13 @@ SPA_NSAS_INLINE void spa_nsas_scale_round(float *x, int64_t rows_, int64_t gp_, 
 /* ---- exp ----
  * exp(x) for the softmax, x <= 0 in practice: n = round(x / ln 2),
  * r = x - n ln 2 (two-part constant), Taylor polynomial of degree 7 on
- * |r| <= ln2/2 (truncation < 2^-27), times 2^n. Below -87 (and for NaN) the
- * result is +0 exactly (masked scores, MASKVAL = -FLT_MAX, must give
- * P == 0). Separate multiplies and adds, no FMA: the same bits on every ISA. */
+ * |r| <= ln2/2 (truncation < 2^-27), times 2^n. Below -87 the result is +0
+ * exactly (masked scores, MASKVAL = -FLT_MAX, must give P == 0); NaN gives
+ * NaN, so that a NaN score makes its softmax row NaN: the clamps take x as
+ * their second operand, which the x86 rule of spa_vf_max / spa_vf_min
+ * passes through when it is NaN, and the last select zeroes only lanes
+ * that are ordered below the bound. Separate multiplies and adds, no FMA:
+ * the same bits on every ISA. */
 #define SPA_NSAS_EXP_LOW (-87.0f)
 
 /* The constants of spa_nsas_expv, as floats: broadcast where they are used
@@ -117,8 +121,8 @@ SPA_NSAS_INLINE spa_nsas_expk spa_nsas_expk_set(void)
 
 SPA_NSAS_INLINE spa_vf spa_nsas_expv(spa_vf x, const spa_nsas_expk *k)
 {
-    spa_vf xc = spa_vf_max(x, spa_vf_set1(k->lo));
-    xc = spa_vf_min(xc, spa_vf_set1(k->hi));
+    spa_vf xc = spa_vf_max(spa_vf_set1(k->lo), x);
+    xc = spa_vf_min(spa_vf_set1(k->hi), xc);
     const spa_vf n = spa_vf_round(spa_vf_mul(xc, spa_vf_set1(k->log2e)));
     spa_vf r = spa_vf_sub(xc, spa_vf_mul(n, spa_vf_set1(k->ln2hi)));
     r = spa_vf_sub(r, spa_vf_mul(n, spa_vf_set1(k->ln2lo)));
@@ -130,7 +134,7 @@ SPA_NSAS_INLINE spa_vf spa_nsas_expv(spa_vf x, const spa_nsas_expk *k)
     p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->c2));
     p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->one));
     p = spa_vf_add(spa_vf_mul(p, r), spa_vf_set1(k->one));
-    return spa_vf_keep_ge(spa_vf_scale2(p, n), x, spa_vf_set1(k->low));
+    return spa_vf_zero_below(spa_vf_scale2(p, n), x, spa_vf_set1(k->low));
 }
 
 /* x[0..n) = exp(x[0..n)), n a multiple of 16. */

@@ -197,7 +197,7 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
                 for (int64_t l = lanes; l < GP; l++)
                     st[j * GP + l] = -INFINITY;
             /* P = exp(z' - m) / l */
-            NSAS_EXP_SUM()(st, R, GP, mrow, junk);
+            spa_nsas_exp_sum(st, R, GP, mrow, junk); /* m given: the clamped exp */
             for (int64_t j = 0; j < R; j++) {
                 int64_t l = 0;
                 for (; l + SPA_VL <= GP; l += SPA_VL)

@@ -151,16 +151,18 @@ void NSASG_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, in
                 if (inside < nr)
                     nsasg_fill_rows(pt, inside, nr, GP, -INFINITY);
                 spa_nsas_exp_row(pt, nr * GP);
-                /* P = exp(.) * (1/l); dS = P (dP - D), 0 where masked */
+                /* P = exp(.) * (1/l); dS = P (dP - D), +0 where masked (a
+                 * constant score) and past the KV (no key): stored, not
+                 * multiplied by 0, which a NaN P or D would turn into NaN */
                 for (int64_t r = 0; r < nr; r++) {
                     float *p = pt + r * GP, *dp = ds + r * GP;
-                    const spa_vf keep = spa_vf_set1(a->causal && p0 + j0 + r > s ? 0.0f : 1.0f);
+                    const int no_ds = (a->causal && p0 + j0 + r > s) || r >= inside;
                     for (int64_t l = 0; l < GP; l += SPA_VL) {
                         const spa_vf pv = spa_vf_mul(spa_vf_load(p + l), spa_vf_load(lrow + l));
-                        const spa_vf dsv = spa_vf_mul(keep, spa_vf_mul(pv, spa_vf_sub(spa_vf_load(dp + l),
-                                                                                    spa_vf_load(drow + l))));
-                        spa_vf_store(p + l, pv);
-                        spa_vf_store(dp + l, dsv);
+                        spa_vf_store(p + l, r >= inside ? spa_vf_zero() : pv);
+                        spa_vf_store(dp + l, no_ds ? spa_vf_zero()
+                                                   : spa_vf_mul(pv, spa_vf_sub(spa_vf_load(dp + l),
+                                                                               spa_vf_load(drow + l))));
                     }
                 }
                 NSASG_ROUND_ROWS(pt, nr * GP)

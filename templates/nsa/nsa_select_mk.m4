@@ -266,8 +266,10 @@ SPA_FOR2(4, $1, `NSAS_STC')m4_dnl
         }
 ')
 NSAS_EXP_SUM: the softmax numerators and sums of the forward, spa_nsas_exp_sum
-(src/nsa/nsa_select_mk.h), or where add, multiply and compare take a broadcast
-operand from a core register (SPA_VB_ARITH 1) spa_nsas_exp_sum_vb below.
+(src/nsa/nsa_select_mk.h), or where add and multiply take a broadcast
+operand from a core register (SPA_VB_ARITH 1) spa_nsas_exp_sum_vb below; only
+for a max m computed from the same scores (the grads, given m, call
+spa_nsas_exp_sum).
 m4_ifdef(`SPA_VB_ARITH', `', `m4_define(`SPA_VB_ARITH', 0)')
 m4_define(`NSAS_EXP_SUM', m4_ifelse(SPA_VB_ARITH, 1, `spa_nsas_exp_sum_vb', `spa_nsas_exp_sum'))
 m4_divert(0)m4_dnl
@@ -275,29 +277,29 @@ m4_ifelse(SPA_VB_ARITH, 1, `
 /* spa_nsas_exp_sum with the constants of the exp as broadcast operands in
  * core registers (where vector registers are few they would be spilled and
  * reloaded per vector). The same operations in the same order, so the same
- * bits, but for the clamps. The upper one is IEEE minNum (vminnm), which
- * agrees with spa_vf_min (the x86 rule) on every number; the lower one
- * (-87.5) is left out: it changes x only where x < -87 or x is NaN, whose
- * result is +0 either way (the last select tests x itself), and the
- * arithmetic on such lanes raises no trap. */
+ * bits, but for the clamps, which are left out. The lower one (-87.5)
+ * changes x only where x < -87, whose result is +0 either way (the last
+ * select tests x itself), and the arithmetic on such lanes raises no trap.
+ * The upper one (88) changes nothing in the forward, the one caller: its m
+ * is the max of the scores themselves, so x = s - m <= 0 or NaN (a NaN
+ * score, whose row is NaN whatever the other lanes give). */
 SPA_NSAS_INLINE void spa_nsas_exp_sum_vb(float *x, int64_t rows_, int64_t gp_, const float *m, float *sum)
 {
     const ptrdiff_t rows = (ptrdiff_t)rows_, gp = (ptrdiff_t)gp_;
-    const spa_vf hi = spa_vf_set1(88.0f);
+    const spa_vf low = spa_vf_set1(SPA_NSAS_EXP_LOW);
     const spa_vb log2e = spa_vb_set(1.44269504088896341f), ln2hi = spa_vb_set(0.693359375f),
                  ln2lo = spa_vb_set(-2.12194440e-4f), c7 = spa_vb_set(1.98412698e-4f),
                  c6 = spa_vb_set(1.38888889e-3f), c5 = spa_vb_set(8.33333333e-3f),
                  c4 = spa_vb_set(4.16666667e-2f), c3 = spa_vb_set(1.66666667e-1f),
-                 c2 = spa_vb_set(0.5f), one = spa_vb_set(1.0f), low = spa_vb_set(SPA_NSAS_EXP_LOW);
+                 c2 = spa_vb_set(0.5f), one = spa_vb_set(1.0f);
     for (ptrdiff_t l0 = 0; l0 < gp; l0 += SPA_VL) {
         const spa_vf mv = spa_vf_load(m + l0);
         spa_vf acc = spa_vf_zero();
         float *xj = x + l0;
         for (ptrdiff_t j = 0; j < rows; j++, xj += gp) {
             const spa_vf xv = spa_vf_sub(spa_vf_load(xj), mv);
-            const spa_vf xc = spa_vf_min_num(xv, hi);
-            const spa_vf n = spa_vf_round(spa_vf_mulb(xc, log2e));
-            spa_vf r = spa_vf_sub(xc, spa_vf_mulb(n, ln2hi));
+            const spa_vf n = spa_vf_round(spa_vf_mulb(xv, log2e));
+            spa_vf r = spa_vf_sub(xv, spa_vf_mulb(n, ln2hi));
             r = spa_vf_sub(r, spa_vf_mulb(n, ln2lo));
             spa_vf p = spa_vf_addb(spa_vf_mulb(r, c7), c6);
             p = spa_vf_addb(spa_vf_mul(p, r), c5);
@@ -306,7 +308,7 @@ SPA_NSAS_INLINE void spa_nsas_exp_sum_vb(float *x, int64_t rows_, int64_t gp_, c
             p = spa_vf_addb(spa_vf_mul(p, r), c2);
             p = spa_vf_addb(spa_vf_mul(p, r), one);
             p = spa_vf_addb(spa_vf_mul(p, r), one);
-            const spa_vf e = spa_vf_keep_geb(spa_vf_scale2(p, n), xv, low);
+            const spa_vf e = spa_vf_zero_below_asm(spa_vf_scale2(p, n), xv, low);
             spa_vf_store(xj, e);
             acc = spa_vf_add(acc, e);
         }

@@ -148,6 +148,38 @@ void tt_set_int(ttensor *tt, int64_t flat, int64_t v)
     }
 }
 
+void tt_set_nonfinite(ttensor *tt, int64_t flat, double v)
+{
+    unsigned char *p = (unsigned char *)tt->t.data + tt_offset(tt, flat) * (int64_t)esize(tt->t.dtype);
+    const int neg = signbit(v) != 0;
+    if (tt->t.dtype == SPA_FLOAT64) {
+        memcpy(p, &v, 8);
+    } else if (tt->t.dtype == SPA_FLOAT32) {
+        const float f = isnan(v) ? NAN : neg ? -INFINITY : INFINITY;
+        memcpy(p, &f, 4);
+    } else if (tt->t.dtype == SPA_FLOAT16 || tt->t.dtype == SPA_BFLOAT16) {
+        const int bf = tt->t.dtype == SPA_BFLOAT16;
+        uint16_t h = isnan(v) ? (bf ? 0x7FC0 : 0x7E00) : (bf ? 0x7F80 : 0x7C00);
+        if (!isnan(v) && neg)
+            h |= 0x8000;
+        memcpy(p, &h, 2);
+    }
+}
+
+int64_t tt_poison(ttensor *tt, rng *r, int count, bool infinities)
+{
+    const int64_t n = tt_numel(tt);
+    int64_t first = -1;
+    for (int i = 0; i < count && n > 0; i++) {
+        const int64_t at = rng_int(r, 0, n - 1);
+        const int kind = infinities ? (int)rng_int(r, 0, 2) : 0;
+        tt_set_nonfinite(tt, at, kind == 0 ? NAN : kind == 1 ? INFINITY : -INFINITY);
+        if (first < 0)
+            first = at;
+    }
+    return first;
+}
+
 /* A random value of the dtype in [lo, hi), built from its bits or exactly
  * representable, so inputs need no rounding code of their own. */
 static void store_random(unsigned char *p, int32_t dt, rng *r, double lo, double hi)
@@ -286,7 +318,11 @@ int64_t check_close(const char *what, const double *got, const double *ref, cons
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
         bool ok;
-        if (mag[i] == 0.0)
+        if (isnan(ref[i])) /* NaN inputs: NaN exactly where the reference has it */
+            ok = isnan(got[i]) != 0;
+        else if (isinf(ref[i]))
+            ok = got[i] == ref[i];
+        else if (mag[i] == 0.0)
             ok = got[i] == 0.0 && !signbit(got[i]);
         else
             ok = fabs(got[i] - ref[i]) <= t.atol * mag[i] + t.rtol * fabs(ref[i]) + t.floor;

@@ -40,6 +40,11 @@ void tt_fill_canary(ttensor *tt);
 int64_t tt_offset(const ttensor *tt, int64_t flat); /* logical row-major index -> element offset */
 double tt_get(const ttensor *tt, int64_t flat);
 void tt_set_int(ttensor *tt, int64_t flat, int64_t v);  /* integer dtypes */
+/* Float dtypes: element flat = v, which is NaN, +Inf or -Inf. */
+void tt_set_nonfinite(ttensor *tt, int64_t flat, double v);
+/* count random elements NaN (or, with infinities, NaN, +Inf or -Inf):
+ * the never-silently-wrong tests. Returns the first element set. */
+int64_t tt_poison(ttensor *tt, rng *r, int count, bool infinities);
 int64_t tt_numel(const ttensor *tt);
 /* Red zones and gaps still hold the canary. */
 bool tt_guard_ok(const ttensor *tt);
@@ -71,7 +76,8 @@ typedef struct tol {
 /* SPA_FLOAT64: 1e-12 relative to mag and to |ref| (f32_atol unused). */
 tol tol_for(spa_dtype dt, double f32_atol);
 /* Compares n values; reports the first few mismatches under `what`.
- * Where mag is exactly 0 (no term at all) got must be exactly +0. */
+ * Where mag is exactly 0 (no term at all) got must be exactly +0; where the
+ * reference is NaN got must be NaN, where it is +-Inf the same infinity. */
 int64_t check_close(const char *what, const double *got, const double *ref, const double *mag,
                     int64_t n, tol t);
 

@@ -296,3 +296,9 @@ void nsas_case_feature(nsas_case *c, int i, rng *r)
         nsas_case_pad_indices(c, r);
     c->strided = i % 2 == 1;
 }
+
+void nsas_io_poison(nsas_io *io, rng *r)
+{
+    ttensor *const pick[3] = {&io->q, &io->k, &io->v};
+    tt_poison(pick[rng_int(r, 0, 2)], r, (int)rng_int(r, 1, 2), true);
+}

@@ -59,6 +59,8 @@ typedef struct nsas_io {
 void nsas_io_make(nsas_io *io, const nsas_case *c, rng *r);
 void nsas_io_free(nsas_io *io);
 void nsas_io_set_indices(nsas_io *io, const nsas_case *c);
+/* NaN / Inf in one or two elements of q, k or v. */
+void nsas_io_poison(nsas_io *io, rng *r);
 /* Writes a [t1][n1] statistic into all 8 lanes of an f32 [t1][n1][8] tensor. */
 void nsas_io_set_stat(ttensor *tt, const double *val, int64_t count);
 

@@ -57,9 +57,14 @@ static int64_t check_stat(const char *what, const ttensor *tt, const double *ref
     int64_t bad = 0;
     for (int64_t i = 0; i < count; i++) {
         const double got = tt_get(tt, i * 8);
-        bool ok = got == ref[i] || fabs(got - ref[i]) <= 0x1p-16 * mag[i] + 0x1p-21 * fabs(ref[i]);
-        for (int64_t l = 1; l < 8; l++)
-            ok = ok && tt_get(tt, i * 8 + l) == got;
+        /* a NaN reference: softmaxSum NaN; softmaxMax unspecified (a number
+         * of the row or NaN: the sum already says that the row is NaN) */
+        bool ok = isnan(ref[i]) ? isnan(got) || what[7] == 'M'
+                                : got == ref[i] || fabs(got - ref[i]) <= 0x1p-16 * mag[i] + 0x1p-21 * fabs(ref[i]);
+        for (int64_t l = 1; l < 8; l++) {
+            const double x = tt_get(tt, i * 8 + l);
+            ok = ok && (x == got || (isnan(x) && isnan(got)));
+        }
         if (!ok && bad++ < 5)
             fprintf(stderr, "  %s[%lld]: got %.9g want %.9g (mag %.3g)\n", what, (long long)i, got,
                     ref[i], mag[i]);
@@ -90,10 +95,15 @@ static bool outputs_guarded(const nsas_io *io)
            tt_guard_ok(&io->q) && tt_guard_ok(&io->k) && tt_guard_ok(&io->v);
 }
 
+/* Set by test_nonfinite: NaN / Inf in the inputs of every case. */
+static bool poison_inputs;
+
 static void check_case(nsas_case *c, rng *r, int runner, const char *label, int i)
 {
     nsas_io io;
     nsas_io_make(&io, c, r);
+    if (poison_inputs)
+        nsas_io_poison(&io, r);
     spa_status st = run_fwd(c, &io, runner, (size_t)rng_int(r, 0, 63));
     int64_t bad = st == SPA_OK ? compare_with_ref(c, &io) : -1;
     char desc[400];
@@ -111,6 +121,23 @@ static void test_random_shapes(void)
         check_case(&c, &r, i % N_RUNNERS, "case", i);
         nsas_case_free(&c);
     }
+}
+
+/* NaN and Inf in q, k or v: NaN in every output row whose softmax sees the
+ * element (a masked position's score is MASKVAL whatever its key), as the
+ * reference computes it; softmaxSum NaN there too (softmaxMax: the max of
+ * the row's numbers). */
+static void test_nonfinite(void)
+{
+    rng r = rng_seed(309);
+    poison_inputs = true;
+    for (int i = 0; i < TEST_COUNT(24, 6); i++) {
+        nsas_case c;
+        nsas_case_draw(&c, i, &r);
+        check_case(&c, &r, i % N_RUNNERS, "nonfinite", i);
+        nsas_case_free(&c);
+    }
+    poison_inputs = false;
 }
 
 /* The named features of nsas_case.h. */
@@ -549,6 +576,7 @@ void suite_nsa_select(void)
 {
     CU_pSuite s = CU_add_suite("nsa_select", NULL, NULL);
     CU_add_test(s, "random shapes, all dtypes, strided", test_random_shapes);
+    CU_add_test(s, "NaN and Inf inputs", test_nonfinite);
     /* The named cases need more heap than a Cortex-M board under QEMU has;
      * every hosted target (aarch64 and riscv64 included) runs them. */
     if (!SPA_TEST_SMALL)

@@ -143,10 +143,20 @@ static void fill_stats(const nsas_case *c, nsas_io *io, rng *r)
     free(q), free(k), free(v), free(o), free(om), free(mx), free(mm), free(sm), free(sg);
 }
 
+/* Set by test_nonfinite: NaN / Inf in the inputs of every case. */
+static bool poison_inputs;
+
 static void make_inputs(const nsas_case *c, nsas_io *io, rng *r)
 {
     nsas_io_make(io, c, r);
+    /* q, k, v poisoned before the statistics (as the forward of those
+     * inputs gives them), dy and o after (fill_stats draws o) */
+    const bool fwd_side = poison_inputs && rng_int(r, 0, 1) == 0;
+    if (fwd_side)
+        nsas_io_poison(io, r);
     fill_stats(c, io, r);
+    if (poison_inputs && !fwd_side)
+        tt_poison(rng_int(r, 0, 1) ? &io->dy : &io->o, r, (int)rng_int(r, 1, 2), true);
 }
 
 static int64_t compare_with_ref(const nsas_case *c, const nsas_io *io)
@@ -200,6 +210,22 @@ static void test_random_shapes(void)
         check_case(&c, &r, i % N_RUNNERS, "case", i);
         nsas_case_free(&c);
     }
+}
+
+/* NaN and Inf in q, k, v (the statistics from the forward of those inputs),
+ * dy or o: the grads as the reference computes them, NaN
+ * wherever a NaN reaches. */
+static void test_nonfinite(void)
+{
+    rng r = rng_seed(409);
+    poison_inputs = true;
+    for (int i = 0; i < TEST_COUNT(24, 6); i++) {
+        nsas_case c;
+        nsas_case_draw(&c, i, &r);
+        check_case(&c, &r, i % N_RUNNERS, "nonfinite", i);
+        nsas_case_free(&c);
+    }
+    poison_inputs = false;
 }
 
 /* The named features of nsas_case.h. */
@@ -633,6 +659,7 @@ void suite_nsa_select_grad(void)
     if (!test_quick)
         CU_add_test(s, "fp64 reference vs finite differences", test_reference_vs_finite_differences);
     CU_add_test(s, "random shapes, all dtypes, strided", test_random_shapes);
+    CU_add_test(s, "NaN and Inf inputs", test_nonfinite);
     /* The named cases need more heap than a Cortex-M board under QEMU has;
      * every hosted target (aarch64 and riscv64 included) runs them. */
     if (!SPA_TEST_SMALL)

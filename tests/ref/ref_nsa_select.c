@@ -69,15 +69,18 @@ void ref_nsa_select(const ref_nsas_problem *p, const double *q, const double *k,
                 for (int64_t g = 0; g < g_count; g++) {
                     const int64_t h = n2 * g_count + g, th = t * p->n1 + h;
                     scores(p, q, k, b, t, n2, h, z, zmag, masked, att);
+                    /* m: the max, NaN where a score is NaN (torch.max) */
                     double m = -INFINITY, zmax_mag = 0.0;
+                    int any = 0;
                     for (int64_t c = 0; c < kb; c++) {
                         if (!att[c])
                             continue;
-                        m = z[c] > m ? z[c] : m;
+                        any = 1;
+                        m = z[c] > m || isnan(z[c]) ? z[c] : m;
                         if (!masked[c] && zmag[c] > zmax_mag)
                             zmax_mag = zmag[c];
                     }
-                    if (m == -INFINITY) { /* nothing attended */
+                    if (!any) { /* nothing attended */
                         mx[th] = -(double)FLT_MAX;
                         sm[th] = 0.0;
                         mx_mag[th] = sm_mag[th] = 0.0;
@@ -89,7 +92,9 @@ void ref_nsa_select(const ref_nsas_problem *p, const double *q, const double *k,
                     for (int64_t c = 0; c < kb; c++) {
                         e[c] = att[c] ? exp(z[c] - m) : 0.0;
                         l += e[c];
-                        l_mag += e[c] * (1.0 + (masked[c] ? 0.0 : zmag[c]) + zmax_mag);
+                        /* a zero weight (a score of -Inf among them) bounds no error */
+                        if (e[c] != 0.0)
+                            l_mag += e[c] * (1.0 + (masked[c] ? 0.0 : zmag[c]) + zmax_mag);
                     }
                     mx[th] = m;
                     mx_mag[th] = zmax_mag;
@@ -106,7 +111,8 @@ void ref_nsa_select(const ref_nsas_problem *p, const double *q, const double *k,
                                 const double pt = ref_round_to(e[c] / l, p->round);
                                 const double term = pt * v[(r * p->n2 + n2) * p->dv + ev];
                                 acc += term;
-                                mag += fabs(term) * (1.0 + (masked[c] ? 0.0 : zmag[c]) + zmax_mag);
+                                if (term != 0.0)
+                                    mag += fabs(term) * (1.0 + (masked[c] ? 0.0 : zmag[c]) + zmax_mag);
                             }
                         }
                         o[th * p->dv + ev] = acc;
@@ -155,7 +161,8 @@ void ref_nsa_select_grad(const ref_nsas_problem *p, const double *q, const doubl
                             }
                             /* a masked score is the constant MASKVAL: no gradient */
                             const double ds = masked[c] ? 0.0 : pv * (dp - dd);
-                            const double ds_mag = masked[c] ? 0.0 : pv * sens * (dp_mag + dd_mag);
+                            /* error bounds: a zero P (a score of -Inf) bounds none */
+                            const double ds_mag = masked[c] || pv == 0.0 ? 0.0 : pv * sens * (dp_mag + dd_mag);
                             const double pt = ref_round_to(pv, p->round);
                             const double dst = ref_round_to(ds, p->round);
                             for (int64_t d = 0; d < p->d; d++) {
@@ -169,7 +176,7 @@ void ref_nsa_select_grad(const ref_nsas_problem *p, const double *q, const doubl
                             for (int64_t e = 0; e < p->dv; e++) {
                                 const double dye = dy[th * p->dv + e];
                                 dv[(r * p->n2 + n2) * p->dv + e] += pt * dye;
-                                dv_mag[(r * p->n2 + n2) * p->dv + e] += pv * sens * fabs(dye);
+                                dv_mag[(r * p->n2 + n2) * p->dv + e] += pv == 0.0 ? 0.0 : pv * sens * fabs(dye);
                             }
                         }
                     }
