@@ -312,6 +312,18 @@ tol tol_for(spa_dtype dt, double f32_atol)
     return t;
 }
 
+bool equal_or_nan(double a, double b)
+{
+    return a == b || (isnan(a) && isnan(b));
+}
+
+void max_unspecified_where_nan(double *got, const double *ref, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (isnan(ref[i]))
+            got[i] = NAN;
+}
+
 int64_t check_close(const char *what, const double *got, const double *ref, const double *mag,
                     int64_t n, tol t)
 {

@@ -87,6 +87,12 @@ int64_t check_close(const char *what, const double *got, const double *ref, cons
 void case_verdict(const char *label, int i, const char *desc, spa_status st, int64_t bad,
                   bool guards);
 
+/* Equal, or both NaN. */
+bool equal_or_nan(double a, double b);
+/* softmaxMax of a row with a NaN score is unspecified (the row's own
+ * numbers or NaN; its softmaxSum is NaN): got[i] = NaN where ref[i] is. */
+void max_unspecified_where_nan(double *got, const double *ref, int64_t n);
+
 /* ---- problem sizes ----
  * Small targets (a Cortex-M board under QEMU: 15 MiB of heap, a slow CPU)
  * build the suites with -DSPA_TEST_SMALL=1 from their target.mk. Suites pick

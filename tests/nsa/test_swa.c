@@ -204,13 +204,14 @@ static int64_t check_forward(const swa_case *c, const swa_io *io)
     ref_swa(&p, q, k, v, o, om, mx, mm, sm, smm);
     double *go = tt_to_doubles(&io->o), *gm = stat_of(&io->mx, ns), *gs = stat_of(&io->sm, ns);
     const tol to = tol_for(c->dt, 0x1p-14), ts = tol_for(stat_dt(c->dt), 0x1p-14);
-    int64_t bad = check_close("attentionOut", go, o, om, no, to) +
-                  check_close("softmaxMax", gm, mx, mm, ns, ts) +
-                  check_close("softmaxSum", gs, sm, smm, ns, ts);
+    int64_t bad = 0;
     if (c->stat_rank == 3)
         for (int64_t i = 0; i < ns * 8; i++)
-            if (tt_get(&io->mx, i) != gm[i / 8] || tt_get(&io->sm, i) != gs[i / 8])
+            if (!equal_or_nan(tt_get(&io->mx, i), gm[i / 8]) || !equal_or_nan(tt_get(&io->sm, i), gs[i / 8]))
                 bad++;
+    max_unspecified_where_nan(gm, mx, ns);
+    bad += check_close("attentionOut", go, o, om, no, to) + check_close("softmaxMax", gm, mx, mm, ns, ts) +
+           check_close("softmaxSum", gs, sm, smm, ns, ts);
     free(q), free(k), free(v), free(o), free(om), free(mx), free(mm), free(sm), free(smm);
     free(go), free(gm), free(gs);
     return bad;
@@ -239,10 +240,17 @@ static int64_t check_grad(const swa_case *c, const swa_io *io)
 
 /* Forward, then the grad from its outputs, each against the reference and
  * repeated on another runner bit for bit. */
+/* Set by test_nonfinite: NaN / Inf in q, k, v or dy of every case. */
+static bool poison_inputs;
+
 static void check_case(const swa_case *c, rng *r, int runner, const char *label, int i)
 {
     swa_io io;
     io_make(&io, c, r);
+    if (poison_inputs) {
+        ttensor *const pick[4] = {&io.q, &io.k, &io.v, &io.dy};
+        tt_poison(pick[rng_int(r, 0, 3)], r, (int)rng_int(r, 1, 2), true);
+    }
     char desc[300];
     case_describe(c, desc, sizeof desc);
     spa_status st = run_op(c, &io, false, runner, (size_t)rng_int(r, 0, 63));
@@ -331,6 +339,20 @@ static void test_random_shapes(void)
         case_draw(&c, i, &r);
         check_case(&c, &r, i % N_RUNNERS, "case", i);
     }
+}
+
+/* NaN and Inf in q, k, v or dy: forward and grad as the reference computes
+ * them (a NaN key makes NaN the rows whose band holds it, and no other). */
+static void test_nonfinite(void)
+{
+    rng r = rng_seed(2109);
+    poison_inputs = true;
+    for (int i = 0; i < TEST_COUNT(24, 6); i++) {
+        swa_case c;
+        case_draw(&c, i, &r);
+        check_case(&c, &r, i % N_RUNNERS, "nonfinite", i);
+    }
+    poison_inputs = false;
 }
 
 /* Named shapes: W = 1, W = T (full causal), sequences shorter than W, G 1
@@ -666,6 +688,7 @@ void suite_swa(void)
     if (!test_quick)
         CU_add_test(s, "fp64 reference vs finite differences", test_reference_vs_finite_differences);
     CU_add_test(s, "random shapes, all dtypes, fwd and grad", test_random_shapes);
+    CU_add_test(s, "NaN and Inf inputs, fwd and grad", test_nonfinite);
     CU_add_test(s, "named features", test_features);
     CU_add_test(s, "online softmax rescaling", test_online_rescale);
     CU_add_test(s, "validation rules", test_validation_rules);

@@ -39,8 +39,8 @@ void ref_swa(const ref_swa_problem *p, const double *q, const double *k, const d
                 for (int64_t j = lo; j <= t; j++) {
                     z[j] = p->scale * dot(qr, k + (j * p->n2 + n2) * p->d, p->d, &zm[j]);
                     zm[j] *= fabs(p->scale);
-                    if (z[j] > m)
-                        m = z[j];
+                    if (z[j] > m || isnan(z[j])) /* NaN sticks, as torch.max */
+                        m = isnan(m) ? m : z[j];
                     if (zm[j] > mm)
                         mm = zm[j];
                 }
@@ -48,7 +48,8 @@ void ref_swa(const ref_swa_problem *p, const double *q, const double *k, const d
                 for (int64_t j = lo; j <= t; j++) {
                     const double e = exp(z[j] - m);
                     l += e;
-                    lm += e * (1.0 + zm[j] + mm); /* exp of an argument off by its rounding */
+                    if (e != 0.0) /* exp of an argument off by its rounding (none for a zero weight) */
+                        lm += e * (1.0 + zm[j] + mm);
                 }
                 const int64_t at = t * p->n1 + h;
                 mx[at] = m, mx_mag[at] = mm, sm[at] = l, sm_mag[at] = lm;
@@ -58,7 +59,8 @@ void ref_swa(const ref_swa_problem *p, const double *q, const double *k, const d
                         const double pj = exp(z[j] - m) / l;
                         const double x = v[(j * p->n2 + n2) * p->dv + e];
                         s += pj * x;
-                        sg += pj * fabs(x) * (1.0 + zm[j] + mm);
+                        if (pj != 0.0)
+                            sg += pj * fabs(x) * (1.0 + zm[j] + mm);
                     }
                     o[at * p->dv + e] = s;
                     o_mag[at * p->dv + e] = sg;
@@ -96,7 +98,7 @@ void ref_swa_grad(const ref_swa_problem *p, const double *q, const double *k, co
                     const double dp = dot(dyr, vr, p->dv, &pm);
                     const double ds = pj * (dp - dd);
                     /* |dS| bound with the errors of P (through z) and of dP, D */
-                    const double dsm = pj * (fabs(dp - dd) * (1.0 + fabs(p->scale) * zmag) + pm + dm);
+                    const double dsm = pj == 0.0 ? 0.0 : pj * (fabs(dp - dd) * (1.0 + fabs(p->scale) * zmag) + pm + dm);
                     for (int64_t c = 0; c < p->d; c++) {
                         dq[at * p->d + c] += p->scale * ds * kr[c];
                         dq_mag[at * p->d + c] += fabs(p->scale) * dsm * fabs(kr[c]);
@@ -106,7 +108,7 @@ void ref_swa_grad(const ref_swa_problem *p, const double *q, const double *k, co
                     for (int64_t e = 0; e < p->dv; e++) {
                         dv[(j * p->n2 + n2) * p->dv + e] += pj * dyr[e];
                         dv_mag[(j * p->n2 + n2) * p->dv + e] +=
-                            pj * (1.0 + fabs(p->scale) * zmag) * fabs(dyr[e]);
+                            pj == 0.0 ? 0.0 : pj * (1.0 + fabs(p->scale) * zmag) * fabs(dyr[e]);
                     }
                 }
             }
