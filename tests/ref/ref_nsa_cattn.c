@@ -69,7 +69,7 @@ void ref_nsa_cattn(const ref_nsca_problem *p, const double *q, const double *k, 
                     scores(p, q, k, b, t, h, z, zmag);
                     double m = -FLT_MAX, l = 0.0, zm = 0.0;
                     for (int64_t c = 0; c < nc; c++) {
-                        m = z[c] > m ? z[c] : m;
+                        m = z[c] > m || isnan(z[c]) ? (isnan(m) ? m : z[c]) : m; /* NaN sticks */
                         zm = zmag[c] > zm ? zmag[c] : zm;
                     }
                     for (int64_t c = 0; c < nc; c++)
@@ -83,7 +83,8 @@ void ref_nsa_cattn(const ref_nsca_problem *p, const double *q, const double *k, 
                             const double term = ref_round_to(pr, p->round) *
                                                 v[((p->cstart[b] + c) * p->n2 + n2) * p->dv + e];
                             acc += term;
-                            mag += fabs(term) * (1.0 + zmag[c] + zm);
+                            if (term != 0.0) /* a zero weight (score -Inf) bounds no error */
+                                mag += fabs(term) * (1.0 + zmag[c] + zm);
                         }
                         orow[e] = acc;
                         omag[e] = mag;
@@ -104,10 +105,11 @@ void ref_nsa_cattn(const ref_nsca_problem *p, const double *q, const double *k, 
                         acc = FLT_MAX;
                     ir[j] = acc;
                 }
-                /* stable descending order: insertion sort, equal values keep block order */
+                /* stable descending order: insertion sort, equal values keep
+                 * block order, NaN below every number */
                 for (int64_t j = 0; j < nsel; j++) {
                     int64_t pos = j;
-                    while (pos > 0 && ir[order[pos - 1]] < ir[j]) {
+                    while (pos > 0 && (isnan(ir[order[pos - 1]]) ? !isnan(ir[j]) : ir[order[pos - 1]] < ir[j])) {
                         order[pos] = order[pos - 1];
                         pos--;
                     }
@@ -161,9 +163,10 @@ void ref_nsa_cattn_grad(const ref_nsca_problem *p, const double *q, const double
                         dpmag += fabs(yr[e] * vr[e]);
                     }
                     const double ds = is_masked(p, s, c) ? 0.0 : pr * (dp - dd);
-                    const double dsmag = is_masked(p, s, c) ? 0.0 : pr * (dpmag + ddmag) * (1.0 + zmag[c]);
+                    /* error bounds: a zero P (a score of -Inf) bounds none */
+                    const double dsmag = is_masked(p, s, c) || pr == 0.0 ? 0.0 : pr * (dpmag + ddmag) * (1.0 + zmag[c]);
                     const double pt = ref_round_to(pr, p->round), dst = ref_round_to(ds, p->round);
-                    const double ptmag = pr * (1.0 + zmag[c]);
+                    const double ptmag = pr == 0.0 ? 0.0 : pr * (1.0 + zmag[c]);
                     for (int64_t e = 0; e < p->d; e++) {
                         dq[(t * p->n1 + h) * p->d + e] += p->scale * dst * kr[e];
                         dq_mag[(t * p->n1 + h) * p->d + e] += fabs(p->scale) * (fabs(dst) + dsmag) * fabs(kr[e]);
