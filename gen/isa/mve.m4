@@ -19,8 +19,7 @@ the load), so the tiles of selected attention read their scalars in pairs
 and the NsaCompress ring tile its weights.
 m4_define(`SPA_VB_PAIR', 1)
 Add, multiply and compare take a broadcast operand from a core register
-(spa_vf_addb, spa_vf_mulb; spa_vf_zero_below_asm the compare and select
-written out): the softmax exp of selected attention keeps its constants in
+(spa_vf_addb, spa_vf_mulb): the softmax exp of selected attention keeps its constants in
 core registers instead of a dozen vector registers.
 m4_define(`SPA_VB_ARITH', 1)
 No software prefetch of the compress kernels' rows: a Cortex-M reads from

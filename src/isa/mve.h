@@ -143,19 +143,15 @@ SPA_ISA_INLINE spa_vf spa_vf_scale2(spa_vf p, spa_vf n)
     const int32x4_t e = vshlq_n_s32(vaddq_n_s32(vcvtq_s32_f32(n), 127), 23);
     return vmulq_f32(p, vreinterpretq_f32_s32(e));
 }
-SPA_ISA_INLINE spa_vf spa_vf_zero_below(spa_vf v, spa_vf x, spa_vf lo)
-{
-    return vpselq_f32(vdupq_n_f32(0.0f), v, vcmpgtq_f32(lo, x));
-}
 
 /* Arithmetic with a broadcast operand in a core register (vadd by r): the
  * exp of selected attention with its constants in core registers. */
 SPA_ISA_INLINE spa_vf spa_vf_addb(spa_vf a, spa_vb x) { return vaddq_n_f32(a, x); }
-/* spa_vf_zero_below with the compare and the select written out (GCC 12
- * moves the predicate through a core register between them otherwise). The
- * bound is a vector: the ordered x < lo is lo > x (see spa_vf_min), and the
+/* x < lo ? +0 : v, the compare and the select written out (GCC 12 moves
+ * the predicate through a core register between them otherwise). The bound
+ * is a vector: the ordered x < lo is lo > x (see spa_vf_min), and the
  * compare by a core register takes the register as its second operand. */
-SPA_ISA_INLINE spa_vf spa_vf_zero_below_asm(spa_vf v, spa_vf x, spa_vf lo)
+SPA_ISA_INLINE spa_vf spa_vf_zero_below(spa_vf v, spa_vf x, spa_vf lo)
 {
     spa_vf r = vdupq_n_f32(0.0f);
     __asm__("vcmp.f32 gt, %q2, %q3\n\tvpsel %q0, %q0, %q1" : "+w"(r) : "w"(v), "w"(lo), "w"(x) : "p0");

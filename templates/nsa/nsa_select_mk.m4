@@ -308,7 +308,7 @@ SPA_NSAS_INLINE void spa_nsas_exp_sum_vb(float *x, int64_t rows_, int64_t gp_, c
             p = spa_vf_addb(spa_vf_mul(p, r), c2);
             p = spa_vf_addb(spa_vf_mul(p, r), one);
             p = spa_vf_addb(spa_vf_mul(p, r), one);
-            const spa_vf e = spa_vf_zero_below_asm(spa_vf_scale2(p, n), xv, low);
+            const spa_vf e = spa_vf_zero_below(spa_vf_scale2(p, n), xv, low);
             spa_vf_store(xj, e);
             acc = spa_vf_add(acc, e);
         }
