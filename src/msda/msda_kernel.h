@@ -88,12 +88,15 @@ typedef struct spa_msda_lanes {
 
 /* A staged forward chunk of 16 samples: per lane the corner rows 00, 01, 10,
  * 11 (the zero row for corners outside the map), their bilinear weights and
- * the attention weight; bit i of live: lane i passed the range check. */
+ * the attention weight; bit i of live: lane i passed the range check; bit i
+ * of nanloc: lane i's location has a NaN coordinate (a sample of the map at
+ * NaN, which makes the query's output row and the sample's location and
+ * weight gradients NaN, spec/msda.md 5 as the math reads it). */
 typedef struct spa_msda_chunk {
     uintptr_t v[4][16];
     float w[4][16];
     float a[16];
-    uint32_t live;
+    uint32_t live, nanloc;
 } spa_msda_chunk;
 
 /* A staged grad chunk: the forward's, plus the gradValue rows (a sink row

@@ -11,7 +11,7 @@
  * Location and attnWeight are read as vectors when their (level, point, xy)
  * and (level, point) dims are contiguous and the chunk is whole; otherwise
  * the chunk's coordinates are gathered one by one first (lanes past nl*np
- * get NaN, which fails the range check). Keys are 32-bit lanes when
+ * get +Inf, which fails the range check and is not a NaN location). Keys are 32-bit lanes when
  * num_keys <= INT32_MAX and a row is under 4 GiB; beyond, each lane is
  * staged in 64-bit scalar code with the same float operations, so the chunk
  * holds the same values. */
@@ -104,13 +104,14 @@ static inline bool spa_msda_wide(const spa_msda_args *a, uint64_t row_bytes)
 }
 
 /* Lanes s .. s+SPA_VL-1 of a chunk from their coordinates; returns their live
- * bits. seen != NULL (the forward where the ISA folds): each corner weight is
+ * bits and adds the bits of lanes whose location has a NaN coordinate to
+ * *nanloc (lane 0 at bit 0). seen != NULL (the forward where the ISA folds): each corner weight is
  * stored multiplied by the attention weight (one product more, rounded), a is
  * not stored, and *seen becomes NaN in a lane where a is not finite (the
  * caller then stages the query again unfolded: Inf * 0 would differ). */
 SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_vf xn, spa_vf yn, spa_vf an,
                                            const spa_msda_stage_out *o, spa_msda_chunk *ch,
-                                           spa_msda_gchunk *gch, spa_vf *seen)
+                                           spa_msda_gchunk *gch, spa_vf *seen, uint32_t *nanloc)
 {
     const spa_vf fw = spa_vf_load(ln->fw + s), fh = spa_vf_load(ln->fh + s);
     const spa_vf half = spa_vf_set1(0.5f), one = spa_vf_set1(1.0f), mone = spa_vf_set1(-1.0f);
@@ -163,7 +164,16 @@ SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_
         spa_vf_store(gch->lx + s, lx);
         spa_vf_store(gch->ly + s, ly);
     }
-    return spa_vm_bits(live);
+    const uint32_t live_bits = spa_vm_bits(live), all = (uint32_t)(((uint64_t)1 << SPA_VL) - 1);
+    if (live_bits != all) {
+        /* a dead lane: NaN, or a finite / infinite location off the map
+         * (ordered compares: a NaN is neither below +Inf nor above -Inf) */
+        const spa_vf inf = spa_vf_set1(spa_bits_f32(0x7F800000u)), minf = spa_vf_set1(spa_bits_f32(0xFF800000u));
+        const uint32_t xord = spa_vm_bits(spa_vf_lt(xn, inf)) | spa_vm_bits(spa_vf_gt(xn, minf));
+        const uint32_t yord = spa_vm_bits(spa_vf_lt(yn, inf)) | spa_vm_bits(spa_vf_gt(yn, minf));
+        *nanloc |= (all & ~(xord & yord)) << s;
+    }
+    return live_bits;
 }
 
 /* The coordinates of samples j0 .. j0+15 one by one (any strides and dtypes):
@@ -174,7 +184,7 @@ static inline void spa_msda_gather(const spa_msda_args *a, int64_t j0, int64_t l
     for (int i = 0; i < 16; i++) {
         const int64_t j = j0 + i;
         if (j >= nlp) {
-            g[i] = g[16 + i] = spa_bits_f32(0x7FC00000u);
+            g[i] = g[16 + i] = spa_bits_f32(0x7F800000u);
             g[32 + i] = 0.0f;
             continue;
         }
@@ -194,7 +204,7 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
 {
     const int64_t nlp = a->nl * a->np;
     const int64_t cl = (int64_t)(o->row_bytes / sizeof(float));
-    uint32_t live = 0;
+    uint32_t live = 0, nanloc = 0;
     for (int i = 0; i < 16; i++) {
         const int64_t j = j0 + i, l = j < nlp ? spa_div_nat(j, a->np) : 0;
         const int64_t ww = a->lv[l].w, hh = a->lv[l].h;
@@ -205,8 +215,11 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
         ch->a[i] = av;
         if (seen != NULL)
             *seen = spa_vf_add(*seen, spa_vf_set1(av * 0.0f));
-        if (!(y > -1.0f && x > -1.0f && y < fh && x < fw))
+        if (!(y > -1.0f && x > -1.0f && y < fh && x < fw)) {
+            if (g[i] != g[i] || g[16 + i] != g[16 + i])
+                nanloc |= 1u << i;
             continue;
+        }
         live |= 1u << i;
         const float x0f = floorf(x), y0f = floorf(y);
         const int64_t x0 = (int64_t)x0f, y0 = (int64_t)y0f; /* in [-1, 2^31] here */
@@ -231,6 +244,7 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
         }
     }
     ch->live = live;
+    ch->nanloc = nanloc;
 }
 
 /* Stages samples j0 .. j0+15 of one query (lq, aq: the element offsets of
@@ -242,7 +256,7 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
                                    int32_t ldt, int64_t aq, int32_t adt, bool packed, const spa_msda_stage_out *o,
                                    spa_msda_chunk *ch, spa_msda_gchunk *gch, float *g, spa_vf *seen)
 {
-    uint32_t live = 0;
+    uint32_t live = 0, nanloc = 0;
     if (o->wide) {
         spa_msda_gather(a, j0, lq, aq, g);
         spa_msda_stage_wide(a, j0, g, o, ch, gch, seen);
@@ -254,16 +268,17 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
             spa_vf xn, yn;
             spa_msda_vload_unzip(a->loc, ldt, off, &xn, &yn);
             const spa_vf an = spa_msda_vload(a->attn, adt, aq + j0 + s);
-            live |= spa_msda_stage_vec(ln, s, xn, yn, an, o, ch, gch, seen) << s;
+            live |= spa_msda_stage_vec(ln, s, xn, yn, an, o, ch, gch, seen, &nanloc) << s;
         }
     } else {
         spa_msda_gather(a, j0, lq, aq, g);
         for (int s = 0; s < 16; s += SPA_VL)
             live |= spa_msda_stage_vec(ln, s, spa_vf_load(g + s), spa_vf_load(g + 16 + s), spa_vf_load(g + 32 + s),
-                                       o, ch, gch, seen)
+                                       o, ch, gch, seen, &nanloc)
                     << s;
     }
     ch->live = live;
+    ch->nanloc = nanloc;
 }
 
 /* Location [.., nl, np, 2] and attnWeight [.., nl, np] contiguous in their

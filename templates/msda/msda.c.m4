@@ -200,6 +200,14 @@ m4_ifelse(m4_eval(SPA_VL > 1), 1, `m4_dnl
 }
 ')m4_dnl
 
+/* The output row of a query one of whose samples has a NaN location: the
+ * sample a * v(NaN, NaN) is NaN in every channel, so is their sum. */
+SPA_MSDA_COLD static void nan_row(float *acc, int64_t cl)
+{
+    for (int64_t c = 0; c < cl; c++)
+        acc[c] = spa_bits_f32(0x7FC00000u);
+}
+
 /* Stages the chunks of query q (one call site per dtype pair: the common
  * one, location and attnWeight in the kernel's dtype, with constants). */
 SPA_ISA_INLINE void stage_query(const spa_msda_args *a, const spa_msda_lanes *ln, int64_t nch, int64_t lq,
@@ -301,6 +309,11 @@ m4_ifelse(SPA_MSDA_FOLD, 1, `m4_dnl
 ', `m4_dnl
             combine(&ch[i * nch], nch, cl, acc);
 ')m4_dnl
+            uint32_t nanloc = 0;
+            for (int64_t j = 0; j < nch; j++)
+                nanloc |= ch[i * nch + j].nanloc;
+            if (nanloc != 0) /* a sample taken at NaN: the whole row */
+                nan_row(acc, cl);
             SPA_T *orow = out + b * a->os[0] + (t0 + i) * a->os[1] + h * cl * a->os[2];
             SPA_NARROW_ROW(orow, a->os[2], acc, cl);
         }

@@ -263,11 +263,13 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                 if (k < n && (e->f.live >> k & 1u)) {
                     grad_sample(e, k, ln[j].fw[k], ln[j].fh[k], cl, gr, fold + 16 * k, fold + 256 + 16 * k,
                                 fold + 512 + 16 * k);
-                } else { /* skipped sample (or past nl * np): zero gradients */
+                } else { /* skipped sample (or past nl * np): zero gradients, NaN
+                          * ones for a sample taken at a NaN location */
+                    const spa_vf z = (e->f.nanloc >> k & 1u) ? spa_vf_set1(spa_bits_f32(0x7FC00000u)) : spa_vf_zero();
                     for (int m = 0; m < 16; m += SPA_VL) {
-                        spa_vf_store(fold + 16 * k + m, spa_vf_zero());
-                        spa_vf_store(fold + 256 + 16 * k + m, spa_vf_zero());
-                        spa_vf_store(fold + 512 + 16 * k + m, spa_vf_zero());
+                        spa_vf_store(fold + 16 * k + m, z);
+                        spa_vf_store(fold + 256 + 16 * k + m, z);
+                        spa_vf_store(fold + 512 + 16 * k + m, z);
                     }
                 }
             }

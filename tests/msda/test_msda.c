@@ -248,8 +248,9 @@ static void test_worked_example(void)
     msda_io_free(&io);
 }
 
-/* NaN, +-Inf and huge locations are skipped samples: no crash, no access
- * outside the tensors, +0 where every sample of a row is skipped. */
+/* NaN, +-Inf and huge locations: no crash, no access outside the tensors.
+ * Infinite and huge ones are off the map (skipped samples); a NaN one makes
+ * its query's row NaN in every channel, the others of a row give +0. */
 static void test_nonfinite_locations(void)
 {
     const int64_t h[2] = {4, 1}, w[2] = {3, 7};
@@ -267,9 +268,15 @@ static void test_nonfinite_locations(void)
             msda_set_float(&io.loc, i, bad_values[rng_int(&r, 0, 4)]);
         CU_ASSERT_EQUAL(run_fwd(&io, k % 3, 5), SPA_OK);
         CU_ASSERT(msda_io_guards_ok(&io));
+        const int64_t per_query = c.nl * c.np * 2;
         for (int64_t i = 0; i < tt_numel(&io.out); i++) {
+            /* output [bs, nq, nh * C]; location [bs, nq, nh, nl, np, 2] */
+            const int64_t row = i / c.c; /* (b, q, h) */
+            bool nan_loc = false;
+            for (int64_t j = 0; j < per_query; j++)
+                nan_loc |= isnan(tt_get(&io.loc, row * per_query + j));
             double v = tt_get(&io.out, i);
-            CU_ASSERT(v == 0.0 && !signbit(v));
+            CU_ASSERT(nan_loc ? isnan(v) : v == 0.0 && !signbit(v));
         }
         /* one coordinate bad, the other fine: still skipped */
         for (int64_t i = 0; i < tt_numel(&io.loc); i++)
@@ -634,9 +641,15 @@ static void test_empty_inputs(void)
                                                     &io.attn.t, &io.out.t, &size, &ex), SPA_OK);
         CU_ASSERT_EQUAL(size, 0);
         CU_ASSERT_EQUAL(spa_msda(NULL, 0, &ex, test_runner(k % N_RUNNERS)), SPA_OK);
+        const int64_t per_query = c.nl * c.np * 2;
         for (int64_t i = 0; i < tt_numel(&io.out); i++) {
+            /* output [bs, nq, nh * C]; location [bs, nq, nh, nl, np, 2] */
+            const int64_t row = i / c.c; /* (b, q, h) */
+            bool nan_loc = false;
+            for (int64_t j = 0; j < per_query; j++)
+                nan_loc |= isnan(tt_get(&io.loc, row * per_query + j));
             double v = tt_get(&io.out, i);
-            CU_ASSERT(v == 0.0 && !signbit(v));
+            CU_ASSERT(nan_loc ? isnan(v) : v == 0.0 && !signbit(v));
         }
         CU_ASSERT(msda_io_guards_ok(&io));
         msda_io_free(&io);

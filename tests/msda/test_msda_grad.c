@@ -301,8 +301,9 @@ static void test_worked_example(void)
     msda_io_free(&io);
 }
 
-/* NaN, +-Inf and huge locations: skipped samples, zero gradients, no access
- * outside the tensors. */
+/* NaN, +-Inf and huge locations: no crash, no access outside the tensors,
+ * no gradValue share; zero location and weight gradients for the samples off
+ * the map, NaN ones for the samples at a NaN location. */
 static void test_nonfinite_locations(void)
 {
     const int64_t h[2] = {4, 1}, w[2] = {3, 7};
@@ -320,12 +321,17 @@ static void test_nonfinite_locations(void)
             msda_set_float(&io.loc, i, bad_values[rng_int(&r, 0, 4)]);
         CU_ASSERT_EQUAL(run_grad(&io, k % 3, 5), SPA_OK);
         CU_ASSERT(msda_io_guards_ok(&io));
-        const ttensor *outs[3] = {&io.gv, &io.gl, &io.ga};
-        for (int j = 0; j < 3; j++)
-            for (int64_t i = 0; i < tt_numel(outs[j]); i++) {
-                double v = tt_get(outs[j], i);
-                CU_ASSERT(v == 0.0 && !signbit(v));
-            }
+        for (int64_t i = 0; i < tt_numel(&io.gv); i++) {
+            double v = tt_get(&io.gv, i);
+            CU_ASSERT(v == 0.0 && !signbit(v));
+        }
+        /* gradLocation is laid out like location, gradAttnWeight a sample each */
+        for (int64_t i = 0; i < tt_numel(&io.ga); i++) {
+            const bool nan_loc = isnan(tt_get(&io.loc, 2 * i)) || isnan(tt_get(&io.loc, 2 * i + 1));
+            const double vs[3] = {tt_get(&io.ga, i), tt_get(&io.gl, 2 * i), tt_get(&io.gl, 2 * i + 1)};
+            for (int j = 0; j < 3; j++)
+                CU_ASSERT(nan_loc ? isnan(vs[j]) : vs[j] == 0.0 && !signbit(vs[j]));
+        }
         for (int64_t i = 0; i < tt_numel(&io.loc); i++)
             msda_set_float(&io.loc, i, i % 2 ? 0.4 : bad_values[i % 5]);
         CU_ASSERT_EQUAL(run_grad(&io, 0, 0), SPA_OK);
@@ -644,12 +650,17 @@ static void test_empty_inputs(void)
                                                          &io.ga.t, &size, &ex), SPA_OK);
         CU_ASSERT_EQUAL(size, 0);
         CU_ASSERT_EQUAL(spa_msda_grad(NULL, 0, &ex, test_runner(k % N_RUNNERS)), SPA_OK);
-        const ttensor *outs[3] = {&io.gv, &io.gl, &io.ga};
-        for (int j = 0; j < 3; j++)
-            for (int64_t i = 0; i < tt_numel(outs[j]); i++) {
-                double v = tt_get(outs[j], i);
-                CU_ASSERT(v == 0.0 && !signbit(v));
-            }
+        for (int64_t i = 0; i < tt_numel(&io.gv); i++) {
+            double v = tt_get(&io.gv, i);
+            CU_ASSERT(v == 0.0 && !signbit(v));
+        }
+        /* gradLocation is laid out like location, gradAttnWeight a sample each */
+        for (int64_t i = 0; i < tt_numel(&io.ga); i++) {
+            const bool nan_loc = isnan(tt_get(&io.loc, 2 * i)) || isnan(tt_get(&io.loc, 2 * i + 1));
+            const double vs[3] = {tt_get(&io.ga, i), tt_get(&io.gl, 2 * i), tt_get(&io.gl, 2 * i + 1)};
+            for (int j = 0; j < 3; j++)
+                CU_ASSERT(nan_loc ? isnan(vs[j]) : vs[j] == 0.0 && !signbit(vs[j]));
+        }
         CU_ASSERT(msda_io_guards_ok(&io));
         msda_io_free(&io);
     }

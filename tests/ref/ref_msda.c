@@ -1,5 +1,9 @@
 /* fp64 reference of spec/msda.md 5 and 6: one sample at a time, corners
- * outside the map read as 0, samples outside (-1, W) x (-1, H) skipped. */
+ * outside the map read as 0, samples outside (-1, W) x (-1, H) skipped. A
+ * location with a NaN coordinate samples the map at NaN: the sample is NaN
+ * in every channel (so is the query's output row), its location and weight
+ * gradients are NaN, and no corner gets a gradValue share (which pixels it
+ * would reach is undefined). An infinite location is off the map: skipped. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
@@ -9,9 +13,10 @@
 #include <string.h>
 
 /* One sample: its four corners (key or -1 when outside) and weights, or
- * live = 0 when the range check fails (NaN and Inf included). */
+ * live = 0 when the range check fails (NaN and Inf included); nan: a
+ * coordinate is NaN. */
 typedef struct ref_sample {
-    int live;
+    int live, nan;
     int64_t key[4];
     double w[4], lx, ly;
 } ref_sample;
@@ -31,6 +36,7 @@ static ref_sample sample_at(const ref_msda_shape *s, int64_t l, double lx_in, do
     memset(&r, 0, sizeof r);
     const int64_t hh = s->h[l], ww = s->w[l];
     const double x = coord(lx_in, ww, mode), y = coord(ly_in, hh, mode);
+    r.nan = isnan(lx_in) || isnan(ly_in);
     if (!(x > -1.0 && y > -1.0 && x < (double)ww && y < (double)hh))
         return r;
     r.live = 1;
@@ -75,11 +81,14 @@ void ref_msda(const ref_msda_shape *s, const double *value, const double *loc, c
                     for (int64_t p = 0; p < s->np; p++) {
                         const int64_t si = sample_index(s, b, q, h, l, p);
                         const ref_sample r = sample_at(s, l, loc[2 * si], loc[2 * si + 1], coord_mode);
+                        double *o = out + ((b * s->nq + q) * s->nh + h) * s->c;
+                        double *m = mag + ((b * s->nq + q) * s->nh + h) * s->c;
+                        if (r.nan)
+                            for (int64_t c = 0; c < s->c; c++)
+                                o[c] += NAN;
                         if (!r.live)
                             continue;
                         const double a = attn[si];
-                        double *o = out + ((b * s->nq + q) * s->nh + h) * s->c;
-                        double *m = mag + ((b * s->nq + q) * s->nh + h) * s->c;
                         for (int64_t c = 0; c < s->c; c++) {
                             double samp = 0.0, samp_mag = 0.0;
                             for (int k = 0; k < 4; k++) {
@@ -142,6 +151,8 @@ void ref_msda_grad(const ref_msda_shape *s, const double *value, const double *l
                                 gy_m += fabs(t) * dy_m * hh;
                             }
                         }
+                        if (r.nan)
+                            gx = gy = gA = NAN;
                         gl[2 * si] = gx;
                         gl[2 * si + 1] = gy;
                         gl_mag[2 * si] = gx_m;

@@ -80,7 +80,7 @@ m4_ifelse(m4_eval(SPA_VDL > 1), 1, `m4_dnl
  * Location and attnWeight in dtypes ldt and adt (one call site with
  * constants for the common case, both float64). */
 SPA_ISA_INLINE int64_t stage(const spa_msda_f64_args *a, int64_t b, int64_t h, int64_t q, const double *vpair,
-                             int32_t ldt, int32_t adt, spa_msda_f64_sample *s)
+                             int32_t ldt, int32_t adt, spa_msda_f64_sample *s, bool *nanloc)
 {
     const int64_t lq = b * a->ls[0] + q * a->ls[1] + h * a->ls[2];
     const int64_t aq = b * a->as[0] + q * a->as[1] + h * a->as[2];
@@ -89,7 +89,8 @@ SPA_ISA_INLINE int64_t stage(const spa_msda_f64_args *a, int64_t b, int64_t h, i
         const spa_msda_level *lv = &a->lv[l];
         const double fw = (double)lv->w, fh = (double)lv->h;
         for (int64_t p = 0; p < a->np; p++) {
-            MSDAD_SAMPLE(`continue;')
+            MSDAD_SAMPLE(`*nanloc |= xl != xl || yl != yl;
+                continue;')
             spa_msda_f64_sample *e = &s[n++];
             e->w[0] = hy * hx;
             e->w[1] = hy * lx;
@@ -114,14 +115,18 @@ void MSDAD_KSYM()(const spa_msda_f64_args *a, int64_t b, int64_t h, const double
     const bool own_dt = a->loc_dt == SPA_FLOAT64 && a->attn_dt == SPA_FLOAT64;
     for (int64_t q = q0; q < q1; q++) {
         spa_msda_f64_prefetch_rows(a, b, h, q);
-        const int64_t ns = own_dt ? stage(a, b, h, q, vpair, SPA_FLOAT64, SPA_FLOAT64, s)
-                                  : stage(a, b, h, q, vpair, a->loc_dt, a->attn_dt, s);
+        bool nanloc = false;
+        const int64_t ns = own_dt ? stage(a, b, h, q, vpair, SPA_FLOAT64, SPA_FLOAT64, s, &nanloc)
+                                  : stage(a, b, h, q, vpair, a->loc_dt, a->attn_dt, s, &nanloc);
         const int64_t off = b * a->os[0] + q * a->os[1] + h * cl * a->os[2];
-        if (direct) {
+        if (direct && !nanloc) {
             combine(s, ns, cl, (double *)a->out + off);
             continue;
         }
         combine(s, ns, cl, acc);
+        if (nanloc) /* a sample taken at a NaN location: NaN in every channel */
+            for (int64_t c = 0; c < cl; c++)
+                acc[c] = (double)spa_bits_f32(0x7FC00000u);
         for (int64_t c = 0; c < cl; c++)
             spa_msda_f64_put(a->out, a->out_dt, off + c * a->os[2], acc[c]);
     }

@@ -77,10 +77,12 @@ void MSDADG_KSYM()(const spa_msda_f64_args *a, int64_t b, int64_t h, const doubl
             const double fw = (double)lv->w, fh = (double)lv->h;
             for (int64_t p = 0; p < a->np; p++) {
                 const int64_t glo = glq + l * a->gls[3] + p * a->gls[4], gao = gaq + l * a->gas[3] + p * a->gas[4];
-                /* a skipped sample: zero location and weight gradients */
-                MSDAD_SAMPLE(`spa_msda_f64_put(a->gloc, a->gloc_dt, glo, 0.0);
-                spa_msda_f64_put(a->gloc, a->gloc_dt, glo + a->gls[5], 0.0);
-                spa_msda_f64_put(a->gattn, a->gattn_dt, gao, 0.0);
+                /* a skipped sample: zero location and weight gradients, NaN
+                 * ones for a sample taken at a NaN location */
+                MSDAD_SAMPLE(`const double z = xl != xl || yl != yl ? (double)spa_bits_f32(0x7FC00000u) : 0.0;
+                spa_msda_f64_put(a->gloc, a->gloc_dt, glo, z);
+                spa_msda_f64_put(a->gloc, a->gloc_dt, glo + a->gls[5], z);
+                spa_msda_f64_put(a->gattn, a->gattn_dt, gao, z);
                 continue;')
                 const double *v[4];
                 double *gr[4];

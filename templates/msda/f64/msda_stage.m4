@@ -3,15 +3,16 @@ What the float64 kernels of MultiScaleDeformableAttention share (m4_include'd
 by templates/msda/f64/msda.c.m4 and msda_grad.c.m4): MSDAD_SAMPLE, the C text
 that takes one (level, point) sample of spec/msda.md 5 in double. Before it:
 lq (the element offset of location[b, q, h, 0, 0, 0]), l, p, lv (level l of
-the validated table), fw, fh ((double)W, (double)H); it defines x, y and,
+the validated table), fw, fh ((double)W, (double)H); it defines xl, yl (the
+location), x, y and,
 when the sample passes the range check (NaN and +-Inf fail it), lx, ly, hx,
 hy, the four corner keys' validity in[4] (each corner checked against both
 bounds of its axis) and k00, the key of corner 00; a failed check runs
 $1 (a statement: `continue;' or the grad's zero writes and `continue;'). Location is read in dtype ldt
 (a constant where the caller's dtype is float64, so that the reads fold).
 m4_define(`MSDAD_SAMPLE', `const int64_t lo = lq + l * a->ls[3] + p * a->ls[4];
-            const double x = spa_msda_f64_get(a->loc, ldt, lo) * fw - 0.5;
-            const double y = spa_msda_f64_get(a->loc, ldt, lo + a->ls[5]) * fh - 0.5;
+            const double xl = spa_msda_f64_get(a->loc, ldt, lo), yl = spa_msda_f64_get(a->loc, ldt, lo + a->ls[5]);
+            const double x = xl * fw - 0.5, y = yl * fh - 0.5;
             if (!(y > -1.0 && x > -1.0 && y < fh && x < fw)) {
                 $1
             }
