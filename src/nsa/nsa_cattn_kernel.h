@@ -66,6 +66,14 @@ static inline void spa_nsca_stat_view(const spa_nsca_args *a, int64_t t0, int64_
     *s0 = 8, *s1 = (qend - qstart) * 8, *shift = qstart * a->n1 * 8 - qstart * 8;
 }
 
+/* The exact forms the kernels take only where NaN or Inf meets a key a lane
+ * does not attend: out of line, so the common path keeps its code. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SPA_NSCA_COLD __attribute__((noinline, cold))
+#else
+#define SPA_NSCA_COLD
+#endif
+
 /* Forward: query tokens [t0, t1) of kv head h2, all in one batch whose
  * queries are [qstart, qend) and whose ncmp compressed keys start at row
  * kstart (a kernel row of kf / vf; a row of k / v for float64). */

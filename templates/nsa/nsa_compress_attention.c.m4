@@ -15,6 +15,7 @@ SPA_STAMP
 #include <stdint.h>
 
 #include "half.h"
+#include "nsa_cattn_exact.h"
 #include "nsa_cattn_kernel.h"
 #include "nsa_cattn_topk.h"
 #include "nsa_select_kernel.h"
@@ -92,28 +93,33 @@ static void pv_rows(const float *vb, int64_t vfr, int64_t rows, const float *st,
     }
 }
 
-/* The keys a token at in-batch position s sees: *vend = one past the last
- * visible key (0: none, a fully masked row). */
-static int64_t visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
+/* The exact forms of the importance sums and of O = P V for a lane group
+ * where a key some lane does not attend holds a NaN or an infinity, or a
+ * row's softmax is NaN: the tiles would multiply those keys by a weight of 0
+ * (0 * NaN is NaN), so each lane takes only the keys it attends. Lanes in
+ * order, keys ascending; never met on finite inputs. */
+SPA_NSCA_COLD static void exact_colsum(const spa_nsca_args *a, const float *st, int64_t R, int64_t gp,
+                                       const float *inv, const int64_t *vend, int64_t tg, int64_t qstart,
+                                       int64_t nt, int64_t nh, int64_t ncmp, int64_t tqp, float *colsum)
 {
-    int64_t end = ncmp;
-    if (a->causal) {
-        const int64_t lim = s - a->cmp_block + 1;
-        end = lim < 0 ? 0 : lim / a->cmp_stride + 1;
-        end = end < ncmp ? end : ncmp;
-    }
-    if (a->mask != NULL) {
-        const uint8_t *mr = a->mask + s * a->mask_cols;
-        while (end > 0 && mr[end - 1])
-            end--;
-    }
-    return end;
+    for (int64_t j = 0; j < R && j < ncmp; j++)
+        for (int64_t i = 0; i < nt; i++)
+            if (spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp))
+                for (int64_t g = 0; g < nh; g++)
+                    colsum[j * tqp + i] += st[j * gp + i * nh + g] * inv[i * nh + g];
 }
 
-/* Whether key j is masked for the token at position s (vend: its visible end). */
-static inline int row_masked(const spa_nsca_args *a, int64_t s, int64_t j, int64_t vend)
+SPA_NSCA_COLD static void exact_pv(const spa_nsca_args *a, const float *vb, const float *st, int64_t R,
+                                   int64_t gp, const int64_t *vend, int64_t tg, int64_t qstart, int64_t nt,
+                                   int64_t nh, int64_t ncmp, int64_t dv, float *ot)
 {
-    return j >= vend || (a->mask != NULL && a->mask[s * a->mask_cols + j]);
+    for (int64_t l = 0; l < nt * nh; l++) {
+        const int64_t i = l / nh;
+        for (int64_t j = 0; j < R; j++)
+            if (spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp))
+                for (int64_t e = 0; e < dv; e++)
+                    ot[e * gp + l] += st[j * gp + l] * vb[j * a->vfr + e];
+    }
 }
 
 void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
@@ -150,7 +156,7 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
         const int64_t nt = t1 - tg < TQ ? t1 - tg : TQ;
         int64_t vend[32], rows = 0;
         for (int64_t i = 0; i < nt; i++) {
-            vend[i] = visible_end(a, tg + i - qstart, ncmp);
+            vend[i] = spa_nsca_visible_end(a, tg + i - qstart, ncmp);
             const int64_t r = vend[i] > 0 ? vend[i] : ncmp; /* fully masked: every key */
             rows = r > rows ? r : rows;
         }
@@ -180,6 +186,7 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                     lane_in(qt + i * nh + g, GP, q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1,
                             a->qs2, D);
             scores_rows(kb, a->kfr, R, qt, DP, GP, st);
+            int exact = 0; /* take the exact forms (exact_colsum, exact_pv) */
             /* z' = scale * s, MASKVAL where masked, -inf past the keys, and
              * the max of each lane: whole rows of lanes where no token of the
              * group masks the key, lane by lane otherwise */
@@ -191,7 +198,7 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                     float *row = st + j * GP;
                     int clean = j < ncmp;
                     for (int64_t i = 0; i < nt && clean; i++)
-                        clean = !row_masked(a, tg + i - qstart, j, vend[i]);
+                        clean = !spa_nsca_masked(a, tg + i - qstart, j, vend[i]);
                     if (clean) {
                         for (int64_t l = 0; l < GP; l += SPA_VL) {
                             const spa_vf z = spa_vf_mul(sv, spa_vf_load(row + l));
@@ -200,10 +207,17 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                         }
                         continue;
                     }
+                    /* a key past some token's visible end: its value must
+                     * not reach that token's lanes (exact_pv) */
+                    for (int64_t i = 0; i < nt && !exact; i++)
+                        if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
+                            exact = spa_nsca_row_nonfinite(vb + j * a->vfr, DVP);
+                            break;
+                        }
                     /* per token: its heads in whole vectors, then one by one */
                     for (int64_t i = 0; i < nt; i++) {
-                        const int masked = row_masked(a, tg + i - qstart, j, vend[i]);
-                        const float fill = j >= ncmp ? -INFINITY : -FLT_MAX;
+                        const int masked = spa_nsca_masked(a, tg + i - qstart, j, vend[i]);
+                        const float fill = spa_nsca_fill(j, vend[i], ncmp);
                         const int scaled = j < ncmp && !masked;
                         int64_t g = 0;
                         for (; g + SPA_VL <= nh; g += SPA_VL) {
@@ -229,12 +243,16 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
             NSAS_EXP_SUM()(st, R, GP, mrow, lrow);
             for (int64_t l = 0; l < GP; l++)
                 inv[l] = 1.0f / lrow[l];
+            for (int64_t l = 0; l < lanes; l++) /* a NaN row (or all its scores -inf): 0 * 1/l is NaN */
+                exact = exact || inv[l] - inv[l] != 0.0f;
             /* the importance sums colsum[j][i] += sum over the heads g of token
              * i of P[j][i*nh + g]: where the heads of a token fill whole
              * vectors, P times 1/l summed across them; otherwise a row update
              * of P against the selector sel[lane][i] = 1/l of the lane where
              * the lane belongs to token i, else 0 (heads in order) */
-            if (nh % SPA_VL == 0) { /* tokens on whole vectors: a horizontal sum per token and key */
+            if (exact) {
+                exact_colsum(a, st, R, GP, inv, vend, tg, qstart, nt, nh, ncmp, TQP, colsum);
+            } else if (nh % SPA_VL == 0) { /* tokens on whole vectors: a horizontal sum per token and key */
                 const int64_t jn = R < ncmp ? R : ncmp;
                 for (int64_t j = 0; j < jn; j++)
                     for (int64_t i = 0; i < nt; i++) {
@@ -260,7 +278,10 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
 ')m4_dnl
             for (int64_t x = 0; x < DVP * GP; x++)
                 ot[x] = 0.0f;
-            pv_rows(vb, a->vfr, R, st, DVP, GP, ot);
+            if (exact)
+                exact_pv(a, vb, st, R, GP, vend, tg, qstart, nt, nh, ncmp, DV, ot);
+            else
+                pv_rows(vb, a->vfr, R, st, DVP, GP, ot);
             for (int64_t i = 0; i < nt; i++)
                 for (int64_t g = 0; g < nh; g++) {
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;

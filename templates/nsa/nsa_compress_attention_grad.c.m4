@@ -13,6 +13,7 @@ SPA_STAMP
 #include <stdint.h>
 
 #include "half.h"
+#include "nsa_cattn_exact.h"
 #include "nsa_cattn_kernel.h"
 #include "nsa_select_kernel.h"
 #include "nsa_select_mk.h"
@@ -76,20 +77,31 @@ static void accum_rows(const float *kb, int64_t kfr, int64_t rows, const float *
     }
 }
 
-static int64_t visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
+/* The exact forms of dQ = scale dS K, dK rows += dSᵀ Q and dV rows += Pᵀ dY
+ * for a lane group where a NaN or an infinity meets a key some lane does not
+ * attend (in its key row, or in the lane's q, dy or statistics): the tiles
+ * would multiply it by a weight of 0 (0 * NaN is NaN), so each lane takes
+ * only the keys it attends. Keys ascending, lanes in order; never met on
+ * finite inputs. */
+SPA_NSCA_COLD static void exact_grads(const spa_nsca_args *a, const float *kb, int64_t kfr, const float *st,
+                                      const float *dst, int64_t R, int64_t gp, const int64_t *vend, int64_t tg,
+                                      int64_t qstart, int64_t nt, int64_t nh, int64_t ncmp, const float *qn,
+                                      const float *dyn, float *dqt, float *dk_rows, float *dv_rows)
 {
-    int64_t end = ncmp;
-    if (a->causal) {
-        const int64_t lim = s - a->cmp_block + 1;
-        end = lim < 0 ? 0 : lim / a->cmp_stride + 1;
-        end = end < ncmp ? end : ncmp;
-    }
-    if (a->mask != NULL) {
-        const uint8_t *mr = a->mask + s * a->mask_cols;
-        while (end > 0 && mr[end - 1])
-            end--;
-    }
-    return end;
+    const int64_t dp = a->dp, dvp = a->dvp;
+    for (int64_t j = 0; j < R; j++)
+        for (int64_t l = 0; l < nt * nh; l++) {
+            const int64_t i = l / nh;
+            if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp))
+                continue;
+            const float ds = dst[j * gp + l], p = st[j * gp + l];
+            for (int64_t d = 0; d < dp; d++) {
+                dqt[d * gp + l] += ds * kb[j * kfr + d];
+                dk_rows[j * dp + d] += ds * qn[l * dp + d];
+            }
+            for (int64_t e = 0; e < dvp; e++)
+                dv_rows[j * dvp + e] += p * dyn[l * dvp + e];
+        }
 }
 
 void NSCAG_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
@@ -126,7 +138,7 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
         const int64_t nt = t1 - tg < TQ ? t1 - tg : TQ;
         int64_t vend[32], rows = 0;
         for (int64_t i = 0; i < nt; i++) {
-            vend[i] = visible_end(a, tg + i - qstart, ncmp);
+            vend[i] = spa_nsca_visible_end(a, tg + i - qstart, ncmp);
             const int64_t r = vend[i] > 0 ? vend[i] : ncmp;
             rows = r > rows ? r : rows;
         }
@@ -178,6 +190,19 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
                 }
             scores_rows(kb, a->kfr, R, qt, DP, GP, st);
             scores_rows(vb, a->vfr, R, dyt, DVP, GP, dst);
+            /* the exact forms (exact_grads) where a NaN or an infinity would
+             * meet a key some lane does not attend: in that key's row, or in
+             * a lane's q, dy or statistics */
+            int exact = 0;
+            for (int64_t l = 0; l < lanes && !exact; l++)
+                exact = mrow[l] - mrow[l] != 0.0f || inv[l] - inv[l] != 0.0f ||
+                        spa_nsca_row_nonfinite(qn + l * DP, DP) || spa_nsca_row_nonfinite(dyn + l * DVP, DVP);
+            for (int64_t j = 0; j < R && !exact; j++)
+                for (int64_t i = 0; i < nt; i++)
+                    if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
+                        exact = spa_nsca_row_nonfinite(kb + j * a->kfr, DP);
+                        break;
+                    }
             for (int64_t i = 0; i < nt; i++) {
                 const int64_t s = tg + i - qstart;
                 const uint8_t *mr = a->mask != NULL ? a->mask + s * a->mask_cols : NULL;
@@ -185,7 +210,7 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
                     float *row = st + j * GP + i * nh;
                     const int masked = j >= vend[i] || (mr != NULL && j < ncmp && mr[j]);
                     const int scaled = j < ncmp && !masked;
-                    const float fill = j >= ncmp ? -INFINITY : -FLT_MAX;
+                    const float fill = spa_nsca_fill(j, vend[i], ncmp);
                     int64_t g = 0;
                     for (; g + SPA_VL <= nh; g += SPA_VL)
                         spa_vf_store(row + g, scaled ? spa_vf_mul(sv, spa_vf_load(row + g)) : spa_vf_set1(fill));
@@ -232,16 +257,22 @@ m4_ifelse(SPA_DT, `f32', `', `m4_dnl
             /* dQ = scale dS K */
             for (int64_t x = 0; x < DP * GP; x++)
                 dqt[x] = 0.0f;
-            accum_rows(kb, a->kfr, R, dst, DP, GP, dqt);
+            if (exact)
+                exact_grads(a, kb, a->kfr, st, dst, R, GP, vend, tg, qstart, nt, nh, ncmp, qn, dyn, dqt, dk_rows,
+                            dv_rows);
+            else
+                accum_rows(kb, a->kfr, R, dst, DP, GP, dqt);
             for (int64_t i = 0; i < nt; i++)
                 for (int64_t g = 0; g < nh; g++) {
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
                     lane_out(dq + t * a->dqs0 + h * a->dqs1, a->dqs2, dqt + l, GP, D, a->scale);
                 }
             /* dK rows += dSᵀ Q, dV rows += Pᵀ dY (unscaled; lanes in order) */
-            spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
-            spa_nsas_rows_add(dst, R, GP, qn, lanes, DP, dk_rows, &pf);
-            spa_nsas_rows_add(st, R, GP, dyn, lanes, DVP, dv_rows, &pf);
+            if (!exact) {
+                spa_nsas_pf pf = spa_nsas_pf_rows(NULL, 0, 0, 0);
+                spa_nsas_rows_add(dst, R, GP, qn, lanes, DP, dk_rows, &pf);
+                spa_nsas_rows_add(st, R, GP, dyn, lanes, DVP, dv_rows, &pf);
+            }
         }
     }
 }

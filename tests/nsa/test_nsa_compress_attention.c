@@ -231,15 +231,24 @@ static tol attn_tol(spa_dtype dt)
     return t;
 }
 
+/* A statistic's 8 equal lanes against the reference; where the reference
+ * is NaN, a NaN (nan_any: any value, the max of a NaN row being
+ * unspecified). */
 static int64_t check_stat(const char *what, const ttensor *tt, const double *ref, int64_t count,
-                          double rel)
+                          double rel, bool nan_any)
 {
     int64_t bad = 0;
     for (int64_t i = 0; i < count; i++) {
         const double got = tt_get(tt, i * 8);
         bool ok = got == ref[i] || fabs(got - ref[i]) <= rel * (1.0 + fabs(ref[i]));
-        for (int64_t l = 1; l < 8; l++)
-            ok = ok && tt_get(tt, i * 8 + l) == got;
+        if (isnan(ref[i]))
+            ok = nan_any || isnan(got);
+        else if (isnan(got))
+            ok = false;
+        for (int64_t l = 1; l < 8; l++) {
+            const double x = tt_get(tt, i * 8 + l);
+            ok = ok && (x == got || (isnan(x) && isnan(got)));
+        }
         if (!ok && bad++ < 5)
             fprintf(stderr, "  %s[%lld]: got %.9g want %.9g\n", what, (long long)i, got, ref[i]);
     }
@@ -259,8 +268,10 @@ static int64_t check_topk(const nsca_case *c, const ttensor *tt, const double *i
                 for (int64_t i = 0; i < c->kc; i++) {
                     const int64_t got = (int64_t)tt_get(tt, u * c->kc + i), want = ref[u * c->kc + i];
                     bool ok = got == want;
-                    if (!ok && got >= 0 && want >= 0 && got < imp_cols)
-                        ok = fabs(imp[u * imp_cols + got] - imp[u * imp_cols + want]) <= tolv;
+                    if (!ok && got >= 0 && want >= 0 && got < imp_cols) {
+                        const double ig = imp[u * imp_cols + got], iw = imp[u * imp_cols + want];
+                        ok = fabs(ig - iw) <= tolv || (isnan(ig) && isnan(iw)); /* NaN ties NaN */
+                    }
                     for (int64_t j = 0; j < i && ok && got >= 0; j++) /* distinct blocks */
                         ok = (int64_t)tt_get(tt, u * c->kc + j) != got;
                     if (!ok && bad++ < 5)
@@ -289,8 +300,8 @@ static int64_t compare_fwd(const nsca_case *c, const nsca_io *io)
     ref_nsa_cattn(&p, q, k, v, o, o_mag, mx, sm, imp, cols, topk);
     const double rel = c->dt == SPA_FLOAT64 ? 1e-12 : 1e-5;
     int64_t bad = check_close("attentionOut", got, o, o_mag, no, attn_tol(c->dt));
-    bad += check_stat("softmaxMax", &io->mx, mx, ns, rel);
-    bad += check_stat("softmaxSum", &io->sm, sm, ns, rel);
+    bad += check_stat("softmaxMax", &io->mx, mx, ns, rel, true);
+    bad += check_stat("softmaxSum", &io->sm, sm, ns, rel, false);
     bad += check_topk(c, &io->topk, imp, cols, topk, c->dt == SPA_FLOAT64 ? 1e-12 : 1e-4 * (double)(c->n1 / c->n2));
     free(q), free(k), free(v), free(got), free(o), free(o_mag), free(mx), free(sm), free(imp), free(topk);
     return bad;
@@ -329,11 +340,18 @@ static bool guards_ok(const nsca_io *io)
     return true;
 }
 
+/* Set by test_nonfinite: NaN / Inf in q, k, v or dy of every case. */
+static bool poison_inputs;
+
 /* Forward against the reference, then the grad on the forward's outputs. */
 static void check_case(nsca_case *c, rng *r, int runner, const char *label, int i)
 {
     nsca_io io;
     io_make(&io, c, r);
+    if (poison_inputs) {
+        ttensor *const pick[4] = {&io.q, &io.k, &io.v, &io.dy};
+        tt_poison(pick[rng_int(r, 0, 3)], r, (int)rng_int(r, 1, 2), true);
+    }
     char desc[400];
     case_describe(c, desc, sizeof desc);
     spa_status st = run_phase(false, c, &io, runner, (size_t)rng_int(r, 0, 63));
@@ -356,6 +374,23 @@ static void test_random_shapes(void)
         check_case(&c, &r, i % N_RUNNERS, "case", i);
         case_free(&c);
     }
+}
+
+/* NaN and Inf in q, k, v or dy: NaN in every output row whose softmax
+ * attends the element, NaN importance ranked below every number, the grads
+ * as the math gives them (a masked key takes no part), against the
+ * reference. */
+static void test_nonfinite(void)
+{
+    rng r = rng_seed(2109);
+    poison_inputs = true;
+    for (int i = 0; i < TEST_COUNT(32, 8); i++) {
+        nsca_case c;
+        case_draw(&c, i, &r);
+        check_case(&c, &r, i % N_RUNNERS, "nonfinite", i);
+        case_free(&c);
+    }
+    poison_inputs = false;
 }
 
 /* G 1 to 32 in every dtype (and 48, 64: lane chunks of 32 heads), causal,
@@ -789,6 +824,7 @@ void suite_nsa_compress_attention(void)
     CU_pSuite s = CU_add_suite("nsa_compress_attention", NULL, NULL);
     CU_add_test(s, "random shapes, all dtypes, fwd + grad", test_random_shapes);
     CU_add_test(s, "G 1..64, causal, tails", test_groups);
+    CU_add_test(s, "NaN and Inf inputs, fwd and grad", test_nonfinite);
     CU_add_test(s, "importance by hand", test_importance_hand);
     CU_add_test(s, "exact ties", test_ties);
     CU_add_test(s, "fully masked rows, no keys", test_fully_masked);

@@ -21,6 +21,20 @@ static int is_masked(const ref_nsca_problem *p, int64_t s, int64_t c)
     return p->causal && c * p->st + p->l - 1 > s;
 }
 
+/* Whether the token at position s attends key c of a batch of nc keys: an
+ * unmasked key, or every key where all are masked (a fully masked row, whose
+ * keys all score -FLT_MAX). The masked keys of any other row weigh exactly 0
+ * and take no part, whatever their values (a NaN there reaches nothing). */
+static int attends(const ref_nsca_problem *p, int64_t s, int64_t c, int64_t nc)
+{
+    if (!is_masked(p, s, c))
+        return 1;
+    for (int64_t x = 0; x < nc; x++)
+        if (!is_masked(p, s, x))
+            return 0;
+    return 1;
+}
+
 /* z(c) for every key of batch b, and zmag = |scale| sum |q k| (0 masked). */
 static void scores(const ref_nsca_problem *p, const double *q, const double *k, int64_t b,
                    int64_t t, int64_t h, double *z, double *zmag)
@@ -69,16 +83,21 @@ void ref_nsa_cattn(const ref_nsca_problem *p, const double *q, const double *k, 
                     scores(p, q, k, b, t, h, z, zmag);
                     double m = -FLT_MAX, l = 0.0, zm = 0.0;
                     for (int64_t c = 0; c < nc; c++) {
+                        if (!attends(p, s, c, nc))
+                            continue;
                         m = z[c] > m || isnan(z[c]) ? (isnan(m) ? m : z[c]) : m; /* NaN sticks */
                         zm = zmag[c] > zm ? zmag[c] : zm;
                     }
                     for (int64_t c = 0; c < nc; c++)
-                        l += exp(z[c] - m);
+                        if (attends(p, s, c, nc))
+                            l += exp(z[c] - m);
                     mx[t * p->n1 + h] = m;
                     sm[t * p->n1 + h] = l;
                     for (int64_t e = 0; e < p->dv; e++) {
                         double acc = 0.0, mag = 0.0;
                         for (int64_t c = 0; c < nc; c++) {
+                            if (!attends(p, s, c, nc))
+                                continue;
                             const double pr = exp(z[c] - m) / l;
                             const double term = ref_round_to(pr, p->round) *
                                                 v[((p->cstart[b] + c) * p->n2 + n2) * p->dv + e];
@@ -90,7 +109,8 @@ void ref_nsa_cattn(const ref_nsca_problem *p, const double *q, const double *k, 
                         omag[e] = mag;
                     }
                     for (int64_t c = 0; c < nc; c++)
-                        pc[c] += exp(z[c] - m) / l; /* P_cmp: the group sum */
+                        if (attends(p, s, c, nc))
+                            pc[c] += exp(z[c] - m) / l; /* P_cmp: the group sum */
                 }
                 double *ir = imp + (t * p->n2 + n2) * imp_cols;
                 for (int64_t j = 0; j < nsel; j++) {
@@ -154,6 +174,8 @@ void ref_nsa_cattn_grad(const ref_nsca_problem *p, const double *q, const double
                     ddmag += fabs(yr[e] * orow[e]);
                 }
                 for (int64_t c = 0; c < p->clen[b]; c++) {
+                    if (!attends(p, s, c, p->clen[b]))
+                        continue;
                     const int64_t r = p->cstart[b] + c;
                     const double *kr = k + (r * p->n2 + n2) * p->d, *vr = v + (r * p->n2 + n2) * p->dv;
                     const double pr = exp(z[c] - mx[t * p->n1 + h]) / sm[t * p->n1 + h];

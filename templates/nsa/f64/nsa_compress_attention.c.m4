@@ -56,8 +56,8 @@ void NSCA64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, i
             double m = -FLT_MAX, l = 0.0;
             for (int64_t c = 0; c < rows; c++) {
                 const double *kr = k + (kstart + c) * a->ks0 + h2 * a->ks1;
-                if (c >= vend || (mr != NULL && mr[c])) {
-                    z[c] = -FLT_MAX;
+                if (c >= vend || (mr != NULL && mr[c])) { /* -FLT_MAX in a fully masked row */
+                    z[c] = vend > 0 ? -INFINITY : -FLT_MAX;
                     continue;
                 }
                 double dot = 0.0;
@@ -73,6 +73,8 @@ void NSCA64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, i
             for (int64_t e = 0; e < DV; e++)
                 acc[e] = 0.0;
             for (int64_t c = 0; c < rows; c++) {
+                if (vend > 0 && mr != NULL && mr[c]) /* not attended: no part, whatever its value */
+                    continue;
                 const double p = z[c] / l;
                 const double *vr = v + (kstart + c) * a->vs0 + h2 * a->vs1;
                 colsum[c] += p;

@@ -56,7 +56,7 @@ void NSCAG64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, 
                 const double *kr = k + (kstart + c) * a->ks0 + h2 * a->ks1,
                              *vr = v + (kstart + c) * a->vs0 + h2 * a->vs1;
                 const int masked = c >= vend || (mr != NULL && mr[c]);
-                double z = -FLT_MAX;
+                double z = vend > 0 ? -INFINITY : -FLT_MAX; /* -FLT_MAX in a fully masked row */
                 if (!masked) {
                     double dot = 0.0;
                     for (int64_t d = 0; d < D; d++)
@@ -72,6 +72,8 @@ void NSCAG64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, 
             for (int64_t d = 0; d < D; d++)
                 acc[d] = 0.0;
             for (int64_t c = 0; c < rows; c++) {
+                if (vend > 0 && mr != NULL && mr[c]) /* not attended: no part, whatever its values */
+                    continue;
                 const double *kr = k + (kstart + c) * a->ks0 + h2 * a->ks1;
                 for (int64_t d = 0; d < D; d++) {
                     acc[d] += ds[c] * kr[d * a->ks2];
