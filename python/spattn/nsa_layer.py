@@ -154,29 +154,6 @@ def _sub_blocks(slots, block_size, seqs):
     return parts.reshape(slots.shape[0], slots.shape[1], -1).to(torch.int32), sub
 
 
-_SELECT_MAX_GROUP = 32  # the selected attention's query heads per kv head
-
-
-def _selected_by_groups(q, k, v, slots, ends, scale, block_size):
-    """The selected branch (causal) for any G = HQ / H: more query heads per
-    kv head than the selected attention takes run as sub-groups of at most
-    32 heads of each group, one call each (each head attends on its own, so
-    the result is the same); their outputs are put back in head order."""
-    rows, hq, dk = q.shape
-    hk = k.shape[1]
-    group = hq // hk
-    if group <= _SELECT_MAX_GROUP:
-        return nsa_selected_attention(q, k, v, slots, ends, ends, scale, block_size, causal=True)
-    qg = q.reshape(rows, hk, group, dk)
-    parts = []
-    for g0 in range(0, group, _SELECT_MAX_GROUP):
-        g1 = min(g0 + _SELECT_MAX_GROUP, group)
-        part = qg[:, :, g0:g1, :].reshape(rows, hk * (g1 - g0), dk)
-        out = nsa_selected_attention(part, k, v, slots, ends, ends, scale, block_size, causal=True)
-        parts.append(out.reshape(rows, hk, g1 - g0, out.shape[-1]))
-    return torch.cat(parts, dim=2).reshape(rows, hq, parts[0].shape[-1])
-
-
 def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=16,
                  block_size=64, window_size=0, scale=None, cu_seqlens=None, head_first=False):
     """fla's parallel_nsa (fla-org/native-sparse-attention) on CPU tensors,
@@ -281,7 +258,8 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
         slots = torch.full((rows, hk, 1), -1, dtype=torch.int32)
 
     sub_slots, sub_size = _sub_blocks(slots, block_size, seqs)
-    branches = [(_selected_by_groups(qf, kf, vf, sub_slots, ends, scale, sub_size),
+    branches = [(nsa_selected_attention(qf, kf, vf, sub_slots, ends, ends, scale, sub_size,
+                                        causal=True),
                  g_slc.reshape(rows, hq))]
     if o_cmp is not None:
         branches.append((o_cmp, g_cmp.reshape(rows, hq) * seen.reshape(rows, 1)))

@@ -24,6 +24,8 @@ const char *spa_acl_nsas_cann_rule(const spa_tensor *q, const spa_tensor *v,
         return rule;
     const int32_t *idx = topk->data;
     const int64_t n2 = topk->dims[1], kc = topk->dims[2];
+    if (n2 > 0 && q->dims[1] / n2 > 32) /* the native API runs any group in chunks of 32 heads */
+        return "N1 / N2 <= 32";
     if (kc > 32)
         return "selectedBlockCount <= 32";
     for (uint64_t b = 0; b < seq_q->size; b++) {

@@ -141,11 +141,11 @@ static void make_plan(const nsasg_exec *e, const spa_nsas_shape *sh, const spa_i
         if (ranges == 1 || p->partial_floats * 4u <= NSASG_PARTIAL_BYTES)
             break;
     }
-    /* qt, dqt [dp][GP]; qn [G][dp]; dyt [dvp][GP]; dyn [G][dvp]; P and dS [TK][GP];
-     * max, sum, D [GP] */
-    const int64_t gp = sh->gp, tk = kernel_for(e->q.dtype).tk;
-    p->scratch_floats = (uint64_t)(2 * sh->dp * gp + sh->g * sh->dp + sh->dvp * gp +
-                                   sh->g * sh->dvp + 2 * tk * gp + 3 * gp);
+    /* qt, dqt [dp][GP]; qn [HC][dp]; dyt [dvp][GP]; dyn [HC][dvp]; P and dS [TK][GP];
+     * max, sum, D [GP] (HC: the heads of a chunk, at most 32) */
+    const int64_t gp = sh->gp, tk = kernel_for(e->q.dtype).tk, hc = sh->g < 32 ? sh->g : 32;
+    p->scratch_floats = (uint64_t)(2 * sh->dp * gp + hc * sh->dp + sh->dvp * gp +
+                                   hc * sh->dvp + 2 * tk * gp + 3 * gp);
     p->kpack_floats = spa_nsas_pack_floats(&e->k, sh);
     p->vpack_floats = spa_nsas_pack_floats(&e->v, sh);
 #if SPA_FLOAT64_NSA_SELECT_GRAD

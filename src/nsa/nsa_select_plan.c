@@ -107,7 +107,8 @@ spa_status spa_nsas_check_shapes(const spa_tensor *q, const spa_tensor *k, const
     SPA_REQUIRE(n1 >= 1);
     SPA_REQUIRE(n1 <= 128);
     SPA_REQUIRE(n1 % n2 == 0);
-    SPA_REQUIRE(n1 / n2 <= 32); /* the micro-kernels' 32 head lanes */
+    /* any group: the kernels run a group of more than 32 heads (the
+     * micro-kernels' lanes) in chunks of 32 */
     SPA_REQUIRE(head_num == n1);
     /* any head dims up to 768, Dv independent of D (tails: nsa_select_pack.h) */
     SPA_REQUIRE(d >= 1);

@@ -97,6 +97,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
     float *sm = a->sm;
     const float *kh = a->kf, *vh = a->vf; /* the rows of kv head h2 */
     const int64_t G = a->g, GP = a->gp, D = a->d, DV = a->dv, DP = a->dp, DVP = a->dvp, BS = a->bs,
+                  HC = G < 32 ? G : 32, /* heads per chunk: the micro-kernels' lanes */
                   KC = a->kc, CH = NSAS_CHUNK(a->bs), CPB = (a->bs + CH - 1) / CH;
     /* scratch (the floats phase 1 reserved): lanes of padded heads stay 0 */
     float *qt = scratch;             /* [DP][GP]  query heads, transposed (tail rows 0) */
@@ -133,86 +134,94 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             }
             continue;
         }
-        for (ptrdiff_t g = 0; g < g_; g++) {
-            const SPA_T *qr = q + t * a->qs0 + (h2 * G + g) * a->qs1;
-            if (a->qs2 == 1) {
-                for (ptrdiff_t d = 0; d < d_full; d += SPA_VL)
-                    spa_vf_scatter(qt + d * gp_ + g, GP, SPA_VLOAD(qr + d));
-                if (d_full < d_) /* zero-filled: the tail rows of qt stay 0 */
-                    nsas_q_tail(qt + d_full * gp_ + g, GP, qr + d_full, d_ - d_full);
-            } else
-                for (int64_t d = 0; d < D; d++)
-                    qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
-        }
-        /* z' = scale * Q Kselᵀ in index order (duplicates included), MASKVAL
-         * (-FLT_MAX) where key position p > s, -inf past the batch's KV;
-         * m = the row max. Selected block n of the unit at rows n * BS. */
-        for (int64_t l = 0; l < GP; l++)
-            mrow[l] = -FLT_MAX;
-        for (int64_t i = 0, n = 0; i < KC; i++) {
-            if (ir[i * a->is2] < 0)
-                continue;
-            const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
-            const float *kb = kh + (kstart + p0) * a->kfr;
-            const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
-            const int64_t inside = kvlen - p0 < BS ? kvlen - p0 : BS;
-            for (int64_t j0 = 0; j0 < BS; j0 += CH) {
-                const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
-                spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1);
-                spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, inside - j0, qt, DP, GP,
-                                    a->scale, st + (n * BS + j0) * GP, mrow, &pf);
-                spa_nsas_pf_rest(&pf);
+        /* the heads in chunks of at most 32 (the micro-kernels' lanes), in order */
+        for (int64_t h0 = 0; h0 < G; h0 += HC) {
+            const ptrdiff_t nh = (ptrdiff_t)(G - h0 < HC ? G - h0 : HC);
+            if (nh < (ptrdiff_t)HC) /* a last, partial chunk: the lanes past it zero, as for a small G */
+                for (int64_t i = 0; i < DP; i++)
+                    for (ptrdiff_t g = nh; g < (ptrdiff_t)HC; g++)
+                        qt[i * GP + g] = 0.0f;
+            for (ptrdiff_t g = 0; g < nh; g++) {
+                const SPA_T *qr = q + t * a->qs0 + (h2 * G + h0 + g) * a->qs1;
+                if (a->qs2 == 1) {
+                    for (ptrdiff_t d = 0; d < d_full; d += SPA_VL)
+                        spa_vf_scatter(qt + d * gp_ + g, GP, SPA_VLOAD(qr + d));
+                    if (d_full < d_) /* zero-filled: the tail rows of qt stay 0 */
+                        nsas_q_tail(qt + d_full * gp_ + g, GP, qr + d_full, d_ - d_full);
+                } else
+                    for (int64_t d = 0; d < D; d++)
+                        qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
             }
-            n++;
-        }
-        const int64_t KB = sel * BS;
-        /* P = exp(z' - m) / l, as exp(z' - m) times one reciprocal per head */
-        NSAS_EXP_SUM()(st, KB, GP, mrow, lrow);
-        float inv[32];
-        for (int64_t l = 0; l < GP; l++)
-            inv[l] = 1.0f / lrow[l];
+            /* z' = scale * Q Kselᵀ in index order (duplicates included), MASKVAL
+             * (-FLT_MAX) where key position p > s, -inf past the batch's KV;
+             * m = the row max. Selected block n of the unit at rows n * BS. */
+            for (int64_t l = 0; l < GP; l++)
+                mrow[l] = -FLT_MAX;
+            for (int64_t i = 0, n = 0; i < KC; i++) {
+                if (ir[i * a->is2] < 0)
+                    continue;
+                const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
+                const float *kb = kh + (kstart + p0) * a->kfr;
+                const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
+                const int64_t inside = kvlen - p0 < BS ? kvlen - p0 : BS;
+                for (int64_t j0 = 0; j0 < BS; j0 += CH) {
+                    const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
+                    spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1);
+                    spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, inside - j0, qt, DP, GP,
+                                        a->scale, st + (n * BS + j0) * GP, mrow, &pf);
+                    spa_nsas_pf_rest(&pf);
+                }
+                n++;
+            }
+            const int64_t KB = sel * BS;
+            /* P = exp(z' - m) / l, as exp(z' - m) times one reciprocal per head */
+            NSAS_EXP_SUM()(st, KB, GP, mrow, lrow);
+            float inv[32];
+            for (int64_t l = 0; l < GP; l++)
+                inv[l] = 1.0f / lrow[l];
 m4_ifelse(SPA_DT, `f32', `m4_dnl
-        /* f32 P needs no rounding: 1/l is applied to O instead, sparing a pass over P */
+            /* f32 P needs no rounding: 1/l is applied to O instead, sparing a pass over P */
 ', `m4_dnl
-        /* P rounded to the dtype, as the spec computes it */
-        spa_nsas_scale_round(st, KB, GP, inv, m4_ifelse(SPA_DT, `bf16', 1, 0));
+            /* P rounded to the dtype, as the spec computes it */
+            spa_nsas_scale_round(st, KB, GP, inv, m4_ifelse(SPA_DT, `bf16', 1, 0));
 ')m4_dnl
-        /* O = P Vsel */
-        for (ptrdiff_t i = 0; i < dvp_ * gp_; i++)
-            ot[i] = 0.0f;
-        for (int64_t i = 0, n = 0; i < KC; i++) {
-            if (ir[i * a->is2] < 0)
-                continue;
-            const float *vb = vh + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
-            for (int64_t j0 = 0; j0 < BS; j0 += CH) {
-                const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
-                spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / CH + 1);
-                spa_nsas_accum_t(vb + j0 * a->vfr, a->vfr, nr, st + (n * BS + j0) * GP, DVP, GP, ot, &pf);
-                spa_nsas_pf_rest(&pf);
+            /* O = P Vsel */
+            for (ptrdiff_t i = 0; i < dvp_ * gp_; i++)
+                ot[i] = 0.0f;
+            for (int64_t i = 0, n = 0; i < KC; i++) {
+                if (ir[i * a->is2] < 0)
+                    continue;
+                const float *vb = vh + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
+                for (int64_t j0 = 0; j0 < BS; j0 += CH) {
+                    const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
+                    spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / CH + 1);
+                    spa_nsas_accum_t(vb + j0 * a->vfr, a->vfr, nr, st + (n * BS + j0) * GP, DVP, GP, ot, &pf);
+                    spa_nsas_pf_rest(&pf);
+                }
+                n++;
             }
-            n++;
-        }
 m4_ifelse(SPA_DT, `f32', `m4_dnl
-        for (ptrdiff_t e = 0; e < dvp_; e++)
-            for (ptrdiff_t l = 0; l < gp_; l += SPA_VL)
-                spa_vf_store(ot + e * gp_ + l, spa_vf_mul(spa_vf_load(ot + e * gp_ + l), spa_vf_load(inv + l)));
+            for (ptrdiff_t e = 0; e < dvp_; e++)
+                for (ptrdiff_t l = 0; l < gp_; l += SPA_VL)
+                    spa_vf_store(ot + e * gp_ + l, spa_vf_mul(spa_vf_load(ot + e * gp_ + l), spa_vf_load(inv + l)));
 ')m4_dnl
-        for (ptrdiff_t g = 0; g < g_; g++) {
-            const int64_t h = h2 * G + g;
-            SPA_T *orow = o + t * a->os0 + h * a->os1;
-            if (a->os2 == 1) {
-                for (ptrdiff_t e = 0; e < dv_full; e += SPA_VL)
-                    SPA_VSTORE(orow + e, spa_vf_gather(ot + e * gp_ + g, GP));
-                if (dv_full < dv_)
-                    nsas_o_tail(orow + dv_full, ot + dv_full * gp_ + g, GP, dv_ - dv_full);
-            } else
-                for (int64_t e = 0; e < DV; e++)
-                    orow[e * a->os2] = SPA_STORE(ot[e * GP + g]);
-            float *mr = mx + t * a->ms0 + h * a->ms1;
-            float *sr = sm + t * a->ss0 + h * a->ss1;
-            for (int64_t c = 0; c < 8; c++) {
-                mr[c * a->ms2] = mrow[g];
-                sr[c * a->ss2] = lrow[g];
+            for (ptrdiff_t g = 0; g < nh; g++) {
+                const int64_t h = h2 * G + h0 + g;
+                SPA_T *orow = o + t * a->os0 + h * a->os1;
+                if (a->os2 == 1) {
+                    for (ptrdiff_t e = 0; e < dv_full; e += SPA_VL)
+                        SPA_VSTORE(orow + e, spa_vf_gather(ot + e * gp_ + g, GP));
+                    if (dv_full < dv_)
+                        nsas_o_tail(orow + dv_full, ot + dv_full * gp_ + g, GP, dv_ - dv_full);
+                } else
+                    for (int64_t e = 0; e < DV; e++)
+                        orow[e * a->os2] = SPA_STORE(ot[e * GP + g]);
+                float *mr = mx + t * a->ms0 + h * a->ms1;
+                float *sr = sm + t * a->ss0 + h * a->ss1;
+                for (int64_t c = 0; c < 8; c++) {
+                    mr[c * a->ms2] = mrow[g];
+                    sr[c * a->ss2] = lrow[g];
+                }
             }
         }
     }

@@ -73,11 +73,11 @@ void nsas_case_pad_indices(nsas_case *c, rng *r)
 void nsas_case_draw(nsas_case *c, int i, rng *r)
 {
     static const spa_dtype dts[3] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16};
-    static const int64_t groups[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 17, 24, 32};
+    static const int64_t groups[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 17, 24, 32, 33, 48, 64};
     memset(c, 0, sizeof *c);
     c->dt = dts[i % 3];
     int64_t g = groups[rng_int(r, 0, (int64_t)(sizeof groups / sizeof groups[0]) - 1)];
-    c->n2 = rng_int(r, 1, g > 16 ? 2 : 3);
+    c->n2 = rng_int(r, 1, g > 32 ? 1 : g > 16 ? 2 : 3);
     c->n1 = c->n2 * g;
     switch (i % 8) {
     case 0: c->d = 16 * rng_int(r, 1, 4); break;
@@ -265,6 +265,8 @@ static const struct {
     {SPA_FLOAT32, 6, 1, 80, 32, 32, 4, 3, fq3, fk3, 2, true, true, false},    /* Sq < Skv, causal */
     {SPA_FLOAT16, 4, 2, 272, 16, 16, 8, 3, fq3, fk3, 0, true, false, false},
     {SPA_FLOAT32, 32, 1, 64, 64, 16, 32, 1, fq4, fk4, 2, false, true, false}, /* G 32, K 32, mode 2 w/o mask */
+    {SPA_FLOAT16, 80, 2, 64, 48, 32, 3, 2, fq5, fk5, 2, true, false, true},   /* G 40: chunks of 32 and 8 */
+    {SPA_BFLOAT16, 128, 1, 32, 64, 16, 4, 1, fq2, fk2, 0, false, true, false}, /* G 128 (CANN's infer limit) */
     {SPA_BFLOAT16, 2, 2, SPA_TEST_SMALL ? 128 : 768, SPA_TEST_SMALL ? 128 : 768, 128, 4, 1, fq4, fk4, 0, false, false, false},
     {SPA_FLOAT16, 20, 4, 128, 128, 64, 3, 2, fq1, fk1, 2, true, true, false}, /* G 5 */
     {SPA_FLOAT32, 18, 1, 192, 128, 64, 2, 1, fq2, fk4, 2, true, true, false}, /* G 18: 32 lanes */
