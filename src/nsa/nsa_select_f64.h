@@ -47,7 +47,8 @@ static inline int64_t spa_nsas_f64_segments(const spa_nsas_args *a, int64_t n2, 
         if (len <= 0) /* a checked index never points past klen; nothing to read if it did */
             continue;
         const int64_t vis = !a->causal ? len : s - p0 + 1 < 0 ? 0 : s - p0 + 1;
-        seg[ns].row = kstart + p0, seg[ns].len = len, seg[ns].valid = vis < len ? vis : len;
+        seg[ns].row = a->gathered ? ns * a->bs : kstart + p0; /* gathered: slot ns's copy */
+        seg[ns].len = len, seg[ns].valid = vis < len ? vis : len;
         c += len, ns++;
     }
     *cnt = c;

@@ -43,6 +43,10 @@ typedef struct spa_nsas_args {
     int64_t kc;  /* selectedBlockCount */
     float scale;
     int causal;
+    int gathered; /* the decode path (nsa_select_infer.c): kf / vf hold only the
+                   * blocks one token selects, its n-th selected slot at rows
+                   * n * bs (f64: k / v the same way); idx still gives their
+                   * positions in the sequence */
 } spa_nsas_args;
 
 /* Forward: query tokens [t0, t1) of kv head n2, all in the batch whose

@@ -75,7 +75,7 @@ enum { TK = NSAS_TK };
 static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t kstart,
                             int64_t c)
 {
-    if (!SPA_ISA_PREFETCH) /* no hints: nothing to point at */
+    if (!SPA_ISA_PREFETCH || a->gathered) /* no hints, or the rows are a token's gathered copy */
         return spa_nsas_pf_rows(NULL, 0, 0, 0);
     const int64_t per_block = (a->bs + TK - 1) / TK, i = c / per_block, j0 = (c % per_block) * TK;
     const int64_t nr = a->bs - j0 < TK ? a->bs - j0 : TK;
@@ -161,7 +161,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 if (ir[i * a->is2] < 0)
                     continue;
                 const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
-                const float *kb = kh + (kstart + p0) * a->kfr;
+                const float *kb = kh + (a->gathered ? n * BS : kstart + p0) * a->kfr;
                 const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
                 const int64_t inside = kvlen - p0 < BS ? kvlen - p0 : BS;
                 for (int64_t j0 = 0; j0 < BS; j0 += CH) {
@@ -191,7 +191,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             for (int64_t i = 0, n = 0; i < KC; i++) {
                 if (ir[i * a->is2] < 0)
                     continue;
-                const float *vb = vh + (kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
+                const float *vb = vh + (a->gathered ? n * BS : kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
                 for (int64_t j0 = 0; j0 < BS; j0 += CH) {
                     const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
                     spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / CH + 1);

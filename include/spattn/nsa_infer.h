@@ -1,0 +1,55 @@
+/* spattn: NSA inference on a KV cache (decode and short query chunks).
+ *
+ * Two calls each, as every spattn operator (spattn/nsa.h). The cache is read
+ * in place through a block table: a call reads the blocks its queries select
+ * and nothing else of the cache, so its cost does not grow with the context.
+ * Normative semantics: README "NSA inference". */
+#ifndef SPATTN_NSA_INFER_H
+#define SPATTN_NSA_INFER_H
+
+#include "spattn/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Selected attention of the newest queries of each sequence against its KV
+ * cache (CANN's NsaSelectedAttentionInfer, with the union of what it and the
+ * public implementations accept).
+ *   query       [T, N1, D]: the queries of batch 0, then batch 1, ...
+ *               (actual_seq_q_len[b] of them; NULL: one per batch).
+ *   key, value  paged (block_table given): [pages, page_size, N2, D] and
+ *               [pages, page_size, N2, Dv], any strides (a CANN-style
+ *               [pages, page_size, N2 * D] buffer is this view of the same
+ *               memory); batch b's row p is row p % page_size of page
+ *               block_table[b][p / page_size].
+ *               contiguous (block_table NULL): [B, S, N2, D] and
+ *               [B, S, N2, Dv], batch b's rows in key[b].
+ *   topk_indices INT32 [T, N2, K]: block numbers (block n = rows
+ *               [n * bs, (n + 1) * bs) of the sequence); -1 selects nothing;
+ *               a block starting after the query's position selects nothing
+ *               (as fla); a block at or past the end of the sequence is
+ *               refused. Duplicates count twice.
+ *   block_table INT32 [B, max_pages] or NULL; its entries are untrusted.
+ *   actual_seq_kv_len[b]: the sequence's length L_b (per-batch lengths, as
+ *               CANN's inference operators take them).
+ * Query i of a batch with S_b queries stands at position L_b - S_b + i and
+ * attends the keys of its selected blocks up to that position (the queries
+ * are the newest S_b tokens: bottom-right alignment). Any G = N1 / N2 (N1 up
+ * to 128), D and Dv 1..768, selected_block_size a multiple of 16 up to 4096,
+ * any page size, f16 / bf16 / f32 / f64 (every float tensor of one dtype).
+ * attention_out [T, N1, Dv], the query's dtype. A query whose selected
+ * blocks hold no visible key gets 0. */
+spa_status spa_nsa_select_infer_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *topk_indices, const spa_tensor *block_table,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    double scale_value, int64_t selected_block_size, const spa_tensor *attention_out,
+    uint64_t *workspace_size, spa_executor *executor);
+spa_status spa_nsa_select_infer(void *workspace, uint64_t workspace_size,
+                                const spa_executor *executor, const spa_runner *runner);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,467 @@
+/* NsaSelectedAttentionInfer, native (spattn/nsa_infer.h): selected attention
+ * of the newest queries of each sequence against its KV cache, read in place
+ * through a block table.
+ *
+ * A unit is one (query token, kv head). It copies the validated slots of its
+ * topk row, gathers the rows of the blocks they select (widened to f32, or
+ * as doubles, zero-padded to the kernels' head dims and whole blocks) into
+ * its scratch, slot n at rows n * bs, and runs the selected-attention kernel
+ * on them in its gathered mode (spa_nsas_args.gathered): the same
+ * micro-kernels, the causal rule at the query's position, nothing of the
+ * cache read but its selected rows. So a call costs O(T * N2 * K * bs), not
+ * O(L): a decode step at a 128k context reads what one at 8k reads.
+ *
+ * Validation: phase 1 and phase 2 both check every argument, the sequence
+ * arrays (copied in phase 2) and every topk index and block-table entry the
+ * call will use, before anything is written. The units read each index and
+ * page number once more as they gather and use only what that read gives
+ * if it is still valid (a caller rewriting the arrays during the call gets
+ * padding there, never an access outside the cache). */
+#include <string.h>
+
+#include "f64.h"
+#include "half.h"
+#include "internal.h"
+#include "nsa_select_f64.h"
+#include "nsa_select_kernel.h"
+#include "nsa_select_plan.h"
+#include "spa_kernels.h"
+#include "spattn/nsa_infer.h"
+
+/* Blocks per call at most (each owns a scratch in the workspace). */
+#ifndef SPA_SELECT_INFER_BLOCKS_MAX
+#define SPA_SELECT_INFER_BLOCKS_MAX 64
+#endif
+
+/* The call's arguments as phase 1 took them: all phase 2 reads of it. */
+typedef struct nsasi_exec {
+    spa_exec_head head;
+    spa_tensor q, k, v, topk, table, o;
+    spa_int_array sq, skv;
+    double scale;
+    int64_t bs;
+    int32_t has_table, has_sq;
+} nsasi_exec;
+_Static_assert(sizeof(nsasi_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
+
+/* What the arguments determine (derived again in phase 2). */
+typedef struct nsasi_shape {
+    int64_t t, n1, n2, g, gp, d, dv, dp, dvp, kc, bs, batches, pages, page_size, kv_cap;
+    int32_t dtype;
+} nsasi_shape;
+
+typedef struct nsasi_plan {
+    nsasi_shape sh;
+    int64_t units, per_block; /* units: (token, kv head) pairs */
+    uint32_t blocks;
+    uint64_t scratch_bytes; /* per block: the kernel's scratch, the gathered rows, the slots */
+} nsasi_plan;
+
+/* The rules that read no array contents. */
+static spa_status check_args(const nsasi_exec *e, nsasi_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    SPA_TRY(spa_tensor_check(&e->q, 3));
+    SPA_TRY(spa_tensor_check(&e->k, 4));
+    SPA_TRY(spa_tensor_check(&e->v, 4));
+    SPA_TRY(spa_tensor_check(&e->topk, 3));
+    SPA_TRY(spa_tensor_check_output(&e->o, 3));
+    const int32_t dt = e->q.dtype;
+    SPA_REQUIRE(spa_is_float_dtype(dt));
+    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_NSA_SELECT);
+    SPA_REQUIRE(e->k.dtype == dt /* key in query's dtype */);
+    SPA_REQUIRE(e->v.dtype == dt /* value in query's dtype */);
+    SPA_REQUIRE(e->o.dtype == dt /* attentionOut in query's dtype */);
+    SPA_REQUIRE(e->topk.dtype == SPA_INT32);
+    SPA_TRY(spa_seq_check_size(&e->skv));
+    sh->batches = (int64_t)e->skv.size;
+    SPA_REQUIRE(sh->batches <= 65536 /* actual_seq_kv_len: at most 65536 batches */);
+    if (e->has_sq) {
+        SPA_TRY(spa_seq_check_size(&e->sq));
+        SPA_REQUIRE(e->sq.size == e->skv.size /* one query count per batch */);
+    }
+    sh->t = e->q.dims[0], sh->n1 = e->q.dims[1], sh->d = e->q.dims[2];
+    sh->n2 = e->k.dims[2], sh->dv = e->v.dims[3], sh->kc = e->topk.dims[2];
+    SPA_REQUIRE(sh->n2 >= 1);
+    SPA_REQUIRE(sh->n1 >= 1 && sh->n1 <= 128);
+    SPA_REQUIRE(sh->n1 % sh->n2 == 0 /* query heads a multiple of kv heads */);
+    SPA_REQUIRE(sh->d >= 1 && sh->d <= 768);
+    SPA_REQUIRE(sh->dv >= 1 && sh->dv <= 768);
+    SPA_REQUIRE(e->k.dims[3] == sh->d /* key head dim == query head dim */);
+    SPA_REQUIRE(e->v.dims[0] == e->k.dims[0] && e->v.dims[1] == e->k.dims[1] && e->v.dims[2] == sh->n2);
+    SPA_REQUIRE(sh->kc >= 1 && sh->kc <= 4096);
+    SPA_REQUIRE(e->bs >= 16 && e->bs <= 4096 && e->bs % 16 == 0 /* selected_block_size */);
+    const int64_t td[3] = {sh->t, sh->n2, sh->kc}, od[3] = {sh->t, sh->n1, sh->dv};
+    SPA_REQUIRE(spa_tensor_dims_are(&e->topk, 3, td));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, od));
+    sh->pages = e->k.dims[0], sh->page_size = e->k.dims[1];
+    if (e->has_table) {
+        SPA_TRY(spa_tensor_check(&e->table, 2));
+        SPA_REQUIRE(e->table.dtype == SPA_INT32);
+        SPA_REQUIRE(e->table.dims[0] == sh->batches /* block_table: a row per batch */);
+        SPA_REQUIRE(spa_mul_ok(e->table.dims[1], sh->page_size, &sh->kv_cap));
+    } else {
+        SPA_REQUIRE(sh->pages >= sh->batches /* contiguous cache: key[b] per batch */);
+        sh->kv_cap = sh->page_size;
+    }
+    if (!e->has_sq)
+        SPA_REQUIRE(sh->t == sh->batches /* no actual_seq_q_len: one query per batch */);
+    sh->g = sh->n1 / sh->n2;
+    sh->gp = spa_nsas_lanes(sh->g);
+    sh->dp = (sh->d + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
+    sh->dvp = (sh->dv + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
+    sh->bs = e->bs;
+    sh->dtype = dt;
+    return SPA_OK;
+}
+
+/* Query count and length of batch b, read once each (copies: the
+ * trusted arrays of phase 2). Every query stands inside its sequence. */
+static spa_status check_seq(const nsasi_exec *e, const nsasi_shape *sh, int64_t *sq_copy,
+                            int64_t *kv_copy)
+{
+    int64_t total = 0;
+    for (int64_t b = 0; b < sh->batches; b++) {
+        const int64_t s = e->has_sq ? e->sq.data[b] : 1, l = e->skv.data[b];
+        SPA_REQUIRE(s >= 0 && l >= 0 /* actual_seq_q_len / actual_seq_kv_len >= 0 */);
+        SPA_REQUIRE(s <= l /* the queries are the newest tokens: S_b <= L_b */);
+        SPA_REQUIRE(l <= sh->kv_cap /* L_b fits the cache (block_table row, or key dim 1) */);
+        SPA_REQUIRE(spa_add_ok(total, s, &total));
+        if (sq_copy != NULL)
+            sq_copy[b] = s, kv_copy[b] = l;
+    }
+    SPA_REQUIRE(total == sh->t /* the query counts sum to T */);
+    return SPA_OK;
+}
+
+/* The page holding row p of batch b (contiguous: page b), or -1 when the
+ * table entry is not a page of the cache. */
+static int64_t page_of(const nsasi_exec *e, const nsasi_shape *sh, int64_t b, int64_t p)
+{
+    if (!e->has_table)
+        return b;
+    const int32_t *row = (const int32_t *)e->table.data + b * e->table.strides[0];
+    const int64_t pg = row[(p / sh->page_size) * e->table.strides[1]]; /* read once */
+    return pg >= 0 && pg < sh->pages ? pg : -1;
+}
+
+/* Every topk index and the table entries of the blocks they select; sq / kv:
+ * the trusted copies (phase 2), or NULL to read the caller's checked arrays. */
+static spa_status check_indices(const nsasi_exec *e, const nsasi_shape *sh, const int64_t *sq,
+                                const int64_t *kv)
+{
+    const int32_t *idx = e->topk.data;
+    for (int64_t b = 0, t = 0; b < sh->batches; b++) {
+        const int64_t nq = sq != NULL ? sq[b] : e->has_sq ? e->sq.data[b] : 1;
+        const int64_t len = kv != NULL ? kv[b] : e->skv.data[b];
+        const int64_t nblk = (len + sh->bs - 1) / sh->bs;
+        for (int64_t i = 0; i < nq && t < sh->t; i++, t++)
+            for (int64_t h = 0; h < sh->n2; h++)
+                for (int64_t j = 0; j < sh->kc; j++) {
+                    const int64_t x = idx[t * e->topk.strides[0] + h * e->topk.strides[1] +
+                                          j * e->topk.strides[2]];
+                    if (x == -1)
+                        continue;
+                    SPA_REQUIRE(x >= 0 && x < nblk /* topk_indices: -1 or a block of the sequence */);
+                    const int64_t p1 = (x + 1) * sh->bs < len ? (x + 1) * sh->bs : len;
+                    for (int64_t p = x * sh->bs; p < p1; p += sh->page_size - p % sh->page_size)
+                        SPA_REQUIRE(page_of(e, sh, b, p) >= 0 /* block_table: pages of the cache */);
+                }
+    }
+    return SPA_OK;
+}
+
+static size_t elem_bytes(int32_t dt)
+{
+    return dt == SPA_FLOAT64 ? 8 : 4; /* the kernels' element: double, or float */
+}
+
+/* A block's scratch, 64-byte aligned parts: the kernel's own scratch, the
+ * gathered key rows [K*bs][dp], value rows [K*bs][dvp], the checked slots
+ * [K] and a sink for the statistics the kernels write (an inference call
+ * returns none). */
+typedef struct nsasi_layout {
+    uint64_t kg, vg, slots, sink, bytes; /* offsets, and the whole */
+} nsasi_layout;
+
+static uint64_t round64(uint64_t x)
+{
+    return (x + 63u) / 64u * 64u;
+}
+
+static nsasi_layout layout_of(const nsasi_shape *sh)
+{
+    const uint64_t rows = (uint64_t)sh->kc * (uint64_t)sh->bs, es = elem_bytes(sh->dtype);
+    uint64_t kernel; /* kc <= 4096, bs <= 4096, dims <= 768, gp <= 128: no overflow */
+    if (sh->dtype == SPA_FLOAT64)
+        kernel = 8u * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(sh->g, sh->d, sh->dv, sh->kc, sh->bs);
+    else /* qt [dp][GP], scores [K*bs][GP], out [dvp][GP], max and sum [GP] */
+        kernel = 4u * (uint64_t)(sh->dp * sh->gp + (int64_t)rows * sh->gp + sh->dvp * sh->gp + 2 * sh->gp);
+    nsasi_layout l;
+    l.kg = round64(kernel);
+    l.vg = l.kg + round64(rows * (uint64_t)sh->dp * es);
+    l.slots = l.vg + round64(rows * (uint64_t)sh->dvp * es);
+    l.sink = l.slots + round64(4u * (uint64_t)sh->kc);
+    l.bytes = l.sink + 64u;
+    return l;
+}
+
+static void make_plan(const nsasi_shape *sh, nsasi_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->sh = *sh;
+    p->units = sh->t * sh->n2;
+    p->per_block = (p->units + SPA_SELECT_INFER_BLOCKS_MAX - 1) / SPA_SELECT_INFER_BLOCKS_MAX;
+    if (p->per_block < 1)
+        p->per_block = 1;
+    p->blocks = (uint32_t)((p->units + p->per_block - 1) / p->per_block);
+    p->scratch_bytes = layout_of(sh).bytes;
+}
+
+/* The workspace: the sequence copies, then a scratch per block. */
+static void carve(spa_ws *ws, const nsasi_plan *p, int64_t **sq, int64_t **kv, int64_t **qs,
+                  unsigned char **scratch)
+{
+    *sq = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *kv = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *qs = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *scratch = spa_ws_take(ws, (uint64_t)p->blocks, p->scratch_bytes);
+}
+
+static uint64_t planned_bytes(const nsasi_plan *p)
+{
+    spa_ws ws;
+    int64_t *a, *b, *c;
+    unsigned char *s;
+    spa_ws_plan(&ws);
+    carve(&ws, p, &a, &b, &c, &s);
+    return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
+}
+
+static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+                         const spa_tensor *topk_indices, const spa_tensor *block_table,
+                         const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+                         double scale_value, int64_t selected_block_size, const spa_tensor *attention_out,
+                         uint64_t *workspace_size, spa_executor *executor)
+{
+    if (query == NULL || key == NULL || value == NULL || topk_indices == NULL ||
+        actual_seq_kv_len == NULL || attention_out == NULL || workspace_size == NULL || executor == NULL)
+        return SPA_ERR_NULLPTR;
+    nsasi_exec e;
+    memset(&e, 0, sizeof e);
+    e.q = *query, e.k = *key, e.v = *value, e.topk = *topk_indices, e.o = *attention_out;
+    if (block_table != NULL)
+        e.table = *block_table, e.has_table = 1;
+    if (actual_seq_q_len != NULL)
+        e.sq = *actual_seq_q_len, e.has_sq = 1;
+    e.skv = *actual_seq_kv_len;
+    e.scale = scale_value, e.bs = selected_block_size;
+    SPA_REQUIRE(scale_value == scale_value && scale_value - scale_value == 0.0 /* scale_value finite */);
+    nsasi_shape sh;
+    SPA_TRY(check_args(&e, &sh));
+    SPA_TRY(check_seq(&e, &sh, NULL, NULL));
+    nsasi_plan p;
+    make_plan(&sh, &p);
+    e.head.ws_size = planned_bytes(&p);
+    SPA_REQUIRE(e.head.ws_size > 0);
+    SPA_TRY(check_indices(&e, &sh, NULL, NULL)); /* last: its cost grows with T * K */
+    *workspace_size = e.head.ws_size;
+    spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_SELECT_INFER);
+    return SPA_OK;
+}
+
+typedef struct nsasi_run {
+    const nsasi_exec *e;
+    const nsasi_plan *p;
+    const int64_t *sq, *kv, *qs; /* trusted: per-batch counts, lengths, first query */
+    unsigned char *scratch;
+    spa_nsas_args args; /* the kernel arguments every unit starts from */
+} nsasi_run;
+
+/* Row p of kv head h of batch b of cache tensor c, widened into dst (n
+ * elements, then zeros up to pitch): f32 rows, or double ones (f64). */
+static void gather_row(const spa_tensor *c, int64_t page, int64_t r, int64_t h, int64_t n, int64_t pitch,
+                       void *dst)
+{
+    const size_t es = spa_dtype_size(c->dtype);
+    const unsigned char *src = (const unsigned char *)c->data +
+                               (size_t)(page * c->strides[0] + r * c->strides[1] + h * c->strides[2]) * es;
+    const int64_t s = c->strides[3];
+    if (c->dtype == SPA_FLOAT64) {
+        double *d = dst;
+        const double *x = (const double *)(const void *)src;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = x[i * s];
+        for (int64_t i = n; i < pitch; i++)
+            d[i] = 0.0;
+        return;
+    }
+    float *d = dst;
+    if (c->dtype == SPA_FLOAT32) {
+        const float *x = (const float *)(const void *)src;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = x[i * s];
+    } else {
+        const uint16_t *u = (const uint16_t *)(const void *)src;
+        if (s == 1 && c->dtype == SPA_FLOAT16)
+            spa_f16_widen_run(d, u, n);
+        else if (s == 1)
+            spa_bf16_widen_run(d, u, n);
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i] = c->dtype == SPA_FLOAT16 ? spa_f16_to_f32(u[i * s]) : spa_bf16_to_f32(u[i * s]);
+    }
+    for (int64_t i = n; i < pitch; i++)
+        d[i] = 0.0f;
+}
+
+static void zero_row(void *dst, int64_t pitch, int32_t dt)
+{
+    if (dt == SPA_FLOAT64)
+        for (int64_t i = 0; i < pitch; i++)
+            ((double *)dst)[i] = 0.0;
+    else
+        for (int64_t i = 0; i < pitch; i++)
+            ((float *)dst)[i] = 0.0f;
+}
+
+/* Unit (t, h) of batch b: its slots, then its selected rows, then the kernel. */
+static void run_unit(const nsasi_run *r, int64_t t, int64_t h, int64_t b, unsigned char *scratch)
+{
+    const nsasi_exec *e = r->e;
+    const nsasi_shape *sh = &r->p->sh;
+    const size_t es = elem_bytes(sh->dtype);
+    const int64_t kv = r->kv[b];
+    const int64_t pos = kv - r->sq[b] + (t - r->qs[b]); /* the query's position */
+    const int64_t nblk = (kv + sh->bs - 1) / sh->bs;
+    const nsasi_layout lay = layout_of(sh);
+    unsigned char *kg = scratch + lay.kg, *vg = scratch + lay.vg;
+    int32_t *slots = (int32_t *)(void *)(scratch + lay.slots);
+    void *sink = scratch + lay.sink;
+    const int32_t *idx = (const int32_t *)e->topk.data + t * e->topk.strides[0] + h * e->topk.strides[1];
+    int64_t n = 0;
+    for (int64_t j = 0; j < sh->kc; j++) {
+        const int64_t x = idx[j * e->topk.strides[2]]; /* read once */
+        /* padding, a block after the query's position, or (an array
+         * rewritten during the call) a value phase 2 did not check: none */
+        slots[j] = x >= 0 && x < nblk && x * sh->bs <= pos ? (int32_t)x : -1;
+        if (slots[j] < 0)
+            continue;
+        for (int64_t i = 0; i < sh->bs; i++) {
+            const int64_t p = x * sh->bs + i, row = n * sh->bs + i;
+            void *kd = kg + (uint64_t)(row * sh->dp) * es, *vd = vg + (uint64_t)(row * sh->dvp) * es;
+            const int64_t pg = p < kv ? page_of(e, sh, b, p) : -1;
+            if (pg < 0) { /* past the sequence (never attended), or a rewritten table entry */
+                zero_row(kd, sh->dp, sh->dtype);
+                zero_row(vd, sh->dvp, sh->dtype);
+                continue;
+            }
+            const int64_t in_page = e->has_table ? p % sh->page_size : p;
+            gather_row(&e->k, pg, in_page, h, sh->d, sh->dp, kd);
+            gather_row(&e->v, pg, in_page, h, sh->dv, sh->dvp, vd);
+        }
+        n++;
+    }
+    spa_nsas_args a = r->args;
+    a.idx = slots, a.is0 = 0, a.is1 = 0, a.is2 = 1;
+    a.mx = sink, a.ms0 = a.ms1 = a.ms2 = 0;
+    a.sm = sink, a.ss0 = a.ss1 = a.ss2 = 0;
+    /* the kernel's in-batch position s = t - qstart is the query's position */
+    const int64_t qstart = t - pos;
+#if SPA_FLOAT64_NSA_SELECT
+    if (sh->dtype == SPA_FLOAT64) {
+        spa_nsas_f64_args f;
+        memset(&f, 0, sizeof f);
+        f.a = a;
+        f.k = (const double *)(const void *)kg, f.ks0 = sh->dp, f.ks1 = 0, f.ks2 = 1;
+        f.v = (const double *)(const void *)vg, f.vs0 = sh->dvp, f.vs1 = 0, f.vs2 = 1;
+        f.scale = e->scale;
+        SPA_K_NSA_SELECT_F64(&f, h, t, t + 1, qstart, 0, kv, (double *)(void *)scratch);
+        return;
+    }
+#endif
+    a.kf = (const float *)(const void *)kg, a.kfr = sh->dp;
+    a.vf = (const float *)(const void *)vg, a.vfr = sh->dvp;
+    spa_nsas_fwd_kernel *k = sh->dtype == SPA_FLOAT16    ? SPA_K_NSA_SELECT_F16
+                             : sh->dtype == SPA_BFLOAT16 ? SPA_K_NSA_SELECT_BF16
+                                                         : SPA_K_NSA_SELECT_F32;
+    k(&a, h, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
+}
+
+static void run_block(void *arg, uint32_t blk)
+{
+    const nsasi_run *r = arg;
+    const nsasi_plan *p = r->p;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
+    const int64_t u0 = (int64_t)blk * p->per_block;
+    const int64_t u1 = u0 + p->per_block < p->units ? u0 + p->per_block : p->units;
+    int64_t b = 0;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t t = u / p->sh.n2, h = u - t * p->sh.n2;
+        while (t >= r->qs[b] + r->sq[b]) /* batches in order; t < T */
+            b++;
+        run_unit(r, t, h, b, scratch);
+    }
+}
+
+spa_status spa_nsa_select_infer_phase2(void *workspace, uint64_t workspace_size,
+                                       const spa_executor *executor, const spa_runner *runner)
+{
+    const spa_runner rn = spa_runner_copy(runner);
+    nsasi_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_SELECT_INFER));
+    nsasi_shape sh;
+    SPA_TRY(check_args(&e, &sh));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.topk, &e.o, e.has_table ? &e.table : NULL};
+    const spa_int_array *arrays[] = {&e.skv, e.has_sq ? &e.sq : NULL};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 6, arrays, 2));
+    nsasi_plan p;
+    make_plan(&sh, &p);
+    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
+    spa_ws ws;
+    nsasi_run r;
+    int64_t *sq, *kv, *qs;
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
+    carve(&ws, &p, &sq, &kv, &qs, &r.scratch);
+    SPA_REQUIRE(!ws.overflow);
+    SPA_TRY(check_seq(&e, &sh, sq, kv));
+    for (int64_t b = 0, t = 0; b < sh.batches; t += sq[b], b++)
+        qs[b] = t;
+    SPA_TRY(check_indices(&e, &sh, sq, kv));
+    if (sh.t == 0)
+        return SPA_OK;
+    r.e = &e, r.p = &p, r.sq = sq, r.kv = kv, r.qs = qs;
+    memset(&r.args, 0, sizeof r.args);
+    r.args.q = e.q.data;
+    r.args.qs0 = e.q.strides[0], r.args.qs1 = e.q.strides[1], r.args.qs2 = e.q.strides[2];
+    r.args.o = e.o.data;
+    r.args.os0 = e.o.strides[0], r.args.os1 = e.o.strides[1], r.args.os2 = e.o.strides[2];
+    r.args.n2 = sh.n2, r.args.g = sh.g, r.args.gp = sh.gp;
+    r.args.d = sh.d, r.args.dv = sh.dv, r.args.dp = sh.dp, r.args.dvp = sh.dvp;
+    r.args.bs = sh.bs, r.args.kc = sh.kc;
+    r.args.scale = (float)e.scale;
+    r.args.causal = 1;
+    r.args.gathered = 1;
+    spa_run_blocks(&rn, run_block, &r, p.blocks);
+    return SPA_OK;
+}
+
+spa_status spa_nsa_select_infer_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *topk_indices, const spa_tensor *block_table,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    double scale_value, int64_t selected_block_size, const spa_tensor *attention_out,
+    uint64_t *workspace_size, spa_executor *executor)
+{
+    return spa_refusal_record(phase1(query, key, value, topk_indices, block_table, actual_seq_q_len,
+                                     actual_seq_kv_len, scale_value, selected_block_size, attention_out,
+                                     workspace_size, executor),
+                              executor, SPA_OP_NSA_SELECT_INFER, 1);
+}
+
+spa_status spa_nsa_select_infer(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                const spa_runner *runner)
+{
+    return spa_public_status(spa_nsa_select_infer_phase2(workspace, workspace_size, executor, runner));
+}
