@@ -145,6 +145,16 @@ static void measure_triad(void)
     free(t[0].c);
 }
 
+double bench_live_triad_gbps(unsigned threads)
+{
+    return live_triad[threads >= 2 ? 2 : 1];
+}
+
+double bench_live_fma_gflops(unsigned threads)
+{
+    return live_fma[threads >= 2 ? 2 : 1];
+}
+
 void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned threads,
                   double median_ms, double bytes, double flops)
 {

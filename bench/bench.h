@@ -33,6 +33,11 @@ double bench_fma_peak_gflops(unsigned threads);
  * BENCH_SHAPE="bench" narrow a run to those (unset: all). */
 int bench_wanted(spa_dtype dt, const char *shape);
 
+/* The STREAM triad GB/s and fp32 FMA GFLOP/s measured at the start of this
+ * run, for 1 or 2 threads (more: the 2-thread figures). */
+double bench_live_triad_gbps(unsigned threads);
+double bench_live_fma_gflops(unsigned threads);
+
 void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned threads,
                   double median_ms, double bytes, double flops);
 

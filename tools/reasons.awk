@@ -25,11 +25,16 @@ open_ { collect($0); next }
     collect(line)
 }
 # Appends s to the call's text up to the parenthesis that closes it.
+# A comment (its apostrophes are not quotes) may run over lines: in_comment.
 function collect(s,   i, c, quote) {
     quote = ""
     for (i = 1; i <= length(s); i++) {
         c = substr(s, i, 1)
-        if (quote != "") {
+        if (in_comment) {
+            if (c == "*" && substr(s, i + 1, 1) == "/") { in_comment = 0; text = text "*/"; i++; continue }
+        } else if (quote == "" && c == "/" && substr(s, i + 1, 1) == "*") {
+            in_comment = 1; text = text "/*"; i++; continue
+        } else if (quote != "") {
             if (c == "\\") { text = text c substr(s, i + 1, 1); i++; continue }
             if (c == quote) quote = ""
         } else if (c == "\"" || c == "'") {

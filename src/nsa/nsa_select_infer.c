@@ -69,9 +69,9 @@ static spa_status check_args(const nsasi_exec *e, nsasi_shape *sh)
     const int32_t dt = e->q.dtype;
     SPA_REQUIRE(spa_is_float_dtype(dt));
     SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_NSA_SELECT);
-    SPA_REQUIRE(e->k.dtype == dt /* key in query's dtype */);
-    SPA_REQUIRE(e->v.dtype == dt /* value in query's dtype */);
-    SPA_REQUIRE(e->o.dtype == dt /* attentionOut in query's dtype */);
+    SPA_REQUIRE(e->k.dtype == dt /* key: the dtype of query */);
+    SPA_REQUIRE(e->v.dtype == dt /* value: the dtype of query */);
+    SPA_REQUIRE(e->o.dtype == dt /* attention_out: the dtype of query */);
     SPA_REQUIRE(e->topk.dtype == SPA_INT32);
     SPA_TRY(spa_seq_check_size(&e->skv));
     sh->batches = (int64_t)e->skv.size;
