@@ -290,8 +290,11 @@ static void gather_row(const spa_tensor *c, int64_t page, int64_t r, int64_t h, 
     if (c->dtype == SPA_FLOAT64) {
         double *d = dst;
         const double *x = (const double *)(const void *)src;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = x[i * s];
+        if (s == 1)
+            memcpy(d, x, (size_t)n * sizeof(double));
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i] = x[i * s];
         for (int64_t i = n; i < pitch; i++)
             d[i] = 0.0;
         return;
@@ -299,8 +302,11 @@ static void gather_row(const spa_tensor *c, int64_t page, int64_t r, int64_t h, 
     float *d = dst;
     if (c->dtype == SPA_FLOAT32) {
         const float *x = (const float *)(const void *)src;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = x[i * s];
+        if (s == 1)
+            memcpy(d, x, (size_t)n * sizeof(float));
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i] = x[i * s];
     } else {
         const uint16_t *u = (const uint16_t *)(const void *)src;
         if (s == 1 && c->dtype == SPA_FLOAT16)
