@@ -116,11 +116,11 @@ def differentiable(name, function):
     register(name, function.apply, "Autograd")
 
 
-def not_differentiable(name):
-    """Backward operators: called with inputs that require a gradient under
-    grad mode, or with forward-mode dual tensors (a second derivative asked
-    for through the operator itself), they refuse instead of returning
-    gradients without a graph or a tangent."""
+def not_differentiable(name, why="second derivatives are not implemented"):
+    """Backward operators (and inference-only ones): called with inputs that
+    require a gradient under grad mode, or with forward-mode dual tensors (a
+    second derivative asked for through the operator itself), they refuse,
+    saying why, instead of returning results without a graph or a tangent."""
     operator = op(name)
 
     def kernel(*args):
@@ -128,9 +128,7 @@ def not_differentiable(name):
         if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or (
                 forward_ad._current_level >= 0
                 and any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)):
-            raise RuntimeError(
-                "spattn: %s::%s is not differentiable (second derivatives are not "
-                "implemented)" % (NAMESPACE, name))
+            raise RuntimeError("spattn: %s::%s is not differentiable (%s)" % (NAMESPACE, name, why))
         return below_autograd(operator, *args)
     register(name, kernel, "Autograd")
 

@@ -266,6 +266,116 @@ L.differentiable("nsa_selected_attention", SelectAutograd)
 L.not_differentiable("nsa_selected_attention_backward")
 
 
+# ---- NSA selected attention on a KV cache (NsaSelectedAttentionInfer) ----
+# torch_npu.npu_nsa_select_attention_infer's arguments, names and order. The
+# union contract: layouts BSND and BSH (torch_npu) and TND (CANN, with
+# actual_seq_qlen as per-batch query counts); a paged cache [blocks,
+# page_block_size, N2 * D] or [blocks, page_block_size, N2, D] with a
+# block_table, or a contiguous [B, S, N2, D] one without; any query length
+# per batch (the newest tokens: bottom-right aligned). Inference only.
+
+L.define("nsa_select_attention_infer(Tensor query, Tensor key, Tensor value, Tensor topk_indices, "
+        "float scale_value, int head_num, int key_value_head_num, int select_block_size, "
+        "int select_block_count, int page_block_size, str layout=\"BSND\", "
+        "Tensor? atten_mask=None, Tensor? block_table=None, int[]? actual_seq_qlen=None, "
+        "int[]? actual_seq_kvlen=None) -> Tensor")
+
+
+def _heads_view(name, t, heads):
+    """[.., N * D] as [.., N, D] (a view of the same memory)."""
+    if t.shape[-1] % heads:
+        raise ValueError("spattn: the last dim of %s (%d) is not a multiple of its %d heads"
+                         % (name, t.shape[-1], heads))
+    return t.unflatten(-1, (heads, t.shape[-1] // heads))
+
+
+@L.cpu("nsa_select_attention_infer")
+def _select_infer_cpu(query, key, value, topk, scale_value, head_num, key_value_head_num,
+                      select_block_size, select_block_count, page_block_size, layout="BSND",
+                      atten_mask=None, block_table=None, actual_seq_qlen=None, actual_seq_kvlen=None):
+    if _lib.nsa_select_infer_ws is None:
+        raise RuntimeError("spattn: the loaded libspattn has no spa_nsa_select_infer")
+    if atten_mask is not None:
+        raise ValueError("spattn: atten_mask is not read by the inference operator (each query "
+                         "attends up to its own position); pass None")
+    if actual_seq_kvlen is None:
+        raise ValueError("spattn: actual_seq_kvlen (each sequence's length) is required")
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _lib.check_tensor(name, t)
+    topk = _indices_any_rank(topk)
+    batches = len(actual_seq_kvlen)
+    if layout in ("BSND", "BSH"):
+        if layout == "BSH":
+            _lib.check_tensor("query", query, 3)
+            query = _heads_view("query", query, head_num)
+        _lib.check_tensor("query", query, 4)
+        if query.shape[0] != batches:
+            raise ValueError("spattn: query has %d batches, actual_seq_kvlen %d"
+                             % (query.shape[0], batches))
+        per = query.shape[1]
+        if actual_seq_qlen is not None and any(int(x) != per for x in actual_seq_qlen):
+            raise ValueError("spattn: with layout %s every batch has S = %d queries; "
+                             "actual_seq_qlen says %s" % (layout, per, list(actual_seq_qlen)))
+        counts = [per] * batches
+        q = query.reshape(batches * per, query.shape[2], query.shape[3])
+        if topk.dim() == 3 and per == 1:
+            topk = topk.unsqueeze(1)
+        _lib.check_tensor("topk_indices", topk, 4, (torch.int32,))
+        topk = topk.reshape(batches * per, topk.shape[2], topk.shape[3])
+    elif layout == "TND":
+        _lib.check_tensor("query", query, 3)
+        q = query
+        counts = list(actual_seq_qlen) if actual_seq_qlen is not None else [1] * batches
+        _lib.check_tensor("topk_indices", topk, 3, (torch.int32,))
+    else:
+        raise ValueError("spattn: layout must be BSND, BSH or TND, got %r" % (layout,))
+    if q.shape[1] != head_num:
+        raise ValueError("spattn: query has %d heads, head_num is %d" % (q.shape[1], head_num))
+    if key.dim() == 3:
+        key = _heads_view("key", key, key_value_head_num)
+    if value.dim() == 3:
+        value = _heads_view("value", value, key_value_head_num)
+    _lib.check_tensor("key", key, 4)
+    _lib.check_tensor("value", value, 4)
+    if key.shape[2] != key_value_head_num:
+        raise ValueError("spattn: key has %d heads, key_value_head_num is %d"
+                         % (key.shape[2], key_value_head_num))
+    if topk.shape[-1] != select_block_count:
+        raise ValueError("spattn: topk_indices has %d slots, select_block_count is %d"
+                         % (topk.shape[-1], select_block_count))
+    if block_table is not None:
+        _lib.check_tensor("block_table", block_table, 2, (torch.int32,))
+        if key.shape[1] != page_block_size:
+            raise ValueError("spattn: key's pages hold %d rows, page_block_size is %d"
+                             % (key.shape[1], page_block_size))
+    out = _lib.new_output((q.shape[0], head_num, value.shape[3]), q.dtype)
+    sq, keep_q = _lib.int_array([int(x) for x in counts])
+    skv, keep_kv = _lib.int_array([int(x) for x in actual_seq_kvlen])
+    d = _lib.describe
+    _lib.call("spa_nsa_select_infer", _lib.nsa_select_infer_ws,
+              (d(q), d(key), d(value), d(topk), d(block_table) if block_table is not None else None,
+               sq, skv, scale_value, select_block_size, d(out)))
+    if layout == "BSND":
+        return out.reshape(query.shape[0], query.shape[1], head_num, value.shape[3])
+    if layout == "BSH":
+        return out.reshape(query.shape[0], query.shape[1], head_num * value.shape[3])
+    return out
+
+
+def _indices_any_rank(topk):
+    if isinstance(topk, torch.Tensor) and topk.dtype == torch.int64 and topk.device.type == "cpu":
+        if topk.numel() and (int(topk.max()) > 2**31 - 1 or int(topk.min()) < -2**31):
+            raise ValueError("spattn: topk_indices hold values outside int32")
+        topk = topk.to(torch.int32)
+    _lib.check_tensor("topk_indices", topk, None, (torch.int32,))
+    return topk
+
+
+L.not_differentiable("nsa_select_attention_infer",
+                     "an inference operator: run it under torch.no_grad(), or train with "
+                     "nsa_selected_attention")
+
+
 # ---- NSA compressed attention (NsaCompressAttention) ----
 # CANN's argument names and order (torch_npu.npu_nsa_compress_attention),
 # its keyword-only arguments included: the user-facing function is this

@@ -8,7 +8,7 @@ work), as an int64 / int32 tensor (in eager code also a list of ints).
 The functions here are TorchScript: a scripted model calls the operators
 torch.ops.spattn.nsa_compress / nsa_selected_attention (python/spattn/_ops.py).
 """
-from typing import Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -71,3 +71,29 @@ def _select(q: Tensor, k: Tensor, v: Tensor, topk_indices: Tensor,
 nsa_selected_attention = boolean_dispatch(
     arg_name="return_softmax", arg_index=9, default=False, if_true=_select_with_softmax,
     if_false=_select, module_name=__name__, func_name="nsa_selected_attention")
+
+
+def npu_nsa_select_attention_infer(query: Tensor, key: Tensor, value: Tensor, topk_indices: Tensor,
+                                   scale_value: float, head_num: int, key_value_head_num: int,
+                                   select_block_size: int, select_block_count: int,
+                                   page_block_size: int, layout: str = "BSND",
+                                   atten_mask: Optional[Tensor] = None,
+                                   block_table: Optional[Tensor] = None,
+                                   actual_seq_qlen: Optional[List[int]] = None,
+                                   actual_seq_kvlen: Optional[List[int]] = None) -> Tensor:
+    """Selected attention of the newest queries of each sequence against its
+    KV cache, torch_npu.npu_nsa_select_attention_infer's arguments: query
+    BSND [B, S, N1, D] or BSH [B, S, N1 * D] (or TND [T, N1, D] with
+    actual_seq_qlen the per-batch query counts), key / value paged
+    [blocks, page_block_size, N2 * D] or [.., N2, D] through block_table
+    [B, max_blocks] (int32), or contiguous [B, S_max, N2, D] without one;
+    topk_indices [B, N2, K] (S = 1), [B, S, N2, K] or [T, N2, K]; -1 selects
+    nothing, and so does a block that starts after its query. Query i of a
+    batch with S queries stands at position actual_seq_kvlen[b] - S + i and
+    attends its selected keys up to there. Any G, D, Dv 1..768, block sizes
+    multiples of 16, any page size, float16 / bfloat16 / float32 / float64.
+    Inference only (no gradient)."""
+    return torch.ops.spattn.nsa_select_attention_infer(
+        query, key, value, topk_indices, scale_value, head_num, key_value_head_num,
+        select_block_size, select_block_count, page_block_size, layout, atten_mask, block_table,
+        actual_seq_qlen, actual_seq_kvlen)

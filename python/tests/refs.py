@@ -9,7 +9,8 @@ FLT_MAX = torch.finfo(torch.float32).max
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # |got - ref| <= ATOL * max|ref| + RTOL * |ref|: the f32 sums of the library
 # (ATOL) and the one rounding of each output to its dtype (RTOL).
-TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2),
+       torch.float64: (1e-12, 1e-12)}
 
 
 def cumulative(lengths):
