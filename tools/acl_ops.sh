@@ -20,3 +20,4 @@ echo "#define SPA_HAVE_NSA_SELECT_GRAD $(has spa_nsa_select_grad spa_nsa_select_
 echo "#define SPA_HAVE_MSDA $(has spa_msda spa_msda_get_workspace_size)"
 echo "#define SPA_HAVE_MSDA_GRAD $(has spa_msda_grad spa_msda_grad_get_workspace_size)"
 echo "#define SPA_HAVE_NSA_CATTN $(has spa_nsa_compress_attention spa_nsa_compress_attention_get_workspace_size)"
+echo "#define SPA_HAVE_NSA_SELECT_INFER $(has spa_nsa_select_infer spa_nsa_select_infer_get_workspace_size)"

@@ -1,0 +1,213 @@
+/* aclnnNsaSelectedAttentionInfer: CANN's sample call gives its result, a
+ * random paged problem gives the native operator's bytes (on the TND views
+ * of the same memory), and CANN's rules give CANN's codes. */
+#include <CUnit/Basic.h>
+
+#if !defined(SPA_HAVE_ACL)
+void suite_acl_infer(void);
+void suite_acl_infer(void)
+{
+}
+#else
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acl/acl.h"
+#include "aclnnop/aclnn_nsa_select_attention_infer.h"
+#include "spa_acl_ops.h"
+#include "spattn/nsa_infer.h"
+#include "util.h"
+
+#if SPA_HAVE_NSA_SELECT_INFER
+
+static aclTensor *acl_of(const spa_tensor *t)
+{
+    int64_t last = 0;
+    for (int32_t k = 0; k < t->rank; k++)
+        last += (t->dims[k] - 1) * t->strides[k];
+    int64_t storage = last + 1;
+    return aclCreateTensor(t->dims, (uint64_t)t->rank, (aclDataType)t->dtype, t->strides, 0, ACL_FORMAT_ND,
+                           &storage, 1, t->data);
+}
+
+/* A BSND problem: query [B, S, N1, 192], pools [blocks, page, N2, 192 | 128],
+ * table [B, cols], topk [B, S, N2, K], output [B, S, N1, 128]. */
+typedef struct infer_case {
+    ttensor q, k, v, topk, table, o;
+    int64_t b, s, n1, n2, page, bs, kc, sq[4], len[4];
+    spa_dtype dt;
+} infer_case;
+
+static void case_make(infer_case *c, spa_dtype dt, int64_t b, int64_t s, int64_t n1, int64_t n2, int64_t page,
+                      int64_t bs, int64_t kc, const int64_t *len, rng *r)
+{
+    memset(c, 0, sizeof *c);
+    c->dt = dt, c->b = b, c->s = s, c->n1 = n1, c->n2 = n2, c->page = page, c->bs = bs, c->kc = kc;
+    int64_t pages = 0, cols = 1;
+    for (int64_t i = 0; i < b; i++) {
+        c->len[i] = len[i], c->sq[i] = s;
+        const int64_t np = (len[i] + page - 1) / page;
+        pages += np;
+        cols = np > cols ? np : cols;
+    }
+    const int64_t qd[4] = {b, s, n1, 192}, kd[4] = {pages, page, n2, 192}, vd[4] = {pages, page, n2, 128};
+    const int64_t td[2] = {b, cols}, id[4] = {b, s, n2, kc}, od[4] = {b, s, n1, 128};
+    tt_make(&c->q, dt, 4, qd, false, r);
+    tt_make(&c->k, dt, 4, kd, false, r);
+    tt_make(&c->v, dt, 4, vd, false, r);
+    tt_make(&c->table, SPA_INT32, 2, td, false, r);
+    tt_make(&c->topk, SPA_INT32, 4, id, false, r);
+    tt_make(&c->o, dt, 4, od, false, r);
+    tt_fill_random(&c->q, r, -1.0, 1.0);
+    tt_fill_random(&c->k, r, -1.0, 1.0);
+    tt_fill_random(&c->v, r, -1.0, 1.0);
+    for (int64_t i = 0, used = 0; i < b; i++) /* pages in reverse order */
+        for (int64_t j = 0; j < cols; j++)
+            tt_set_int(&c->table, i * cols + j, j < (len[i] + page - 1) / page ? pages - 1 - used++ : -1);
+    for (int64_t i = 0; i < b; i++)
+        for (int64_t j = 0; j < s; j++)
+            for (int64_t h = 0; h < n2; h++)
+                for (int64_t x = 0; x < kc; x++) {
+                    const int64_t pos = len[i] - s + j;
+                    tt_set_int(&c->topk, ((i * s + j) * n2 + h) * kc + x, x == 0 ? pos / bs : rng_int(r, -1, pos / bs));
+                }
+}
+
+static void case_free(infer_case *c)
+{
+    tt_free(&c->q), tt_free(&c->k), tt_free(&c->v), tt_free(&c->table), tt_free(&c->topk), tt_free(&c->o);
+}
+
+/* Phase 1 through aclnn with the case's arguments (overridable). */
+static aclnnStatus acl_phase1(infer_case *c, const char *layout, int64_t n1_attr, int64_t page_attr, bool no_table,
+                              uint64_t *size, aclOpExecutor **ex)
+{
+    aclTensor *q = acl_of(&c->q.t), *k = acl_of(&c->k.t), *v = acl_of(&c->v.t), *i = acl_of(&c->topk.t);
+    aclTensor *t = acl_of(&c->table.t), *o = acl_of(&c->o.t);
+    aclIntArray *sq = aclCreateIntArray(c->sq, (uint64_t)c->b), *skv = aclCreateIntArray(c->len, (uint64_t)c->b);
+    char lay[8];
+    snprintf(lay, sizeof lay, "%s", layout);
+    aclnnStatus st = aclnnNsaSelectedAttentionInferGetWorkspaceSize(
+        q, k, v, i, NULL, no_table ? NULL : t, sq, skv, lay, n1_attr, c->n2, c->bs, c->kc, page_attr, 0.0721, 0,
+        o, size, ex);
+    aclDestroyTensor(q), aclDestroyTensor(k), aclDestroyTensor(v), aclDestroyTensor(i), aclDestroyTensor(t);
+    aclDestroyTensor(o), aclDestroyIntArray(sq), aclDestroyIntArray(skv);
+    return st;
+}
+
+static aclnnStatus acl_run(infer_case *c)
+{
+    uint64_t size = 0;
+    aclOpExecutor *ex = NULL;
+    aclnnStatus st = acl_phase1(c, "BSND", c->n1, c->page, false, &size, &ex);
+    if (st != ACLNN_SUCCESS)
+        return st;
+    void *ws = size ? malloc(size) : NULL;
+    st = aclnnNsaSelectedAttentionInfer(ws, size, ex, NULL);
+    free(ws);
+    return st;
+}
+
+/* CANN's sample: all ones, one block of 48 keys -> every output 1.0. */
+static void test_cann_sample(void)
+{
+    rng r = rng_seed(3001);
+    infer_case c;
+    const int64_t len[1] = {48};
+    case_make(&c, SPA_FLOAT16, 1, 1, 1, 1, 64, 64, 1, len, &r);
+    for (int64_t i = 0; i < tt_numel(&c.q); i++) /* 1.0 in f16 */
+        ((uint16_t *)c.q.t.data)[i] = 0x3C00;
+    for (int64_t i = 0; i < tt_numel(&c.k); i++)
+        ((uint16_t *)c.k.t.data)[i] = 0x3C00;
+    for (int64_t i = 0; i < tt_numel(&c.v); i++)
+        ((uint16_t *)c.v.t.data)[i] = 0x3C00;
+    tt_set_int(&c.table, 0, 0);
+    tt_set_int(&c.topk, 0, 0);
+    CU_ASSERT_EQUAL(acl_run(&c), ACLNN_SUCCESS);
+    for (int64_t i = 0; i < tt_numel(&c.o); i++)
+        CU_ASSERT_EQUAL(tt_get(&c.o, i), 1.0);
+    case_free(&c);
+}
+
+/* The bytes of the native operator on the TND views of the same memory. */
+static void test_same_as_native(void)
+{
+    rng r = rng_seed(3002);
+    for (int k = 0; k < 2; k++) {
+        infer_case c;
+        const int64_t len[2] = {300, 700};
+        case_make(&c, k ? SPA_BFLOAT16 : SPA_FLOAT16, 2, 2, 32, 2, 128, 64, 4, len, &r);
+        CU_ASSERT_EQUAL(acl_run(&c), ACLNN_SUCCESS);
+        unsigned char *via_acl = tt_snapshot(&c.o);
+        spa_tensor q = c.q.t, o = c.o.t, idx = c.topk.t;
+        q.rank = 3, q.dims[0] = 4, q.dims[1] = 32, q.dims[2] = 192, q.strides[0] = 32 * 192, q.strides[1] = 192,
+        q.strides[2] = 1;
+        o.rank = 3, o.dims[0] = 4, o.dims[1] = 32, o.dims[2] = 128, o.strides[0] = 32 * 128, o.strides[1] = 128,
+        o.strides[2] = 1;
+        idx.rank = 3, idx.dims[0] = 4, idx.dims[1] = 2, idx.dims[2] = 4, idx.strides[0] = 8, idx.strides[1] = 4,
+        idx.strides[2] = 1;
+        const spa_int_array sq = {c.sq, 2}, skv = {c.len, 2};
+        uint64_t size;
+        spa_executor ex;
+        tt_fill_canary(&c.o);
+        CU_ASSERT_EQUAL(spa_nsa_select_infer_get_workspace_size(&q, &c.k.t, &c.v.t, &idx, &c.table.t, &sq, &skv,
+                                                                0.0721, 64, &o, &size, &ex),
+                        SPA_OK);
+        void *ws = malloc(size);
+        CU_ASSERT_EQUAL(spa_nsa_select_infer(ws, size, &ex, NULL), SPA_OK);
+        free(ws);
+        CU_ASSERT(tt_same_bytes(&c.o, via_acl));
+        free(via_acl);
+        case_free(&c);
+    }
+}
+
+/* CANN's rules and codes. */
+static void test_cann_codes(void)
+{
+    rng r = rng_seed(3003);
+    infer_case c;
+    const int64_t len[1] = {100};
+    case_make(&c, SPA_FLOAT16, 1, 1, 4, 1, 64, 64, 2, len, &r);
+    uint64_t size;
+    aclOpExecutor *ex;
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BSND", 4, 64, false, &size, &ex), ACLNN_SUCCESS);
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BSND", 4, 64, true, &size, &ex), ACLNN_ERR_INNER_NULLPTR); /* no table */
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BNSD", 4, 64, false, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BSND", 3, 64, false, &size, &ex), ACLNN_ERR_INNER_NULLPTR); /* numHeads != N1 */
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BSND", 4, 32, false, &size, &ex), ACLNN_ERR_INNER_NULLPTR); /* page 32 */
+    case_free(&c);
+    case_make(&c, SPA_FLOAT16, 1, 1, 32, 1, 64, 64, 2, len, &r); /* G 32 */
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BSND", 32, 64, false, &size, &ex), ACLNN_ERR_INNER_NULLPTR);
+    case_free(&c);
+    case_make(&c, SPA_FLOAT32, 1, 1, 4, 1, 64, 64, 2, len, &r); /* f32 */
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BSND", 4, 64, false, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    tt_free(&c.q);
+    const int64_t qd[4] = {1, 1, 4, 128}; /* D 128 */
+    tt_make(&c.q, SPA_FLOAT16, 4, qd, false, &r);
+    c.k.t.dtype = c.v.t.dtype = c.o.t.dtype = SPA_FLOAT16;
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BSND", 4, 64, false, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    case_free(&c);
+    case_make(&c, SPA_BFLOAT16, 1, 1, 4, 1, 64, 64, 2, len, &r);
+    tt_set_int(&c.topk, 0, 2); /* block 2 of a 100-key sequence of 64-key blocks: past it */
+    CU_ASSERT_EQUAL(acl_phase1(&c, "BSND", 4, 64, false, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    case_free(&c);
+}
+
+void suite_acl_infer(void);
+void suite_acl_infer(void)
+{
+    CU_pSuite s = CU_add_suite("acl_infer", NULL, NULL);
+    CU_add_test(s, "NsaSelectedAttentionInfer: CANN's sample", test_cann_sample);
+    CU_add_test(s, "NsaSelectedAttentionInfer: the native bytes", test_same_as_native);
+    CU_add_test(s, "NsaSelectedAttentionInfer: CANN's codes", test_cann_codes);
+}
+#else
+void suite_acl_infer(void);
+void suite_acl_infer(void)
+{
+}
+#endif
+#endif
