@@ -30,4 +30,6 @@ __all__ = ["ms_deform_attn", "MSDeformAttnFunction", "MSDeformAttn", "nsa_compre
 from .attention import nsa_compress_attention, sliding_window_attention  # noqa: E402
 from .nsa_layer import parallel_nsa  # noqa: E402
 
-__all__ += ["parallel_nsa", "nsa_compress_attention", "sliding_window_attention"]
+from .nsa_decode import NSACache  # noqa: E402
+
+__all__ += ["parallel_nsa", "nsa_compress_attention", "sliding_window_attention", "NSACache"]

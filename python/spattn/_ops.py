@@ -179,7 +179,8 @@ L.not_differentiable("nsa_compress_backward")
 
 L.define("nsa_selected_attention(Tensor q, Tensor k, Tensor v, Tensor topk_indices, "
         "Tensor cu_seqlens_q, Tensor cu_seqlens_kv, float scale, int block_size, "
-        "bool causal=False) -> (Tensor out, Tensor softmax_max, Tensor softmax_sum)")
+        "bool causal=False, str causal_alignment=\"auto\") "
+        "-> (Tensor out, Tensor softmax_max, Tensor softmax_sum)")
 L.define("nsa_selected_attention_backward(Tensor grad_output, Tensor q, Tensor k, Tensor v, "
         "Tensor out, Tensor softmax_max, Tensor softmax_sum, Tensor topk_indices, "
         "Tensor cu_seqlens_q, Tensor cu_seqlens_kv, float scale, int block_size, "
@@ -201,13 +202,37 @@ def _indices(topk):
     return topk
 
 
+def _causal_lengths_agree(causal, alignment, ends_q, ends_kv):
+    """causal where a sequence has fewer queries than keys: the operator's
+    rule is top-left (query i sees keys 0..i, CANN's), flash-attn's and
+    fla's is bottom-right (the queries are the newest tokens). Neither is
+    taken silently: causal_alignment="top_left" asks for CANN's; the
+    bottom-right reading is the inference operator's and parallel_nsa's."""
+    if alignment not in ("auto", "top_left"):
+        raise ValueError("spattn: causal_alignment must be \"auto\" or \"top_left\" (bottom-right: "
+                         "spattn.npu_nsa_select_attention_infer), got %r" % (alignment,))
+    if not causal or alignment == "top_left":
+        return
+    start_q = start_kv = 0
+    for eq, ekv in zip(ends_q, ends_kv):
+        if eq - start_q != ekv - start_kv:
+            raise ValueError(
+                "spattn: nsa_selected_attention(causal=True) with a sequence of %d queries and %d keys "
+                "is ambiguous: pass causal_alignment=\"top_left\" for CANN's rule (query i sees keys "
+                "0..i); for queries that are the newest tokens (bottom-right, flash-attn's and fla's) use "
+                "spattn.npu_nsa_select_attention_infer or parallel_nsa with q shorter than k"
+                % (eq - start_q, ekv - start_kv))
+        start_q, start_kv = eq, ekv
+
+
 @L.cpu("nsa_selected_attention")
-def _select_cpu(q, k, v, topk, cu_q, cu_kv, scale, block_size, causal=False):
+def _select_cpu(q, k, v, topk, cu_q, cu_kv, scale, block_size, causal=False, causal_alignment="auto"):
     for name, t in (("q", q), ("k", k), ("v", v)):
         _lib.check_tensor(name, t, 3)
     topk = _indices(topk)
-    _, (sq, _keep_q) = _ends("cu_seqlens_q", cu_q)
-    _, (skv, _keep_kv) = _ends("cu_seqlens_kv", cu_kv)
+    ends_q, (sq, _keep_q) = _ends("cu_seqlens_q", cu_q)
+    ends_kv, (skv, _keep_kv) = _ends("cu_seqlens_kv", cu_kv)
+    _causal_lengths_agree(causal, causal_alignment, ends_q, ends_kv)
     t1, n1 = q.shape[0], q.shape[1]
     out = _lib.new_output((t1, n1, v.shape[2]), q.dtype)
     # float64 statistics with float64 inputs (the grad recomputes P from them)
@@ -245,9 +270,10 @@ def _select_backward_cpu(grad_out, q, k, v, out, mx, sm, topk, cu_q, cu_kv, scal
 
 class SelectAutograd(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, topk, cu_q, cu_kv, scale, block_size, causal=False):
+    def forward(ctx, q, k, v, topk, cu_q, cu_kv, scale, block_size, causal=False,
+                causal_alignment="auto"):
         out, mx, sm = L.below_autograd(L.op("nsa_selected_attention"), q, k, v, topk, cu_q, cu_kv,
-                                      scale, block_size, causal)
+                                      scale, block_size, causal, causal_alignment)
         ctx.save_for_backward(q, k, v, topk, cu_q, cu_kv, out, mx, sm)
         ctx.scale, ctx.block, ctx.causal = scale, block_size, causal
         ctx.mark_non_differentiable(mx, sm)
@@ -259,7 +285,7 @@ class SelectAutograd(torch.autograd.Function):
         q, k, v, topk, cu_q, cu_kv, out, mx, sm = ctx.saved_tensors
         grads = L.below_autograd(L.op("nsa_selected_attention_backward"), grad_output, q, k, v, out,
                                 mx, sm, topk, cu_q, cu_kv, ctx.scale, ctx.block, ctx.causal)
-        return L.needed(grads + (None,) * 6, ctx.needs_input_grad)
+        return L.needed(grads + (None,) * 7, ctx.needs_input_grad)
 
 
 L.differentiable("nsa_selected_attention", SelectAutograd)

@@ -37,16 +37,17 @@ def _select_with_softmax(q: Tensor, k: Tensor, v: Tensor, topk_indices: Tensor,
                          cu_seqlens_q: Tensor,
                          cu_seqlens_kv: Tensor, scale: float, block_size: int,
                          causal: bool = False,
-                         return_softmax: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+                         return_softmax: bool = False,
+                         causal_alignment: str = "auto") -> Tuple[Tensor, Tensor, Tensor]:
     return torch.ops.spattn.nsa_selected_attention(q, k, v, topk_indices, _seqlens(cu_seqlens_q),
                                                    _seqlens(cu_seqlens_kv), scale, block_size,
-                                                   causal)
+                                                   causal, causal_alignment)
 
 
 def _select(q: Tensor, k: Tensor, v: Tensor, topk_indices: Tensor,
             cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor,
             scale: float, block_size: int, causal: bool = False,
-            return_softmax: bool = False) -> Tensor:
+            return_softmax: bool = False, causal_alignment: str = "auto") -> Tensor:
     """NSA selected attention: each query token attends to the K blocks of
     block_size keys that topk_indices [T1, N2, K] (int32 or int64) names
     (block numbers inside its sequence's keys; query head h uses kv head
@@ -57,13 +58,18 @@ def _select(q: Tensor, k: Tensor, v: Tensor, topk_indices: Tensor,
     starting at or after its sequence's end, is refused.
     q [T1, N1, D], k [T2, N2, D], v [T2, N2, Dv] -> out [T1, N1, Dv], any D
     and Dv from 1 to 768. causal: key position p is visible to query
-    position s iff p <= s (both counted from their sequence's start). With
+    position s iff p <= s (both counted from their sequence's start: CANN's
+    top-left rule). Where a sequence has fewer queries than keys that
+    reading is ambiguous (flash-attn and fla align such queries bottom-right,
+    as the newest tokens), so it is refused unless causal_alignment is
+    "top_left"; the bottom-right reading is npu_nsa_select_attention_infer's
+    and parallel_nsa's with q shorter than k. With
     return_softmax, also the softmax max and sum of the scaled scores,
     [T1, N1] float32 each (float64 for float64 inputs). In TorchScript,
     return_softmax must be a constant."""
     return torch.ops.spattn.nsa_selected_attention(q, k, v, topk_indices, _seqlens(cu_seqlens_q),
                                                    _seqlens(cu_seqlens_kv), scale, block_size,
-                                                   causal)[0]
+                                                   causal, causal_alignment)[0]
 
 
 # One name, two return types, as torch.nn.functional.max_pool2d's

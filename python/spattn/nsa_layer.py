@@ -15,7 +15,7 @@ import warnings
 
 import torch
 
-from . import _lib, attention
+from . import _lib, attention, nsa_decode
 from ._autograd import first_order_only
 from .nsa import nsa_selected_attention
 
@@ -179,10 +179,24 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     window (query t sees t-W+1 .. t) with the same scale (fla's naive
     reference; its GPU path uses flash-attn's default 1/sqrt(K), the same
     when scale is None). o = o_slc g_slc + o_cmp g_cmp + o_swa g_swa.
+    q shorter than k (inference: chunked prefill, decode): k / v [B, Tk, ..]
+    with Tk >= Tq, the queries (and gates) being the last Tq positions of
+    each sequence, query i at Tk - Tq + i; varlen with cu_seqlens =
+    (cu_seqlens_q, cu_seqlens_k), fla's convention. Each branch then reads
+    what the queries need (spattn.nsa_decode); no gradient (under grad mode
+    with an input that requires one, refused). spattn.NSACache keeps a
+    batch's cache and runs one such step per generated token.
     Not scriptable (torch.jit.script); torch.jit.trace works, for the traced
     shapes."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         _lib.check_tensor(name, t, 4)
+    if isinstance(cu_seqlens, (tuple, list)) and len(cu_seqlens) == 2 and \
+            all(isinstance(c, (torch.Tensor, list, tuple)) for c in cu_seqlens):
+        return _suffix(q, k, v, g_cmp, g_slc, g_swa, block_indices, block_counts, block_size, window_size,
+                       scale, cu_seqlens, head_first)
+    if q.shape[2 if head_first else 1] != k.shape[2 if head_first else 1]:
+        return _suffix(q, k, v, g_cmp, g_slc, g_swa, block_indices, block_counts, block_size, window_size,
+                       scale, None, head_first)
     if head_first:
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
         g_cmp, g_slc, g_swa = (g.transpose(1, 2) if isinstance(g, torch.Tensor) and g.dim() == 3
@@ -268,4 +282,70 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
                                                              scale), g_swa.reshape(rows, hq)))
     o = _gated_sum(branches)
     o = o.reshape(batch, length, hq, o.shape[-1])
+    return o.transpose(1, 2) if head_first else o
+
+
+def _suffix(q, k, v, g_cmp, g_slc, g_swa, block_indices, block_counts, block_size, window_size, scale,
+            cu_pair, head_first):
+    """parallel_nsa with the queries the last Tq tokens of their sequences
+    (nsa_decode.suffix_layer): inference only."""
+    if head_first:
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+        g_cmp, g_slc, g_swa = (g.transpose(1, 2) if isinstance(g, torch.Tensor) and g.dim() == 3 else g
+                               for g in (g_cmp, g_slc, g_swa))
+    tensors = [t for t in (q, k, v, g_cmp, g_slc, g_swa) if isinstance(t, torch.Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise RuntimeError("spattn: parallel_nsa with q shorter than k is inference only (no gradient); "
+                           "call it under torch.no_grad()")
+    if g_cmp is None or block_indices is not None:
+        raise ValueError("spattn: parallel_nsa with q shorter than k selects the blocks itself: pass "
+                         "g_cmp, and no block_indices")
+    if not isinstance(block_counts, int) or isinstance(block_counts, bool) or block_counts < 0:
+        raise ValueError("spattn: parallel_nsa with q shorter than k takes an int block_counts >= 0")
+    if not isinstance(block_size, int) or block_size < 16 or block_size % 16:
+        raise ValueError("spattn: block_size must be a multiple of 16, got %r" % (block_size,))
+    if not isinstance(window_size, int) or window_size < 0:
+        raise ValueError("spattn: window_size must be an int >= 0, got %r" % (window_size,))
+    batch, tq, hq, dk = q.shape
+    tk, hk = k.shape[1], k.shape[2]
+    if k.shape[0] != batch or k.shape[3] != dk or tuple(v.shape[:3]) != (batch, tk, hk) or hq % hk:
+        raise ValueError("spattn: q [B, Tq, HQ, K], k [B, Tk, H, K], v [B, Tk, H, V] with HQ a multiple "
+                         "of H; got q %s, k %s, v %s" % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
+    for name, g in (("g_cmp", g_cmp), ("g_slc", g_slc)) + ((("g_swa", g_swa),) if window_size else ()):
+        _check_gate(name, g, batch, tq, hq)
+    if scale is None:
+        scale = dk ** -0.5
+    if cu_pair is None:
+        if tq > tk:
+            raise ValueError("spattn: q has more tokens (%d) than k (%d)" % (tq, tk))
+        q_counts, lengths = [tq] * batch, [tk] * batch
+        pool_k, pool_v, table = k, v, None
+        flat_k, flat_v = k.reshape(batch * tk, hk, dk), v.reshape(batch * tk, hk, v.shape[3])
+        starts = [b * tk for b in range(batch)]
+    else:
+        if batch != 1:
+            raise ValueError("spattn: parallel_nsa takes cu_seqlens with batch size 1 only")
+        seq_q = _sequences(cu_pair[0], 1, tq)
+        seq_k = _sequences(cu_pair[1], 1, tk)
+        if len(seq_q) != len(seq_k):
+            raise ValueError("spattn: cu_seqlens_q and cu_seqlens_k name %d and %d sequences"
+                             % (len(seq_q), len(seq_k)))
+        q_counts = [e - s for s, e in seq_q]
+        lengths = [e - s for s, e in seq_k]
+        if any(n > m for n, m in zip(q_counts, lengths)):
+            raise ValueError("spattn: a sequence has more queries than keys: %s vs %s" % (q_counts, lengths))
+        flat_k, flat_v = k[0], v[0]
+        starts = [s for s, _ in seq_k]
+        # the key rows as pages of one row: a sequence need not start on a block boundary
+        pool_k, pool_v = flat_k.unsqueeze(1), flat_v.unsqueeze(1)
+        table = torch.full((len(seq_k), max(max(lengths), 1)), -1, dtype=torch.int32)
+        for b, (s, e) in enumerate(seq_k):
+            table[b, :e - s] = torch.arange(s, e, dtype=torch.int32)
+    with torch.no_grad():
+        o = nsa_decode.suffix_layer(q.reshape(batch * tq, hq, dk), q_counts, pool_k, pool_v, table, lengths,
+                                    flat_k, flat_v, starts, g_cmp.reshape(batch * tq, hq),
+                                    g_slc.reshape(batch * tq, hq),
+                                    g_swa.reshape(batch * tq, hq) if window_size else None, block_size,
+                                    block_counts, window_size, scale)
+    o = o.reshape(batch, tq, hq, o.shape[-1])
     return o.transpose(1, 2) if head_first else o

@@ -40,10 +40,11 @@ class TestFloat64(unittest.TestCase):
             t.requires_grad_()
 
         def f(a, b, c):
-            return spattn.nsa_selected_attention(a, b, c, topk, cu_q, cu_kv, 0.3, bs, causal)
+            return spattn.nsa_selected_attention(a, b, c, topk, cu_q, cu_kv, 0.3, bs, causal,
+                                                 causal_alignment="top_left")
 
         out, mx, sm = spattn.nsa_selected_attention(q, k, v, topk, cu_q, cu_kv, 0.3, bs, causal,
-                                                    return_softmax=True)
+                                                    return_softmax=True, causal_alignment="top_left")
         self.assertEqual((out.dtype, mx.dtype, sm.dtype), (torch.float64,) * 3)
         self.assertTrue(torch.autograd.gradcheck(f, (q, k, v), eps=1e-6, atol=1e-5))
 

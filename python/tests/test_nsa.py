@@ -125,7 +125,7 @@ class TestSelect(unittest.TestCase):
         r64 = [t.detach().double().requires_grad_() for t in (q, k, v)]
         out, mx, sm = spattn.nsa_selected_attention(*ins, topk, ends_q, torch.tensor(ends_kv),
                                                     scale, block, causal=causal,
-                                                    return_softmax=True)
+                                                    return_softmax=True, causal_alignment="top_left")
         ref, rmx, rsm = refs.select_ref(*r64, topk, ends_q, ends_kv, scale, block, causal)
         refs.assert_close(self, "output", out, ref, dtype)
         # the statistics of the f32 scores (of inputs already in dtype); a row

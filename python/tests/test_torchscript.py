@@ -59,7 +59,7 @@ class Functions(torch.nn.Module):
         c = spattn.nsa_compress(x, w, torch.tensor([17, 40]), 8, 4)
         d = spattn.nsa_selected_attention(q, k, v, topk, torch.tensor([5, 12]),
                                           torch.tensor([20, 40], dtype=torch.int32), 0.25, 16,
-                                          True)
+                                          True, causal_alignment="top_left")
         e, mx, sm = spattn.nsa_selected_attention(q, k, v, topk, torch.tensor([5, 12]),
                                                   torch.tensor([20, 40]), 0.25, 16, False,
                                                   return_softmax=True)
