@@ -340,6 +340,39 @@ def bench_nsa_layer(dt, t=4096, hq=16, h=1, d=128, block=64, count=16, window=51
 OPS["nsa_layer"] = bench_nsa_layer
 
 
+def bench_nsa_decode(dt, hq=16, h=1, d=128, block=64, count=16, window=512):
+    """One generated token through the whole NSA layer (NSACache.step: the
+    compressed blocks, 16 selected blocks, the window) at contexts of 8k and
+    32k, against the forward of parallel_nsa over the whole prefix (what a
+    decode loop without a cache recomputes per token)."""
+    gen = torch.Generator().manual_seed(22)
+    for t in (8192, 32768):
+        q, k, v = ((torch.rand(1, t, n, d, generator=gen) * 2 - 1).to(dt) for n in (hq, h, h))
+        gates = [torch.rand(1, t, hq, generator=gen).to(dt) for _ in range(3)]
+        cache = spattn.NSACache(1, t, h, d, d, block_size=block, block_counts=count,
+                                window_size=window, dtype=dt)
+        cache.append(k, v)
+        last = [x[:, -1:] for x in [q] + gates]
+
+        def step():
+            cache.step(*last)
+
+        def prefix():
+            with torch.no_grad():
+                spattn.parallel_nsa(q, k, v, *gates, block_counts=count, block_size=block,
+                                    window_size=window)
+
+        step_ms = median_ms(step, 9)
+        prefix_ms = median_ms(prefix, 1)
+        print("pybench op=nsa_decode dtype=%s shape=ctx%d,HQ%d,H%d,D%d,block%d,S%d,window%d threads=%d "
+              "step_ms=%.3f prefix_fwd_ms=%.1f prefix_over_step=%.0fx"
+              % ({v2: k2 for k2, v2 in DTYPES.items()}[dt], t, hq, h, d, block, count, window,
+                 torch.get_num_threads(), step_ms, prefix_ms, prefix_ms / step_ms), flush=True)
+
+
+OPS["nsa_decode"] = bench_nsa_decode
+
+
 def call_overhead():
     """What the binding adds to a call whatever its size: ms_deform_attn on a
     4x4 map (a few microseconds of work) against phase 2 alone; also the same
@@ -377,7 +410,7 @@ def call_overhead():
 
 def run(op, dtname):
     dt = DTYPES[dtname]
-    if op == "nsa_layer":  # prints its own line: the layer and its parts
+    if op in ("nsa_layer", "nsa_decode"):  # print their own lines
         return OPS[op](dt)
     shape, ours, theirs, inputs, grad, fwd, bwd = OPS[op](dt)
     def forward():
