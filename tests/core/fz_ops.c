@@ -325,3 +325,34 @@ const fz_op fz_op_swa_grad = {
     4, swa_attrs, 0.25, "TND",
     swa_grad_phase1, spa_swa_grad, attention_work,
 };
+
+/* ---- nsa_select_infer ---- */
+/* Selected attention on a KV cache (spattn/nsa_infer.h). Baseline: f16, two
+ * sequences of 60 and 40 keys in a pool of 8 pages of 16 rows (N2 2, D 40,
+ * Dv 20), their last 4 and 2 tokens as queries (N1 4), blocks of 16, K 3
+ * slots with -1 padding; the block table's entries past each sequence -1. */
+static const int64_t nsa_select_infer_topk_vals[] = {0, 2, -1, 1, -1, 2};
+static const int64_t nsa_select_infer_table_vals[] = {3, 0, 6, 1, -1, 4, 7, 2, -1, -1};
+static const fz_tensor_spec nsa_select_infer_tensors[] = {
+    {"query", SPA_FLOAT16, 3, {6, 4, 40}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT16, 4, {8, 16, 2, 40}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT16, 4, {8, 16, 2, 20}, FZ_IN, false, NULL, 0},
+    {"topkIndices", SPA_INT32, 3, {6, 2, 3}, FZ_INDEX, false, nsa_select_infer_topk_vals, 6},
+    {"blockTable", SPA_INT32, 2, {2, 5}, FZ_INDEX, false, nsa_select_infer_table_vals, 10},
+    {"attentionOut", SPA_FLOAT16, 3, {6, 4, 20}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec nsa_select_infer_arrays[] = {{{4, 2}, 2}, {{60, 40}, 2}};
+static const int64_t nsa_select_infer_attrs[] = {16}; /* selectedBlockSize */
+
+static spa_status nsa_select_infer_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_select_infer_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4),
+                                                   FZ_A(c, 0), FZ_A(c, 1), c->dattr, c->attr[0], FZ_T(c, 5),
+                                                   FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_select_infer = {
+    "nsa_select_infer", 6, nsa_select_infer_tensors, 2, nsa_select_infer_arrays,
+    1, nsa_select_infer_attrs, 0.125, "TND",
+    nsa_select_infer_phase1, spa_nsa_select_infer, NULL,
+};
