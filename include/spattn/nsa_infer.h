@@ -49,6 +49,29 @@ spa_status spa_nsa_select_infer_get_workspace_size(
 spa_status spa_nsa_select_infer(void *workspace, uint64_t workspace_size,
                                 const spa_executor *executor, const spa_runner *runner);
 
+/* The compression of a KV cache's newest window (CANN's NsaCompressWithCache,
+ * torch_npu's npu_nsa_compress_infer): for each batch b whose length L_b
+ * closes a window (L_b >= l and (L_b - l) % d == 0), output_cache row
+ * slot_mapping[b] = sum_j weight[j][n] * input row L_b - l + j (every head n,
+ * channel), as spa_nsa_compress computes a window; every other row of
+ * output_cache is left untouched.
+ *   input        paged [pages, page_size, N, D] through block_table, or
+ *                contiguous [B, S, N, D] (block_table NULL); f16 / bf16 /
+ *                f32 / f64.
+ *   weight       [l, N], input's dtype.
+ *   slot_mapping INT32 [B]: the output row of each batch (-1: none); the
+ *                rows of the batches that write are distinct, inside
+ *                output_cache.
+ *   actual_seq_len[b]: L_b (per-batch lengths).
+ *   output_cache [R, N, D], input's dtype (read and written in place).
+ * l >= d >= 1. */
+spa_status spa_nsa_compress_with_cache_get_workspace_size(
+    const spa_tensor *input, const spa_tensor *weight, const spa_tensor *slot_mapping,
+    const spa_tensor *block_table, const spa_int_array *actual_seq_len, int64_t compress_block_size,
+    int64_t compress_stride, const spa_tensor *output_cache, uint64_t *workspace_size, spa_executor *executor);
+spa_status spa_nsa_compress_with_cache(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                       const spa_runner *runner);
+
 #ifdef __cplusplus
 }
 #endif

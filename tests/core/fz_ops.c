@@ -356,3 +356,34 @@ const fz_op fz_op_nsa_select_infer = {
     1, nsa_select_infer_attrs, 0.125, "TND",
     nsa_select_infer_phase1, spa_nsa_select_infer, NULL,
 };
+
+/* ---- nsa_compress_cache ---- */
+/* The compression of a KV cache's newest window (spattn/nsa_infer.h).
+ * Baseline: f16, a pool of 6 pages of 16 rows (N 2, D 24) through a block
+ * table, three sequences of 48, 40 and 20 rows (blocks of 32, stride 8: the
+ * first two close a window, the third does not), slots 2, 0, 1 of a cache of
+ * 4 rows. */
+static const int64_t nsa_compress_cache_slot_vals[] = {2, 0, 1};
+static const int64_t nsa_compress_cache_table_vals[] = {5, 1, 3, 0, 2, 4, 3, -1, -1};
+static const fz_tensor_spec nsa_compress_cache_tensors[] = {
+    {"input", SPA_FLOAT16, 4, {6, 16, 2, 24}, FZ_IN, false, NULL, 0},
+    {"weight", SPA_FLOAT16, 2, {32, 2}, FZ_IN, false, NULL, 0},
+    {"slotMapping", SPA_INT32, 1, {3}, FZ_INDEX, false, nsa_compress_cache_slot_vals, 3},
+    {"blockTable", SPA_INT32, 2, {3, 3}, FZ_INDEX, false, nsa_compress_cache_table_vals, 9},
+    {"outputCache", SPA_FLOAT16, 3, {4, 2, 24}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec nsa_compress_cache_arrays[] = {{{48, 40, 20}, 3}};
+static const int64_t nsa_compress_cache_attrs[] = {32, 8}; /* compressBlockSize, compressStride */
+
+static spa_status nsa_compress_cache_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_compress_with_cache_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3),
+                                                          FZ_A(c, 0), c->attr[0], c->attr[1], FZ_T(c, 4),
+                                                          FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_compress_cache = {
+    "nsa_compress_cache", 5, nsa_compress_cache_tensors, 1, nsa_compress_cache_arrays,
+    2, nsa_compress_cache_attrs, 0.0, "TND",
+    nsa_compress_cache_phase1, spa_nsa_compress_with_cache, NULL,
+};
