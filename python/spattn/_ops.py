@@ -402,6 +402,43 @@ L.not_differentiable("nsa_select_attention_infer",
                      "nsa_selected_attention")
 
 
+# ---- the compression of a KV cache's newest window (NsaCompressWithCache) ----
+# torch_npu.npu_nsa_compress_infer's arguments (cache, keyword-only there, is the
+# seventh here); cache is written in place
+# (the rows of the batches that close a window) and returned.
+
+L.define("nsa_compress_infer(Tensor input, Tensor weight, Tensor slot_mapping, int compress_block_size, "
+        "int compress_stride, int page_block_size, Tensor(a!) cache, Tensor? block_table=None, "
+        "int[]? actual_seq_len=None) -> Tensor(a!)")
+
+
+@L.cpu("nsa_compress_infer")
+def _compress_infer_cpu(x, weight, slot_mapping, compress_block_size, compress_stride, page_block_size,
+                        cache, block_table=None, actual_seq_len=None):
+    if _lib.nsa_compress_cache_ws is None:
+        raise RuntimeError("spattn: the loaded libspattn has no spa_nsa_compress_with_cache")
+    if actual_seq_len is None:
+        raise ValueError("spattn: actual_seq_len (each sequence's length) is required")
+    _lib.check_tensor("input", x, 4)
+    _lib.check_tensor("weight", weight, 2)
+    _lib.check_tensor("slot_mapping", slot_mapping, 1, (torch.int32,))
+    _lib.check_tensor("cache", cache, 3)
+    if block_table is not None:
+        _lib.check_tensor("block_table", block_table, 2, (torch.int32,))
+        if x.shape[1] != page_block_size:
+            raise ValueError("spattn: input's pages hold %d rows, page_block_size is %d"
+                             % (x.shape[1], page_block_size))
+    lens, keep = _lib.int_array([int(n) for n in actual_seq_len])
+    d = _lib.describe
+    _lib.call("spa_nsa_compress_with_cache", _lib.nsa_compress_cache_ws,
+              (d(x), d(weight), d(slot_mapping), d(block_table) if block_table is not None else None,
+               lens, compress_block_size, compress_stride, d(cache)))
+    return cache
+
+
+L.not_differentiable("nsa_compress_infer", "an inference operator: it writes its cache in place")
+
+
 # ---- NSA compressed attention (NsaCompressAttention) ----
 # CANN's argument names and order (torch_npu.npu_nsa_compress_attention),
 # its keyword-only arguments included: the user-facing function is this

@@ -103,3 +103,20 @@ def npu_nsa_select_attention_infer(query: Tensor, key: Tensor, value: Tensor, to
         query, key, value, topk_indices, scale_value, head_num, key_value_head_num,
         select_block_size, select_block_count, page_block_size, layout, atten_mask, block_table,
         actual_seq_qlen, actual_seq_kvlen)
+
+
+def npu_nsa_compress_infer(input: Tensor, weight: Tensor, slot_mapping: Tensor, compress_block_size: int,
+                           compress_stride: int, page_block_size: int, block_table: Optional[Tensor] = None,
+                           actual_seq_len: Optional[List[int]] = None, *, cache: Tensor) -> Tensor:
+    """torch_npu.npu_nsa_compress_infer: for each sequence b whose length
+    actual_seq_len[b] closes a window (>= compress_block_size, a whole number
+    of strides past it), cache[slot_mapping[b]] = sum_j weight[j][n] *
+    input row (length - compress_block_size + j), as nsa_compress computes a
+    window; every other row of cache is left as it was. input: a paged
+    pool [blocks, page_block_size, N, D] through block_table [B, max_blocks]
+    (int32), or contiguous [B, S, N, D] without one; weight [block, N];
+    slot_mapping int32 [B] (-1: none); cache [R, N, D], written in place and
+    returned. float16 / bfloat16 / float32 / float64."""
+    return torch.ops.spattn.nsa_compress_infer(input, weight, slot_mapping, compress_block_size,
+                                               compress_stride, page_block_size, cache, block_table,
+                                               actual_seq_len)

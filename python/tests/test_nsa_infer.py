@@ -146,5 +146,31 @@ class TestSelectInfer(unittest.TestCase):
                                                   actual_seq_kvlen=[100])
 
 
+class TestCompressInfer(unittest.TestCase):
+    def test_newest_windows_into_the_cache(self):
+        gen = torch.Generator().manual_seed(33)
+        for dtype in FLOATS:
+            with self.subTest(dtype=dtype):
+                lengths, page, n, d, block, stride = [64, 40, 57], 16, 2, 24, 32, 8
+                k, _, table, rk, _ = paged_cache(lengths, page, n, d, d, dtype, gen)
+                pool = k.unflatten(-1, (n, d))
+                weight = refs.rand((block, n), dtype, gen=gen)
+                cache = refs.rand((5, n, d), dtype, gen=gen)
+                before = cache.clone()
+                slots = torch.tensor([3, 0, 1], dtype=torch.int32)
+                out = spattn.npu_nsa_compress_infer(pool, weight, slots, block, stride, page, table,
+                                                    lengths, cache=cache)
+                self.assertIs(out, cache)
+                for b, length in enumerate(lengths):
+                    row = int(slots[b])
+                    if length >= block and (length - block) % stride == 0:
+                        win = rk[b][length - block:length].double()
+                        ref = (win * weight.double()[:, :, None]).sum(0)
+                        refs.assert_close(self, "row %d" % row, cache[row], ref, dtype)
+                    else:  # 57 does not close a window: its row as it was
+                        self.assertTrue(torch.equal(cache[row], before[row]))
+                self.assertTrue(torch.equal(cache[[2, 4]], before[[2, 4]]))
+
+
 if __name__ == "__main__":
     unittest.main()
