@@ -245,7 +245,7 @@ static void run_batch(const nsacc_run *r, int64_t b, unsigned char *win, float *
     }
     spa_tensor x, y;
     const int64_t xd[3] = {e->l, sh->heads, sh->dim};
-    spa_tensor_init(&x, sh->dtype, 3, xd, win);
+    spa_tensor_init(&x, (spa_dtype)sh->dtype, 3, xd, win);
     y = e->out;
     y.dims[0] = 1;
     y.data = (unsigned char *)e->out.data + (size_t)(slot * e->out.strides[0]) * es;
