@@ -56,8 +56,9 @@ spa_status spa_nsa_select_infer(void *workspace, uint64_t workspace_size,
  * channel), as spa_nsa_compress computes a window; every other row of
  * output_cache is left untouched.
  *   input        paged [pages, page_size, N, D] through block_table, or
- *                contiguous [B, S, N, D] (block_table NULL); f16 / bf16 /
- *                f32 / f64.
+ *                contiguous [B, S, N, D] (block_table NULL), or TND
+ *                [T, N, D] (block_table NULL: the batches' rows one after
+ *                the other, L_0 + L_1 + ... <= T); f16 / bf16 / f32 / f64.
  *   weight       [l, N], input's dtype.
  *   slot_mapping INT32 [B]: the output row of each batch (-1: none); the
  *                rows of the batches that write are distinct, inside

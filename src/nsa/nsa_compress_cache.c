@@ -36,6 +36,8 @@ _Static_assert(sizeof(nsacc_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 typedef struct nsacc_shape {
     int64_t batches, pages, page_size, heads, dim, rows, kv_cap;
     int32_t dtype;
+    bool tnd; /* input [T, N, D]: the batches' rows one after the other */
+    spa_tensor x; /* input as [pages, page_size, N, D] ([1, T, N, D] for TND) */
 } nsacc_shape;
 
 typedef struct nsacc_kernel {
@@ -62,7 +64,16 @@ static nsacc_kernel kernel_for(int32_t dtype)
 static spa_status check_args(const nsacc_exec *e, nsacc_shape *sh)
 {
     memset(sh, 0, sizeof *sh);
-    SPA_TRY(spa_tensor_check(&e->input, 4));
+    sh->tnd = e->input.rank == 3;
+    SPA_TRY(spa_tensor_check(&e->input, sh->tnd ? 3 : 4));
+    sh->x = e->input;
+    if (sh->tnd) { /* the same elements as one page of T rows */
+        SPA_REQUIRE(!e->has_table /* a TND input takes no block_table */);
+        for (int32_t k = 3; k > 0; k--)
+            sh->x.dims[k] = e->input.dims[k - 1], sh->x.strides[k] = e->input.strides[k - 1];
+        sh->x.dims[0] = 1, sh->x.strides[0] = e->input.dims[0] * e->input.strides[0];
+        sh->x.rank = 4;
+    }
     SPA_TRY(spa_tensor_check(&e->weight, 2));
     SPA_TRY(spa_tensor_check(&e->slots, 1));
     SPA_TRY(spa_tensor_check_output(&e->out, 3));
@@ -76,8 +87,8 @@ static spa_status check_args(const nsacc_exec *e, nsacc_shape *sh)
     sh->batches = (int64_t)e->len.size;
     SPA_REQUIRE(sh->batches <= 4096 /* actual_seq_len: at most 4096 batches */);
     SPA_REQUIRE(e->slots.dims[0] == sh->batches /* slot_mapping: one slot per batch */);
-    sh->pages = e->input.dims[0], sh->page_size = e->input.dims[1];
-    sh->heads = e->input.dims[2], sh->dim = e->input.dims[3];
+    sh->pages = sh->x.dims[0], sh->page_size = sh->x.dims[1];
+    sh->heads = sh->x.dims[2], sh->dim = sh->x.dims[3];
     SPA_REQUIRE(sh->heads >= 1 && sh->dim >= 1);
     SPA_REQUIRE(e->l >= 1 && e->d >= 1 && e->l >= e->d /* compress_block_size >= compress_stride >= 1 */);
     SPA_REQUIRE(e->l <= 4096 /* compress_block_size <= 4096 */);
@@ -90,6 +101,8 @@ static spa_status check_args(const nsacc_exec *e, nsacc_shape *sh)
         SPA_REQUIRE(e->table.dtype == SPA_INT32);
         SPA_REQUIRE(e->table.dims[0] == sh->batches /* block_table: a row per batch */);
         SPA_REQUIRE(spa_mul_ok(e->table.dims[1], sh->page_size, &sh->kv_cap));
+    } else if (sh->tnd) {
+        sh->kv_cap = sh->page_size; /* every batch's rows inside the T rows (check_contents) */
     } else {
         SPA_REQUIRE(sh->pages >= sh->batches /* contiguous input: input[b] per batch */);
         sh->kv_cap = sh->page_size;
@@ -98,10 +111,12 @@ static spa_status check_args(const nsacc_exec *e, nsacc_shape *sh)
     return SPA_OK;
 }
 
+/* The page holding row p of batch b, or -1 when a table entry is not a
+ * page of the cache (TND: the one page; contiguous: page b). */
 static int64_t page_of(const nsacc_exec *e, const nsacc_shape *sh, int64_t b, int64_t p)
 {
     if (!e->has_table)
-        return b;
+        return sh->tnd ? 0 : b;
     const int32_t *row = (const int32_t *)e->table.data + b * e->table.strides[0];
     const int64_t pg = row[(p / sh->page_size) * e->table.strides[1]]; /* read once */
     return pg >= 0 && pg < sh->pages ? pg : -1;
@@ -117,12 +132,18 @@ static int64_t window_start(const nsacc_exec *e, int64_t len)
  * table entries of every window read; len_copy / slot_copy: phase 2's
  * trusted copies (NULL in phase 1). */
 static spa_status check_contents(const nsacc_exec *e, const nsacc_shape *sh, int64_t *len_copy,
-                                 int32_t *slot_copy)
+                                 int32_t *slot_copy, int64_t *start_copy)
 {
     const int32_t *slots = e->slots.data;
+    int64_t start = 0; /* TND: the batch's first row */
     for (int64_t b = 0; b < sh->batches; b++) {
         const int64_t len = e->len.data[b], slot = slots[b * e->slots.strides[0]];
         SPA_REQUIRE(len >= 0 && len <= sh->kv_cap /* actual_seq_len: 0..the cache of the batch */);
+        if (sh->tnd)
+            SPA_REQUIRE(len <= sh->kv_cap - start /* actual_seq_len: the batches' rows inside input's T */);
+        if (start_copy != NULL)
+            start_copy[b] = sh->tnd ? start : 0;
+        start += sh->tnd ? len : 0;
         const int64_t w0 = window_start(e, len);
         SPA_REQUIRE(slot >= -1 && slot < sh->rows /* slot_mapping: -1 or a row of output_cache */);
         if (w0 >= 0 && slot >= 0) {
@@ -162,10 +183,11 @@ static void make_plan(const nsacc_exec *e, const nsacc_shape *sh, nsacc_plan *p)
     }
 }
 
-static void carve(spa_ws *ws, const nsacc_shape *sh, const nsacc_plan *p, int64_t **len, int32_t **slot,
-                  unsigned char **window, float **scratch)
+static void carve(spa_ws *ws, const nsacc_shape *sh, const nsacc_plan *p, int64_t **len, int64_t **start,
+                  int32_t **slot, unsigned char **window, float **scratch)
 {
     *len = spa_ws_take(ws, (uint64_t)sh->batches, sizeof(int64_t));
+    *start = spa_ws_take(ws, (uint64_t)sh->batches, sizeof(int64_t));
     *slot = spa_ws_take(ws, (uint64_t)sh->batches, sizeof(int32_t));
     *window = spa_ws_take(ws, (uint64_t)p->blocks, (p->window_bytes + 63u) / 64u * 64u);
     *scratch = spa_ws_take(ws, (uint64_t)p->blocks * p->scratch_floats, sizeof(float));
@@ -174,12 +196,12 @@ static void carve(spa_ws *ws, const nsacc_shape *sh, const nsacc_plan *p, int64_
 static uint64_t planned_bytes(const nsacc_shape *sh, const nsacc_plan *p)
 {
     spa_ws ws;
-    int64_t *a;
+    int64_t *a, *a2;
     int32_t *b;
     unsigned char *c;
     float *d;
     spa_ws_plan(&ws);
-    carve(&ws, sh, p, &a, &b, &c, &d);
+    carve(&ws, sh, p, &a, &a2, &b, &c, &d);
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
 }
 
@@ -198,7 +220,7 @@ static spa_status phase1(const spa_tensor *input, const spa_tensor *weight, cons
     e.len = *actual_seq_len, e.l = l, e.d = d;
     nsacc_shape sh;
     SPA_TRY(check_args(&e, &sh));
-    SPA_TRY(check_contents(&e, &sh, NULL, NULL));
+    SPA_TRY(check_contents(&e, &sh, NULL, NULL, NULL));
     nsacc_plan p;
     make_plan(&e, &sh, &p);
     e.head.ws_size = planned_bytes(&sh, &p);
@@ -212,7 +234,7 @@ typedef struct nsacc_run {
     const nsacc_exec *e;
     const nsacc_shape *sh;
     const nsacc_plan *p;
-    const int64_t *len;
+    const int64_t *len, *start;
     const int32_t *slot;
     unsigned char *window;
     float *scratch;
@@ -234,14 +256,14 @@ static void run_batch(const nsacc_run *r, int64_t b, unsigned char *win, float *
         const int64_t p = w0 + j, pg = page_of(e, sh, b, p);
         if (pg < 0) /* a table entry rewritten during the call: this batch writes nothing */
             return;
-        const int64_t in_page = e->has_table ? p % sh->page_size : p;
-        const unsigned char *src = (const unsigned char *)e->input.data +
-                                   (size_t)(pg * e->input.strides[0] + in_page * e->input.strides[1]) * es;
+        const int64_t in_page = e->has_table ? p % sh->page_size : r->start[b] + p;
+        const unsigned char *src = (const unsigned char *)sh->x.data +
+                                   (size_t)(pg * sh->x.strides[0] + in_page * sh->x.strides[1]) * es;
         unsigned char *dst = win + (size_t)(j * rowel) * es;
         for (int64_t n = 0; n < sh->heads; n++)
             for (int64_t c = 0; c < sh->dim; c++)
                 memcpy(dst + (size_t)(n * sh->dim + c) * es,
-                       src + (size_t)(n * e->input.strides[2] + c * e->input.strides[3]) * es, es);
+                       src + (size_t)(n * sh->x.strides[2] + c * sh->x.strides[3]) * es, es);
     }
     spa_tensor x, y;
     const int64_t xd[3] = {e->l, sh->heads, sh->dim};
@@ -289,13 +311,14 @@ spa_status spa_nsa_compress_cache_phase2(void *workspace, uint64_t workspace_siz
     SPA_REQUIRE(planned_bytes(&sh, &p) == e.head.ws_size);
     spa_ws ws;
     nsacc_run r;
-    int64_t *len;
+    int64_t *len, *start;
     int32_t *slot;
     spa_ws_attach(&ws, workspace, e.head.ws_size);
-    carve(&ws, &sh, &p, &len, &slot, &r.window, &r.scratch);
+    carve(&ws, &sh, &p, &len, &start, &slot, &r.window, &r.scratch);
     SPA_REQUIRE(!ws.overflow);
-    SPA_TRY(check_contents(&e, &sh, len, slot));
-    r.e = &e, r.sh = &sh, r.p = &p, r.len = len, r.slot = slot, r.kernel = kernel_for(sh.dtype);
+    SPA_TRY(check_contents(&e, &sh, len, slot, start));
+    r.e = &e, r.sh = &sh, r.p = &p, r.len = len, r.start = start, r.slot = slot;
+    r.kernel = kernel_for(sh.dtype);
     spa_run_blocks(&rn, run_block, &r, p.blocks);
     return SPA_OK;
 }

@@ -215,6 +215,53 @@ static void test_same_as_compress(void)
     }
 }
 
+/* TND input: the batches' rows one after the other. */
+static void test_tnd(void)
+{
+    rng r = rng_seed(3104);
+    for (int i = 0; i < 6; i++) {
+        const spa_dtype dt = dts[i % (SPA_HAVE_F64 ? 4 : 3)];
+        const int64_t n = 2, dim = 20, l = 16, d = 8, b = 3, lens[3] = {16 + 8 * i, 5, 40};
+        const int64_t total = lens[0] + lens[1] + lens[2] + 3;
+        const int64_t xd[3] = {total, n, dim}, wd[2] = {l, n}, sd[1] = {b}, od[3] = {4, n, dim};
+        ttensor x, w, slots, out;
+        tt_make(&x, dt, 3, xd, i % 2 == 1, &r);
+        tt_make(&w, dt, 2, wd, false, &r);
+        tt_make(&slots, SPA_INT32, 1, sd, false, &r);
+        tt_make(&out, dt, 3, od, false, &r);
+        tt_fill_random(&x, &r, -1.0, 1.0);
+        tt_fill_random(&w, &r, -1.0, 1.0);
+        tt_fill_random(&out, &r, -1.0, 1.0);
+        const int32_t sv[3] = {2, 0, 3};
+        for (int64_t k = 0; k < b; k++)
+            tt_set_int(&slots, k, sv[k]);
+        double *before = tt_to_doubles(&out);
+        const spa_int_array la = {lens, 3};
+        uint64_t size;
+        spa_executor ex;
+        CU_ASSERT_EQUAL_FATAL(spa_nsa_compress_with_cache_get_workspace_size(&x.t, &w.t, &slots.t, NULL, &la, l, d,
+                                                                             &out.t, &size, &ex),
+                              SPA_OK);
+        tws ws;
+        tws_make(&ws, size, 5);
+        CU_ASSERT_EQUAL(spa_nsa_compress_with_cache(ws.ptr, ws.size, &ex, test_runner(i % N_RUNNERS)), SPA_OK);
+        tws_free(&ws);
+        double *xs = tt_to_doubles(&x), *ws_ = tt_to_doubles(&w), *after = tt_to_doubles(&out);
+        double ref[40], mag[40];
+        const int64_t start = 0, len1 = l;
+        const ref_batches bt = {1, &start, &len1};
+        /* batch 0 closes a window (16 + 8i), batch 1 is too short, batch 2 (40 = 16 + 3 * 8) closes one */
+        ref_nsa_compress(xs + (lens[0] - l) * n * dim, ws_, &bt, n, dim, l, d, ref, mag);
+        CU_ASSERT_EQUAL(check_close("batch 0", after + 2 * n * dim, ref, mag, n * dim, tol_for(dt, 0x1p-18)), 0);
+        ref_nsa_compress(xs + (lens[0] + lens[1] + lens[2] - l) * n * dim, ws_, &bt, n, dim, l, d, ref, mag);
+        CU_ASSERT_EQUAL(check_close("batch 2", after + 3 * n * dim, ref, mag, n * dim, tol_for(dt, 0x1p-18)), 0);
+        for (int64_t e = 0; e < 2 * n * dim; e++) /* rows 0 and 1: untouched (batch 1 writes nothing) */
+            CU_ASSERT_EQUAL(after[e], before[e]);
+        free(before), free(xs), free(ws_), free(after);
+        tt_free(&x), tt_free(&w), tt_free(&slots), tt_free(&out);
+    }
+}
+
 static void test_refusals(void)
 {
     rng r = rng_seed(3103);
@@ -261,5 +308,6 @@ void suite_nsa_compress_cache(void)
     CU_pSuite s = CU_add_suite("nsa_compress_cache", NULL, NULL);
     CU_add_test(s, "random windows, paged and contiguous, all dtypes", test_random);
     CU_add_test(s, "rows equal spa_nsa_compress's, bit for bit", test_same_as_compress);
+    CU_add_test(s, "TND input", test_tnd);
     CU_add_test(s, "refusals, nothing written", test_refusals);
 }
