@@ -15,12 +15,13 @@ void suite_acl_infer(void)
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclnnop/aclnn_nsa_compress_with_cache.h"
 #include "aclnnop/aclnn_nsa_select_attention_infer.h"
 #include "spa_acl_ops.h"
 #include "spattn/nsa_infer.h"
 #include "util.h"
 
-#if SPA_HAVE_NSA_SELECT_INFER
+#if SPA_HAVE_NSA_SELECT_INFER && SPA_HAVE_NSA_COMPRESS_WITH_CACHE
 
 static aclTensor *acl_of(const spa_tensor *t)
 {
@@ -196,10 +197,96 @@ static void test_cann_codes(void)
     case_free(&c);
 }
 
+/* aclnnNsaCompressWithCache: a paged f16 problem gives the native bytes
+ * (the rows of the batches closing a window, the others untouched), and
+ * CANN's rules give CANN's codes. */
+typedef struct cwc_case {
+    ttensor x, w, slots, table, out;
+    int64_t len[2];
+} cwc_case;
+
+static void cwc_make(cwc_case *c, spa_dtype dt, rng *r)
+{
+    const int64_t xd[4] = {4, 64, 2, 32}, wd[2] = {32, 2}, sd[1] = {2}, td[2] = {2, 2}, od[3] = {3, 2, 32};
+    tt_make(&c->x, dt, 4, xd, false, r);
+    tt_make(&c->w, dt, 2, wd, false, r);
+    tt_make(&c->slots, SPA_INT32, 1, sd, false, r);
+    tt_make(&c->table, SPA_INT32, 2, td, false, r);
+    tt_make(&c->out, dt, 3, od, false, r);
+    tt_fill_random(&c->x, r, -1.0, 1.0);
+    tt_fill_random(&c->w, r, -1.0, 1.0);
+    tt_fill_random(&c->out, r, -1.0, 1.0);
+    const int64_t tv[4] = {2, 0, 3, 1};
+    for (int i = 0; i < 4; i++)
+        tt_set_int(&c->table, i, tv[i]);
+    tt_set_int(&c->slots, 0, 2), tt_set_int(&c->slots, 1, 0);
+    c->len[0] = 96, c->len[1] = 70; /* 96 closes a window (32 + 4 * 16); 70 does not */
+}
+
+static void cwc_free(cwc_case *c)
+{
+    tt_free(&c->x), tt_free(&c->w), tt_free(&c->slots), tt_free(&c->table), tt_free(&c->out);
+}
+
+static aclnnStatus cwc_phase1(cwc_case *c, int64_t l, int64_t st, int64_t type, int64_t page, bool null_weight,
+                              uint64_t *size, aclOpExecutor **ex)
+{
+    aclTensor *x = acl_of(&c->x.t), *w = acl_of(&c->w.t), *s = acl_of(&c->slots.t), *t = acl_of(&c->table.t);
+    aclTensor *o = acl_of(&c->out.t);
+    aclIntArray *len = aclCreateIntArray(c->len, 2);
+    char lay[] = "PA";
+    aclnnStatus r = aclnnNsaCompressWithCacheGetWorkspaceSize(x, null_weight ? NULL : w, s, len, t, lay, l, st, type,
+                                                              page, o, size, ex);
+    aclDestroyTensor(x), aclDestroyTensor(w), aclDestroyTensor(s), aclDestroyTensor(t), aclDestroyTensor(o);
+    aclDestroyIntArray(len);
+    return r;
+}
+
+static void test_compress_with_cache(void)
+{
+    rng r = rng_seed(3004);
+    cwc_case c;
+    cwc_make(&c, SPA_FLOAT16, &r);
+    uint64_t size = 0;
+    aclOpExecutor *ex = NULL;
+    CU_ASSERT_EQUAL_FATAL(cwc_phase1(&c, 32, 16, 1, 64, false, &size, &ex), ACLNN_SUCCESS);
+    void *ws = malloc(size + 1);
+    CU_ASSERT_EQUAL(aclnnNsaCompressWithCache(ws, size, ex, NULL), ACLNN_SUCCESS);
+    unsigned char *via_acl = tt_snapshot(&c.out);
+    tt_fill_random(&c.out, &r, -1.0, 1.0);
+    unsigned char *fresh = tt_snapshot(&c.out);
+    /* the native operator on the same memory */
+    const spa_int_array la = {c.len, 2};
+    spa_executor nex;
+    CU_ASSERT_EQUAL(spa_nsa_compress_with_cache_get_workspace_size(&c.x.t, &c.w.t, &c.slots.t, &c.table.t, &la, 32,
+                                                                   16, &c.out.t, &size, &nex),
+                    SPA_OK);
+    CU_ASSERT_EQUAL(spa_nsa_compress_with_cache(ws, size, &nex, NULL), SPA_OK);
+    /* rows 2 (batch 0's window) equal; rows 0 and 1 untouched in each run */
+    const size_t row = 2 * 32 * 2;
+    /* (a snapshot holds the red zone before the data) */
+    CU_ASSERT(memcmp((char *)c.out.t.data + 2 * row, via_acl + RED_ZONE + 2 * row, row) == 0);
+    CU_ASSERT(memcmp(c.out.t.data, fresh + RED_ZONE, 2 * row) == 0);
+    free(ws), free(via_acl), free(fresh);
+    CU_ASSERT_EQUAL(cwc_phase1(&c, 32, 16, 1, 64, true, &size, &ex), ACLNN_ERR_INNER_NULLPTR);
+    CU_ASSERT_EQUAL(cwc_phase1(&c, 24, 16, 1, 64, false, &size, &ex), ACLNN_ERR_INNER_TILING_ERROR);
+    CU_ASSERT_EQUAL(cwc_phase1(&c, 32, 16, 0, 64, false, &size, &ex), ACLNN_ERR_INNER_TILING_ERROR);
+    CU_ASSERT_EQUAL(cwc_phase1(&c, 32, 16, 1, 32, false, &size, &ex), ACLNN_ERR_INNER_TILING_ERROR);
+    tt_set_int(&c.slots, 1, 2); /* batch 1 writes nothing: the same row is no conflict */
+    CU_ASSERT_EQUAL(cwc_phase1(&c, 32, 16, 1, 64, false, &size, &ex), ACLNN_SUCCESS);
+    c.len[1] = 64; /* now it closes a window too: two writers, one row */
+    CU_ASSERT_EQUAL(cwc_phase1(&c, 32, 16, 1, 64, false, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    cwc_free(&c);
+    cwc_make(&c, SPA_FLOAT32, &r);
+    CU_ASSERT_EQUAL(cwc_phase1(&c, 32, 16, 1, 64, false, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    cwc_free(&c);
+}
+
 void suite_acl_infer(void);
 void suite_acl_infer(void)
 {
     CU_pSuite s = CU_add_suite("acl_infer", NULL, NULL);
+    CU_add_test(s, "NsaCompressWithCache: native bytes, CANN's codes", test_compress_with_cache);
     CU_add_test(s, "NsaSelectedAttentionInfer: CANN's sample", test_cann_sample);
     CU_add_test(s, "NsaSelectedAttentionInfer: the native bytes", test_same_as_native);
     CU_add_test(s, "NsaSelectedAttentionInfer: CANN's codes", test_cann_codes);
