@@ -258,14 +258,18 @@ static spa_status nsas_grad(const nsas_case *c, nsas_io *io, int runner, size_t 
 }
 
 /* Statistics: all 8 lanes equal and within 1e-12 of the reference. */
-static int64_t nsas_check_stat(const char *what, const ttensor *tt, const double *ref, int64_t count)
+/* A statistic's 8 equal lanes; where the reference is NaN, NaN (nan_any:
+ * any value: the max of a NaN row is unspecified). */
+static int64_t nsas_check_stat(const char *what, const ttensor *tt, const double *ref, int64_t count, bool nan_any)
 {
     int64_t bad = 0;
     for (int64_t i = 0; i < count; i++) {
         const double got = tt_get(tt, i * 8);
         bool ok = got == ref[i] || fabs(got - ref[i]) <= 1e-12 * fabs(ref[i]);
+        if (isnan(ref[i]))
+            ok = nan_any || isnan(got);
         for (int64_t l = 1; l < 8; l++)
-            ok = ok && tt_get(tt, i * 8 + l) == got;
+            ok = ok && equal_or_nan(tt_get(tt, i * 8 + l), got);
         if (!ok && bad++ < 5)
             fprintf(stderr, "  %s[%lld]: got %.17g want %.17g\n", what, (long long)i, got, ref[i]);
     }
@@ -283,7 +287,7 @@ static int64_t nsas_compare_fwd(const nsas_case *c, const nsas_io *io)
     ref_nsas_problem p = nsas_problem_f64(c);
     ref_nsa_select(&p, q, k, v, o, om, mx, mxm, sm, smm);
     int64_t bad = check_close("o", got, o, om, no, tol_for(SPA_FLOAT64, 0.0));
-    bad += nsas_check_stat("max", &io->mx, mx, ns) + nsas_check_stat("sum", &io->sm, sm, ns);
+    bad += nsas_check_stat("max", &io->mx, mx, ns, true) + nsas_check_stat("sum", &io->sm, sm, ns, false);
     free(q), free(k), free(v), free(got), free(o), free(om), free(mx), free(mxm), free(sm), free(smm);
     return bad;
 }
@@ -317,10 +321,14 @@ static int64_t nsas_compare_grad(const nsas_case *c, const nsas_io *io)
 
 /* Forward, then (grad) the grad from its outputs; a build without the path
  * must refuse float64 naming its flag. */
+static bool nsas_poison; /* NaN / Inf in q, k or v of every case (test_nsas_nonfinite) */
+
 static void nsas_case_run(const nsas_case *c, int i, int grad, rng *r)
 {
     nsas_io io;
     nsas_io_make_f64(&io, c, r);
+    if (nsas_poison)
+        nsas_io_poison(&io, r);
     spa_executor ex;
     char desc[320];
     nsas_case_describe(c, desc, sizeof desc);
@@ -360,6 +368,21 @@ static void nsas_sweep(int grad)
         nsas_case_run(&c, 100 + i, grad, &r);
         nsas_case_free(&c);
     }
+}
+/* NaN and Inf in q, k or v, forward and grad, in float64 (the f32 suites'
+ * test_nonfinite). */
+static void test_nsas_nonfinite(void)
+{
+    rng r = rng_seed(6413);
+    nsas_poison = true;
+    for (int i = 0; i < TEST_COUNT(12, 4); i++) {
+        nsas_case c;
+        nsas_case_draw(&c, i, &r);
+        c.dt = SPA_FLOAT64;
+        nsas_case_run(&c, i, i % 2, &r);
+        nsas_case_free(&c);
+    }
+    nsas_poison = false;
 }
 static void test_nsas_random(void) { nsas_sweep(0); }
 static void test_nsasg_random(void) { nsas_sweep(1); }
@@ -527,6 +550,7 @@ void suite_f64_nsa(void)
     s = CU_add_suite("f64_nsa_select", full_sizes_on, full_sizes_off);
     CU_add_test(s, "random shapes and features vs fp64 reference", test_nsas_random);
     CU_add_test(s, "grad: random shapes and features vs fp64 reference", test_nsasg_random);
+    CU_add_test(s, "NaN and Inf inputs, forward and grad", test_nsas_nonfinite);
     CU_add_test(s, "forward and grad bit-identical across runners", test_nsas_deterministic);
 #if SPA_FLOAT64_NSA_SELECT && SPA_FLOAT64_NSA_SELECT_GRAD
     CU_add_test(s, "kernels: D tails, any block, several G, causal", test_nsas_kernel_tails);

@@ -4,7 +4,7 @@ SPA_STAMP
  * the group together (the lanes of the register tiles, nsa_select_mk.m4),
  * over the positions c of its selected blocks (spa_nsas_f64_segments, rows
  * r_c), with m and l the given softmaxMax / softmaxSum:
- *     P_c  = exp(z_c - m) / l          (z_c as the forward; none if l <= 0)
+ *     P_c  = exp(z_c - m) / l          (z_c as the forward; none if l <= 0; NaN if l is)
  *     Dt   = sum_e dy[t][h][e] * o[t][h][e]
  *     dS_c = P_c * (sum_e dy[t][h][e] * v[r_c][n2][e] - Dt)   (0 where masked)
  *     dq[t][h] = scale * sum_c dS_c * k[r_c][n2]              (c ascending)
@@ -118,12 +118,13 @@ void NSASG64_KSYM`'(const spa_nsas_f64_args *f, int64_t n2, int64_t t0, int64_t 
         int64_t cnt;
         const int64_t ns = spa_nsas_f64_segments(a, n2, t, qstart, kstart, klen, seg, &cnt);
         const double *qg = q + t * a->qs0 + n2 * G * a->qs1, *dyg = dy + t * a->dys0 + n2 * G * a->dys1;
-        int64_t live = 0; /* heads with l > 0 (l == 0: no position, or bad statistics) */
+        int64_t live = 0; /* heads with l > 0 or NaN (l <= 0: no position, or bad statistics;
+                           * a NaN l, a NaN row's, makes its gradients NaN) */
         for (int64_t g = 0; g < G; g++) {
             const int64_t h = n2 * G + g;
             mrow[g] = mx[t * a->ms0 + h * a->ms1];
             lrow[g] = sm[t * a->ss0 + h * a->ss1];
-            live += lrow[g] > 0.0;
+            live += !(lrow[g] <= 0.0);
         }
         if (cnt == 0 || live == 0) { /* no gradient: dq = +0 */
             for (int64_t g = 0; g < G; g++) {
@@ -161,7 +162,7 @@ void NSASG64_KSYM`'(const spa_nsas_f64_args *f, int64_t n2, int64_t t0, int64_t 
         }
         if (live < G) /* heads with l <= 0 take no gradient */
             for (int64_t g = 0; g < G; g++)
-                if (!(lrow[g] > 0.0))
+                if (lrow[g] <= 0.0)
                     for (int64_t c = 0; c < cnt; c++)
                         pt[c * GP + g] = 0.0, dst[c * GP + g] = 0.0;
         /* dq = scale dS K */
@@ -171,10 +172,12 @@ void NSASG64_KSYM`'(const spa_nsas_f64_args *f, int64_t n2, int64_t t0, int64_t 
             for (int64_t x = 0; x < D; x++)
                 dqh[x * a->dqs2] = f->scale * dqt[x * GP + g];
         }
-        /* the partial rows: dS q over the visible rows, P dY over all */
+        /* the partial rows: dS q and P dY over every row of the block (a
+         * masked row's dS is +0: it adds nothing but what 0 * q gives, NaN
+         * for a NaN q, as the f32 kernels and the reference's arithmetic) */
         for (int64_t s = 0, c = 0; s < ns; c += seg[s].len, s++) {
             const int64_t r0 = seg[s].row - kvlo;
-            nsasd_upd_rows(dkp + r0 * D, D, dst + c * GP, GP, qn, G, D, 0, seg[s].valid);
+            nsasd_upd_rows(dkp + r0 * D, D, dst + c * GP, GP, qn, G, D, 0, seg[s].len);
             nsasd_upd_rows(dvp + r0 * DV, DV, pt + c * GP, GP, dyn, G, DV, 0, seg[s].len);
         }
     }
