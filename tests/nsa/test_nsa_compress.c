@@ -75,6 +75,28 @@ static void test_random_shapes(void)
     }
 }
 
+/* NaN and Inf in the input or the weight: the windows that hold them give
+ * NaN / infinite rows exactly as the reference's arithmetic does, in every
+ * dtype, on every runner. */
+static void test_nonfinite(void)
+{
+    rng r = rng_seed(109);
+    for (int i = 0; i < TEST_BOARD_SIZE(24, 8); i++) {
+        nsac_case c;
+        nsac_case_draw(&c, i, &r);
+        fwd_io io;
+        io_make(&io, &c, &r);
+        tt_poison(rng_int(&r, 0, 3) ? &io.x : &io.w, &r, (int)rng_int(&r, 1, 3), true);
+        spa_status st = run_fwd(&c, &io, i % N_RUNNERS, (size_t)rng_int(&r, 0, 63));
+        int64_t bad = st == SPA_OK ? compare_with_ref(&c, &io) : -1;
+        char desc[256];
+        nsac_case_describe(&c, desc, sizeof desc);
+        case_verdict("nonfinite", i, desc, st, bad,
+                     tt_guard_ok(&io.x) && tt_guard_ok(&io.w) && tt_guard_ok(&io.y));
+        io_free(&io);
+    }
+}
+
 /* The extremes of the contract: 128 heads, block 128 with stride 16, D 256
  * (fewer tokens on small targets). */
 static void test_extreme_shapes(void)
@@ -403,6 +425,7 @@ void suite_nsa_compress(void)
     CU_pSuite s = CU_add_suite("nsa_compress", NULL, NULL);
     CU_add_test(s, "random shapes, all dtypes, every D, strided", test_random_shapes);
     CU_add_test(s, "hundreds of batches", test_many_batches);
+    CU_add_test(s, "NaN and Inf inputs", test_nonfinite);
     CU_add_test(s, "extreme shapes", test_extreme_shapes);
     CU_add_test(s, "any D, block and stride", test_any_shape);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
