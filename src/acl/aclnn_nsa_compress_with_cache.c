@@ -14,6 +14,8 @@
 static aclnnStatus cann_refuse(spa_acl_call *c, aclnnStatus code, const char *rule, const uint64_t *ws,
                                aclOpExecutor **executor)
 {
+    if (c->native != NULL) /* no native phase 1 ran into it: nothing of it is this answer */
+        memset(c->native, 0, sizeof *c->native);
     (void)spa_acl_call_end(c, SPA_ERR_INVALID, spa_nsa_compress_with_cache, ws, executor);
     spa_acl_error("aclnnNsaCompressWithCacheGetWorkspaceSize: %d: %s (a CANN rule)", (int)code, rule);
     return code;
