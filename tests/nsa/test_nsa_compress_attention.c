@@ -384,7 +384,7 @@ static void test_nonfinite(void)
 {
     rng r = rng_seed(2109);
     poison_inputs = true;
-    for (int i = 0; i < TEST_COUNT(32, 8); i++) {
+    for (int i = 0; i < TEST_SIZE(32, 12); i++) {
         nsca_case c;
         case_draw(&c, i, &r);
         check_case(&c, &r, i % N_RUNNERS, "nonfinite", i);

@@ -131,7 +131,7 @@ static int64_t row_flat(const cc_case *c, int64_t b, int64_t p)
 static void test_random(void)
 {
     rng r = rng_seed(3101);
-    for (int i = 0; i < TEST_COUNT(64, 16); i++) {
+    for (int i = 0; i < TEST_SIZE(64, 16); i++) {
         cc_case c;
         cc_make(&c, i, &r);
         double *before = tt_to_doubles(&c.out);
