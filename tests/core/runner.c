@@ -1,6 +1,6 @@
 /* CUnit main: registers every suite of the test_*.c files under tests/ (the list is generated
  * from the file names) and turns failures into the exit status.
- *   spattn_tests [FILTER] [--cases=full|quick] [--shard=K/N]
+ *   spattn_tests [FILTER] [--cases=full|quick|thin] [--shard=K/N]
  * FILTER runs only the suites whose name contains it. --cases=quick runs the quick case set
  * (util.h: fewer random cases, shorter sequences) for the runs that pay 10-50x per operation. --shard=K/N (1 <= K <= N) runs the K-th
  * of N interleaved parts of the tests (test i of the registry, counted across suites, belongs to
@@ -58,6 +58,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--cases=quick") == 0) {
             test_quick = true;
+        } else if (strcmp(argv[i], "--cases=thin") == 0) {
+            test_quick = test_thin = true;
         } else if (strcmp(argv[i], "--cases=full") == 0) {
             test_quick = false;
         } else if (strncmp(argv[i], "--", 2) == 0) {

@@ -12,6 +12,7 @@
 #include "spattn/runner.h"
 
 bool test_quick = false;
+bool test_thin = false;
 
 rng rng_seed(uint64_t seed)
 {

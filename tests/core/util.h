@@ -106,6 +106,13 @@ void max_unspecified_where_nan(double *got, const double *ref, int64_t n);
  * every random draw and named case kept. What only the memory of a small target rules out
  * (SPA_TEST_SMALL alone) still runs. */
 extern bool test_quick;
+/* The thin case set (--cases=thin): the quick set with a small target's
+ * number of random draws, for the runs whose layer another run covers with
+ * every draw (valgrind, whose AVX2 layer the clang sanitizer build runs
+ * quick; the gcc sanitizer builds of the layers clang's run quick; the
+ * scalar RISC-V and the BF16 NEON targets, whose layers run quick on
+ * x86-64, Cortex-M7 and aarch64). */
+extern bool test_thin;
 #define TEST_SMALL_SIZES (SPA_TEST_SMALL || test_quick)
 /* full on ordinary targets, small on small ones and in the quick set. */
 #define TEST_SIZE(full, small) (TEST_SMALL_SIZES ? (small) : (full))
@@ -114,7 +121,7 @@ extern bool test_quick;
 /* How many random cases a sweep draws: fewer on small targets only. The quick
  * set keeps them all (smaller each), since every draw may be the one that
  * picks a kernel's rarer tile (tools/case_coverage.sh shows which). */
-#define TEST_COUNT(full, small) (SPA_TEST_SMALL ? (small) : (full))
+#define TEST_COUNT(full, small) (SPA_TEST_SMALL || test_thin ? (small) : (full))
 /* Sizes the quick set keeps in full, small on small targets only: the
  * NsaCompress(Grad) suites, whose kernels pick their tiles from heads x D and
  * the windows of a run (their full sizes cost seconds under an emulator). */
