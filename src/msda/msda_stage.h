@@ -38,8 +38,10 @@ static inline void spa_msda_lanes_init(const spa_msda_level *lv, int64_t nl, int
     for (int64_t j0 = 0; j0 < nlp; j0 += 16, out++)
         for (int i = 0; i < 16; i++) {
             const int64_t pos = j0 + i, l = pos < nlp ? spa_div_nat(pos, np) : 0;
-            out->fw[i] = lv[l].fw;
-            out->fh[i] = lv[l].fh;
+            /* a lane past nl * np: a factor of -1 leaves no x with
+             * -1 < x < -1, so its (finite) padding location is dead */
+            out->fw[i] = pos < nlp ? lv[l].fw : -1.0f;
+            out->fh[i] = pos < nlp ? lv[l].fh : -1.0f;
             out->w[i] = (int32_t)(lv[l].w < INT32_MAX ? lv[l].w : INT32_MAX); /* the wide path reads lv */
             out->h[i] = (int32_t)(lv[l].h < INT32_MAX ? lv[l].h : INT32_MAX);
             out->start[i] = (int32_t)(lv[l].start < INT32_MAX ? lv[l].start : INT32_MAX);
@@ -104,11 +106,13 @@ static inline bool spa_msda_wide(const spa_msda_args *a, uint64_t row_bytes)
 }
 
 /* Lanes s .. s+SPA_VL-1 of a chunk from their coordinates; returns their live
- * bits and adds the bits of lanes whose location has a NaN coordinate to
- * *nanloc (lane 0 at bit 0). seen != NULL (the forward where the ISA folds): each corner weight is
- * stored multiplied by the attention weight (one product more, rounded), a is
- * not stored, and *seen becomes NaN in a lane where a is not finite (the
- * caller then stages the query again unfolded: Inf * 0 would differ). */
+ * bits and (unfolded) adds the bits of lanes whose location has a NaN
+ * coordinate to *nanloc (lane 0 at bit 0). seen != NULL (the forward where
+ * the ISA folds): each corner weight is stored multiplied by the attention
+ * weight (one product more, rounded), a is not stored, and *seen becomes NaN
+ * in a lane where a or a coordinate is not finite (the caller then stages
+ * the query again unfolded: Inf * 0 would differ, and the unfolded staging
+ * finds the NaN locations). */
 SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_vf xn, spa_vf yn, spa_vf an,
                                            const spa_msda_stage_out *o, spa_msda_chunk *ch,
                                            spa_msda_gchunk *gch, spa_vf *seen, uint32_t *nanloc)
@@ -116,9 +120,7 @@ SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_
     const spa_vf fw = spa_vf_load(ln->fw + s), fh = spa_vf_load(ln->fh + s);
     const spa_vf half = spa_vf_set1(0.5f), one = spa_vf_set1(1.0f), mone = spa_vf_set1(-1.0f);
     const spa_vf x = spa_vf_sub(spa_vf_mul(xn, fw), half), y = spa_vf_sub(spa_vf_mul(yn, fh), half);
-    if (seen != NULL)
-        *seen = spa_vf_fma(*seen, an, spa_vf_zero());
-    else
+    if (seen == NULL)
         spa_vf_store(ch->a + s, an);
     /* the range check; ordered compares, so NaN fails */
     const spa_vm live = spa_vm_and(spa_vm_and(spa_vf_gt(y, mone), spa_vf_gt(x, mone)),
@@ -129,10 +131,14 @@ SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_
     const spa_vf hx = spa_vf_sub(one, lx), hy = spa_vf_sub(one, ly);
     spa_vf w00 = spa_vf_mul(hy, hx), w01 = spa_vf_mul(hy, lx), w10 = spa_vf_mul(ly, hx), w11 = spa_vf_mul(ly, lx);
     if (seen != NULL) {
+        /* *seen turns NaN where a is not finite (0 * a, or Inf * 0), or a
+         * coordinate is not (lx * ly is NaN exactly then): the query is
+         * staged again unfolded, and that staging finds its NaN locations */
         w00 = spa_vf_mul(w00, an);
         w01 = spa_vf_mul(w01, an);
         w10 = spa_vf_mul(w10, an);
         w11 = spa_vf_mul(w11, an);
+        *seen = spa_vf_fma(*seen, w11, spa_vf_zero()); /* 0 * (ly lx a): finite, or NaN */
     }
     spa_vf_store(ch->w[0] + s, w00);
     spa_vf_store(ch->w[1] + s, w01);
@@ -165,13 +171,19 @@ SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_
         spa_vf_store(gch->ly + s, ly);
     }
     const uint32_t live_bits = spa_vm_bits(live), all = (uint32_t)(((uint64_t)1 << SPA_VL) - 1);
-    if (live_bits != all) {
-        /* a dead lane: NaN, or a finite / infinite location off the map
-         * (ordered compares: a NaN is neither below +Inf nor above -Inf) */
-        const spa_vf inf = spa_vf_set1(spa_bits_f32(0x7F800000u)), minf = spa_vf_set1(spa_bits_f32(0xFF800000u));
-        const uint32_t xord = spa_vm_bits(spa_vf_lt(xn, inf)) | spa_vm_bits(spa_vf_gt(xn, minf));
-        const uint32_t yord = spa_vm_bits(spa_vf_lt(yn, inf)) | spa_vm_bits(spa_vf_gt(yn, minf));
-        *nanloc |= (all & ~(xord & yord)) << s;
+    if (live_bits != all && seen == NULL) {
+        /* a dead lane: a location off the map, or a NaN one. Its weight
+         * lx * ly is NaN exactly for a NaN or infinite coordinate (x minus
+         * its floor), so one sum of the weights says whether the lanes need
+         * the ordered compares (a NaN is neither below +Inf nor above -Inf):
+         * rarely, so the common case pays a few instructions */
+        const float any = spa_vf_hsum(w11); /* NaN where a coordinate is NaN or infinite */
+        if (any != any) {
+            const spa_vf inf = spa_vf_set1(spa_bits_f32(0x7F800000u)), minf = spa_vf_set1(spa_bits_f32(0xFF800000u));
+            const uint32_t xord = spa_vm_bits(spa_vf_lt(xn, inf)) | spa_vm_bits(spa_vf_gt(xn, minf));
+            const uint32_t yord = spa_vm_bits(spa_vf_lt(yn, inf)) | spa_vm_bits(spa_vf_gt(yn, minf));
+            *nanloc |= (all & ~(xord & yord)) << s;
+        }
     }
     return live_bits;
 }
@@ -183,8 +195,8 @@ static inline void spa_msda_gather(const spa_msda_args *a, int64_t j0, int64_t l
     const int64_t nlp = a->nl * a->np;
     for (int i = 0; i < 16; i++) {
         const int64_t j = j0 + i;
-        if (j >= nlp) {
-            g[i] = g[16 + i] = spa_bits_f32(0x7F800000u);
+        if (j >= nlp) { /* finite padding, dead by its lane's factors */
+            g[i] = g[16 + i] = 0.0f;
             g[32 + i] = 0.0f;
             continue;
         }
@@ -213,9 +225,9 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
         const float x = xs - 0.5f, y = ys - 0.5f;
         const float av = g[32 + i], fold = seen != NULL ? av : 1.0f;
         ch->a[i] = av;
-        if (seen != NULL)
-            *seen = spa_vf_add(*seen, spa_vf_set1(av * 0.0f));
-        if (!(y > -1.0f && x > -1.0f && y < fh && x < fw)) {
+        if (seen != NULL) /* NaN for a non-finite a or coordinate, as the vector form */
+            *seen = spa_vf_add(*seen, spa_vf_set1(av * 0.0f + g[i] * 0.0f + g[16 + i] * 0.0f));
+        if (j >= nlp || !(y > -1.0f && x > -1.0f && y < fh && x < fw)) {
             if (g[i] != g[i] || g[16 + i] != g[16 + i])
                 nanloc |= 1u << i;
             continue;

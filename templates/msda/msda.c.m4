@@ -208,6 +208,16 @@ SPA_MSDA_COLD static void nan_row(float *acc, int64_t cl)
         acc[c] = spa_bits_f32(0x7FC00000u);
 }
 
+/* nan_row where a chunk of the query found a sample at a NaN location. */
+static inline void nan_locations(const spa_msda_chunk *ch, int64_t nch, int64_t cl, float *acc)
+{
+    uint32_t nanloc = 0;
+    for (int64_t j = 0; j < nch; j++)
+        nanloc |= ch[j].nanloc;
+    if (nanloc != 0)
+        nan_row(acc, cl);
+}
+
 /* Stages the chunks of query q (one call site per dtype pair: the common
  * one, location and attnWeight in the kernel's dtype, with constants). */
 SPA_ISA_INLINE void stage_query(const spa_msda_args *a, const spa_msda_lanes *ln, int64_t nch, int64_t lq,
@@ -300,20 +310,18 @@ m4_ifelse(SPA_MSDA_FOLD, 1, `m4_dnl
         }
         for (int64_t i = 0; i < tn; i++) {
 m4_ifelse(SPA_MSDA_FOLD, 1, `m4_dnl
-            if (plain[i])
+            if (plain[i]) { /* only this staging looks for NaN locations */
                 plain_query(a, ln, nch, b * a->ls[0] + (t0 + i) * a->ls[1] + h * a->ls[2],
                             b * a->as[0] + (t0 + i) * a->as[1] + h * a->as[2], packed, &o, &ch[i * nch], gat, cl,
                             acc);
-            else
+                nan_locations(&ch[i * nch], nch, cl, acc);
+            } else {
                 combine(&ch[i * nch], nch, cl, acc);
+            }
 ', `m4_dnl
             combine(&ch[i * nch], nch, cl, acc);
+            nan_locations(&ch[i * nch], nch, cl, acc);
 ')m4_dnl
-            uint32_t nanloc = 0;
-            for (int64_t j = 0; j < nch; j++)
-                nanloc |= ch[i * nch + j].nanloc;
-            if (nanloc != 0) /* a sample taken at NaN: the whole row */
-                nan_row(acc, cl);
             SPA_T *orow = out + b * a->os[0] + (t0 + i) * a->os[1] + h * cl * a->os[2];
             SPA_NARROW_ROW(orow, a->os[2], acc, cl);
         }

@@ -203,7 +203,7 @@ static void test_same_as_compress(void)
         CU_ASSERT_EQUAL(spa_nsa_compress_get_workspace_size(&win.t, &c.w.t, &seq, "TND", c.l, c.d, 0, &one.t,
                                                             &size, &ex),
                         SPA_OK);
-        void *ws = malloc(size + 1);
+        void *ws = malloc((size_t)size + 1);
         CU_ASSERT_EQUAL(spa_nsa_compress(ws, size, &ex, NULL), SPA_OK);
         free(ws);
         for (int64_t e = 0; e < c.n * c.dim; e++)
