@@ -95,14 +95,17 @@ GEN_C := $(foreach op,$(OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(B)/gen/$
 GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h \
 	$(B)/gen/spa_dtypes.h
 LIB_SRC := $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
-# The rule behind every refusal site (tools/reasons.awk): each source is
-# compiled with its number, SPA_SRC_ID, and the table maps (number, line) to
-# the rule's text. Objects depend on the list, so that a file added or
-# removed renumbers them.
+# The rule behind every refusal site (tools/reasons.awk): each source with
+# a site (an SPA_REQUIRE or SPA_TRY) is compiled with its number, SPA_SRC_ID
+# (31 at most: the sites travel in 15 bits), and the table maps (number,
+# line) to the rule's text; the sources without one are compiled with 0.
+# Objects depend on the list, so that a file added or removed renumbers them.
 REASONS_C := $(B)/gen/spa_reasons.c
 SRC_LIST := $(B)/gen/sources.list
-$(foreach s,$(LIB_SRC),$(eval SRC_ID_$(s) := $(words $(SRC_ID_SEEN) x))$(eval SRC_ID_SEEN += x))
-$(shell mkdir -p $(B)/gen && { [ -f $(SRC_LIST) ] && [ "$$(cat $(SRC_LIST))" = '$(LIB_SRC)' ] || printf '%s\n' '$(LIB_SRC)' > $(SRC_LIST); })
+SITE_SRC := $(sort $(shell grep -l -E '^[[:space:]]*SPA_(REQUIRE|TRY)[^A-Za-z0-9_]' $(LIB_SRC)))
+$(foreach s,$(LIB_SRC),$(eval SRC_ID_$(s) := 0))
+$(foreach s,$(SITE_SRC),$(eval SRC_ID_$(s) := $(words $(SRC_ID_SEEN) x))$(eval SRC_ID_SEEN += x))
+$(shell mkdir -p $(B)/gen && { [ -f $(SRC_LIST) ] && [ "$$(cat $(SRC_LIST))" = '$(SITE_SRC)' ] || printf '%s\n' '$(SITE_SRC)' > $(SRC_LIST); })
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(GEN_C:$(B)/gen/%.c=$(B)/obj/gen/%.o) $(B)/obj/gen/spa_reasons.o
 LIB := $(B)/lib/libspattn.a
 RUNNER_LIB := $(B)/lib/libspattn_runner.a
@@ -176,7 +179,7 @@ $(B)/obj/src/%.o: src/%.c $(GEN_H) $(SRC_H) $(wildcard include/spattn/*.h) $(ISA
 
 $(REASONS_C): $(LIB_SRC) tools/reasons.awk $(SRC_LIST)
 	@mkdir -p $(@D)
-	awk -v line_bits=10 -f tools/reasons.awk $(LIB_SRC) > $@.tmp && mv $@.tmp $@
+	awk -v line_bits=10 -f tools/reasons.awk $(SITE_SRC) > $@.tmp && mv $@.tmp $@
 
 $(B)/obj/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(SRC_H) $(ISA_H) $(CONFIG)
 	@mkdir -p $(@D)
