@@ -49,6 +49,42 @@ spa_status spa_nsa_select_infer_get_workspace_size(
 spa_status spa_nsa_select_infer(void *workspace, uint64_t workspace_size,
                                 const spa_executor *executor, const spa_runner *runner);
 
+/* Compressed attention of the newest queries of each sequence against its
+ * cache of compressed keys, and each query's top-K selection blocks (CANN's
+ * NsaCompressAttentionInfer, with the union of what it and the public
+ * implementations accept).
+ *   query       [T, N1, D], as spa_nsa_select_infer's (actual_seq_q_len
+ *               NULL: one query per batch).
+ *   key, value  the compressed keys and values: paged [pages, page_size,
+ *               N2, D] / [.., N2, Dv] through block_table, or contiguous
+ *               [B, C, N2, D] (block_table NULL); batch b's compressed key
+ *               c is row c of its cache (c < actual_cmp_seq_kv_len[b]).
+ *   actual_sel_seq_kv_len[b]: L_b, the sequence's length in tokens (per
+ *               batch; needed when causal, checked when given).
+ *   causal 1: query i of the S_b newest stands at position L_b - S_b + i
+ *               and sees compressed key c iff c * d + l - 1 <= position (a
+ *               query that sees none attends every key with equal scores,
+ *               as the training op's fully masked rows); 0: every query
+ *               sees the batch's C_b keys (CANN without attentionMask).
+ * Softmax of scale * q k over the keys seen, O = P V, then per kv head the
+ * importance of each of the ceil(((C_b - 1) d + l) / l') selection blocks
+ * (P summed over the G heads and the l'/d, l/d windows, as
+ * NsaCompressAttention's), block 0 and the last two forced in, and the top
+ * K in descending importance (ties to the lower block, -1 past the
+ * blocks). l >= d >= 1, l' a multiple of d, l and l' up to 2^30, K up to
+ * 4096, D and Dv up to 768, any G, f16 / bf16 / f32 / f64.
+ * attention_out [T, N1, Dv] (query's dtype), topk_indices_out INT32
+ * [T, N2, K]. */
+spa_status spa_nsa_compress_attention_infer_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value, const spa_tensor *block_table,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_cmp_seq_kv_len,
+    const spa_int_array *actual_sel_seq_kv_len, double scale_value, int64_t causal, int64_t compress_block_size,
+    int64_t compress_stride, int64_t select_block_size, int64_t select_block_count,
+    const spa_tensor *attention_out, const spa_tensor *topk_indices_out, uint64_t *workspace_size,
+    spa_executor *executor);
+spa_status spa_nsa_compress_attention_infer(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                            const spa_runner *runner);
+
 /* The compression of a KV cache's newest window (CANN's NsaCompressWithCache,
  * torch_npu's npu_nsa_compress_infer): for each batch b whose length L_b
  * closes a window (L_b >= l and (L_b - l) % d == 0), output_cache row

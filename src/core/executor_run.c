@@ -11,7 +11,7 @@
 static spa_status run(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                       const spa_runner *runner, uint32_t op)
 {
-    SPA_REQUIRE(op >= SPA_OP_NSA_COMPRESS && op <= SPA_OP_NSA_COMPRESS_CACHE /* a plan of phase 1 */);
+    SPA_REQUIRE(op >= SPA_OP_NSA_COMPRESS && op <= SPA_OP_NSA_CATTN_INFER /* a plan of phase 1 */);
     /* the sites of the refusal are those of the op's phase 2, not this call's */
     switch (op) {
     case SPA_OP_NSA_COMPRESS:
@@ -36,6 +36,8 @@ static spa_status run(void *workspace, uint64_t workspace_size, const spa_execut
         return spa_nsa_select_infer_phase2(workspace, workspace_size, executor, runner);
     case SPA_OP_NSA_COMPRESS_CACHE:
         return spa_nsa_compress_cache_phase2(workspace, workspace_size, executor, runner);
+    case SPA_OP_NSA_CATTN_INFER:
+        return spa_nsa_cattn_infer_phase2(workspace, workspace_size, executor, runner);
     default:
         return spa_msda_grad_phase2(workspace, workspace_size, executor, runner);
     }

@@ -13,13 +13,14 @@
 #include "nsa_cattn_kernel.h"
 #include "nsa_select_mk.h"
 
-/* The keys a token at in-batch position s sees: *vend = one past the last
- * visible key (0: none, a fully masked row). */
+/* The keys a token at in-batch position s (sequence position s +
+ * pos_shift) sees: one past the last visible key (0: none, a fully masked
+ * row). */
 static inline int64_t spa_nsca_visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
 {
     int64_t end = ncmp;
     if (a->causal) {
-        const int64_t lim = s - a->cmp_block + 1;
+        const int64_t lim = s + a->pos_shift - a->cmp_block + 1;
         end = lim < 0 ? 0 : lim / a->cmp_stride + 1;
         end = end < ncmp ? end : ncmp;
     }

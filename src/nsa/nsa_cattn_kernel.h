@@ -46,6 +46,10 @@ typedef struct spa_nsca_args {
     int64_t sel_max;  /* scratch slots: the longest batch's selection blocks */
     int64_t n1;       /* query heads */
     int causal;
+    int64_t pos_shift; /* the causal rule's position of a batch's first query:
+                        * 0, or the inference op's L_b - S_b (bottom-right) */
+    int infer_sel;     /* the inference op's selection (spa_nsca_nsel,
+                        * spa_nsca_importance): its block count and forced blocks */
     int stats_batch_major; /* softmaxMax / Sum in CANN's physical order (nsa_cattn_acl.h) */
     float scale;
     double scale64;

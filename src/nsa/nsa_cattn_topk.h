@@ -6,7 +6,34 @@
 #ifndef SPA_NSA_CATTN_TOPK_H
 #define SPA_NSA_CATTN_TOPK_H
 
+#include <float.h>
 #include <stdint.h>
+
+#include "nsa_cattn_kernel.h"
+
+/* The selection blocks of a batch of ncmp compressed keys: ceil(ncmp / M)
+ * (the training op), or CANN's inference op's ceil(((ncmp - 1) d + l) / l'),
+ * the blocks the tokens behind the keys span (l, l' <= 2^30 and ncmp <=
+ * 2^31 there: no overflow). */
+static inline int64_t spa_nsca_nsel(const spa_nsca_args *a, int64_t ncmp)
+{
+    if (ncmp == 0)
+        return 0;
+    if (!a->infer_sel)
+        return (ncmp + a->msel - 1) / a->msel;
+    const int64_t ls = a->msel * a->cmp_stride;
+    return ((ncmp - 1) * a->cmp_stride + a->cmp_block + ls - 1) / ls;
+}
+
+/* The importance of block j of nsel: sum, or FLT_MAX where the block is
+ * forced in (its topk-mask entry tm[j], or the inference op's block 0 and
+ * last two blocks: first in the top-K, in ascending order). */
+static inline double spa_nsca_importance(const spa_nsca_args *a, const uint8_t *tm, int64_t j, int64_t nsel,
+                                         double sum)
+{
+    const int forced = (tm != NULL && tm[j]) || (a->infer_sel && (j == 0 || j >= nsel - 2));
+    return forced ? (double)FLT_MAX : sum;
+}
 
 /* Whether value x of block i ranks before value y of block j (i < j is the
  * stable order: blocks are offered in ascending order). */

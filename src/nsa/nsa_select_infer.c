@@ -22,6 +22,7 @@
 #include "f64.h"
 #include "half.h"
 #include "internal.h"
+#include "nsa_cache_rows.h"
 #include "nsa_select_f64.h"
 #include "nsa_select_kernel.h"
 #include "nsa_select_plan.h"
@@ -134,15 +135,10 @@ static spa_status check_seq(const nsasi_exec *e, const nsasi_shape *sh, int64_t 
     return SPA_OK;
 }
 
-/* The page holding row p of batch b (contiguous: page b), or -1 when the
- * table entry is not a page of the cache. */
+/* The page holding row p of batch b (spa_nsa_cache_page). */
 static int64_t page_of(const nsasi_exec *e, const nsasi_shape *sh, int64_t b, int64_t p)
 {
-    if (!e->has_table)
-        return b;
-    const int32_t *row = (const int32_t *)e->table.data + b * e->table.strides[0];
-    const int64_t pg = row[(p / sh->page_size) * e->table.strides[1]]; /* read once */
-    return pg >= 0 && pg < sh->pages ? pg : -1;
+    return spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p);
 }
 
 /* Every topk index and the table entries of the blocks they select; sq / kv:
@@ -278,59 +274,6 @@ typedef struct nsasi_run {
     spa_nsas_args args; /* the kernel arguments every unit starts from */
 } nsasi_run;
 
-/* Row p of kv head h of batch b of cache tensor c, widened into dst (n
- * elements, then zeros up to pitch): f32 rows, or double ones (f64). */
-static void gather_row(const spa_tensor *c, int64_t page, int64_t r, int64_t h, int64_t n, int64_t pitch,
-                       void *dst)
-{
-    const size_t es = spa_dtype_size(c->dtype);
-    const unsigned char *src = (const unsigned char *)c->data +
-                               (size_t)(page * c->strides[0] + r * c->strides[1] + h * c->strides[2]) * es;
-    const int64_t s = c->strides[3];
-    if (c->dtype == SPA_FLOAT64) {
-        double *d = dst;
-        const double *x = (const double *)(const void *)src;
-        if (s == 1)
-            memcpy(d, x, (size_t)n * sizeof(double));
-        else
-            for (int64_t i = 0; i < n; i++)
-                d[i] = x[i * s];
-        for (int64_t i = n; i < pitch; i++)
-            d[i] = 0.0;
-        return;
-    }
-    float *d = dst;
-    if (c->dtype == SPA_FLOAT32) {
-        const float *x = (const float *)(const void *)src;
-        if (s == 1)
-            memcpy(d, x, (size_t)n * sizeof(float));
-        else
-            for (int64_t i = 0; i < n; i++)
-                d[i] = x[i * s];
-    } else {
-        const uint16_t *u = (const uint16_t *)(const void *)src;
-        if (s == 1 && c->dtype == SPA_FLOAT16)
-            spa_f16_widen_run(d, u, n);
-        else if (s == 1)
-            spa_bf16_widen_run(d, u, n);
-        else
-            for (int64_t i = 0; i < n; i++)
-                d[i] = c->dtype == SPA_FLOAT16 ? spa_f16_to_f32(u[i * s]) : spa_bf16_to_f32(u[i * s]);
-    }
-    for (int64_t i = n; i < pitch; i++)
-        d[i] = 0.0f;
-}
-
-static void zero_row(void *dst, int64_t pitch, int32_t dt)
-{
-    if (dt == SPA_FLOAT64)
-        for (int64_t i = 0; i < pitch; i++)
-            ((double *)dst)[i] = 0.0;
-    else
-        for (int64_t i = 0; i < pitch; i++)
-            ((float *)dst)[i] = 0.0f;
-}
-
 /* Unit (t, h) of batch b: its slots, then its selected rows, then the kernel. */
 static void run_unit(const nsasi_run *r, int64_t t, int64_t h, int64_t b, unsigned char *scratch)
 {
@@ -358,13 +301,13 @@ static void run_unit(const nsasi_run *r, int64_t t, int64_t h, int64_t b, unsign
             void *kd = kg + (uint64_t)(row * sh->dp) * es, *vd = vg + (uint64_t)(row * sh->dvp) * es;
             const int64_t pg = p < kv ? page_of(e, sh, b, p) : -1;
             if (pg < 0) { /* past the sequence (never attended), or a rewritten table entry */
-                zero_row(kd, sh->dp, sh->dtype);
-                zero_row(vd, sh->dvp, sh->dtype);
+                spa_nsa_zero_row(kd, sh->dp, sh->dtype);
+                spa_nsa_zero_row(vd, sh->dvp, sh->dtype);
                 continue;
             }
             const int64_t in_page = e->has_table ? p % sh->page_size : p;
-            gather_row(&e->k, pg, in_page, h, sh->d, sh->dp, kd);
-            gather_row(&e->v, pg, in_page, h, sh->dv, sh->dvp, vd);
+            spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, sh->dp, kd);
+            spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, sh->dvp, vd);
         }
         n++;
     }

@@ -10,27 +10,30 @@
 int64_t ref_nsca_blocks(const ref_nsca_problem *p, int64_t c)
 {
     const int64_t m = p->ls / p->st;
+    if (p->infer) /* the blocks the tokens behind the c keys span */
+        return c == 0 ? 0 : ((c - 1) * p->st + p->l + p->ls - 1) / p->ls;
     return (c + m - 1) / m;
 }
 
-/* masked(s, c) of docs 2. */
-static int is_masked(const ref_nsca_problem *p, int64_t s, int64_t c)
+/* masked(s, c) of docs 2 for the query at in-batch index s of batch b
+ * (the causal rule at its position, s + qpos0[b]). */
+static int is_masked(const ref_nsca_problem *p, int64_t b, int64_t s, int64_t c)
 {
     if (p->mask != NULL && p->mask[s * p->mask_cols + c])
         return 1;
-    return p->causal && c * p->st + p->l - 1 > s;
+    return p->causal && c * p->st + p->l - 1 > s + (p->qpos0 != NULL ? p->qpos0[b] : 0);
 }
 
 /* Whether the token at position s attends key c of a batch of nc keys: an
  * unmasked key, or every key where all are masked (a fully masked row, whose
  * keys all score -FLT_MAX). The masked keys of any other row weigh exactly 0
  * and take no part, whatever their values (a NaN there reaches nothing). */
-static int attends(const ref_nsca_problem *p, int64_t s, int64_t c, int64_t nc)
+static int attends(const ref_nsca_problem *p, int64_t b, int64_t s, int64_t c, int64_t nc)
 {
-    if (!is_masked(p, s, c))
+    if (!is_masked(p, b, s, c))
         return 1;
     for (int64_t x = 0; x < nc; x++)
-        if (!is_masked(p, s, x))
+        if (!is_masked(p, b, s, x))
             return 0;
     return 1;
 }
@@ -42,7 +45,7 @@ static void scores(const ref_nsca_problem *p, const double *q, const double *k, 
     const int64_t s = t - p->qstart[b], n2 = h / (p->n1 / p->n2);
     for (int64_t c = 0; c < p->clen[b]; c++) {
         const int64_t r = p->cstart[b] + c;
-        if (is_masked(p, s, c)) {
+        if (is_masked(p, b, s, c)) {
             z[c] = -FLT_MAX;
             zmag[c] = 0.0;
             continue;
@@ -83,20 +86,20 @@ void ref_nsa_cattn(const ref_nsca_problem *p, const double *q, const double *k, 
                     scores(p, q, k, b, t, h, z, zmag);
                     double m = -FLT_MAX, l = 0.0, zm = 0.0;
                     for (int64_t c = 0; c < nc; c++) {
-                        if (!attends(p, s, c, nc))
+                        if (!attends(p, b, s, c, nc))
                             continue;
                         m = z[c] > m || isnan(z[c]) ? (isnan(m) ? m : z[c]) : m; /* NaN sticks */
                         zm = zmag[c] > zm ? zmag[c] : zm;
                     }
                     for (int64_t c = 0; c < nc; c++)
-                        if (attends(p, s, c, nc))
+                        if (attends(p, b, s, c, nc))
                             l += exp(z[c] - m);
                     mx[t * p->n1 + h] = m;
                     sm[t * p->n1 + h] = l;
                     for (int64_t e = 0; e < p->dv; e++) {
                         double acc = 0.0, mag = 0.0;
                         for (int64_t c = 0; c < nc; c++) {
-                            if (!attends(p, s, c, nc))
+                            if (!attends(p, b, s, c, nc))
                                 continue;
                             const double pr = exp(z[c] - m) / l;
                             const double term = ref_round_to(pr, p->round) *
@@ -109,7 +112,7 @@ void ref_nsa_cattn(const ref_nsca_problem *p, const double *q, const double *k, 
                         omag[e] = mag;
                     }
                     for (int64_t c = 0; c < nc; c++)
-                        if (attends(p, s, c, nc))
+                        if (attends(p, b, s, c, nc))
                             pc[c] += exp(z[c] - m) / l; /* P_cmp: the group sum */
                 }
                 double *ir = imp + (t * p->n2 + n2) * imp_cols;
@@ -123,6 +126,8 @@ void ref_nsa_cattn(const ref_nsca_problem *p, const double *q, const double *k, 
                         }
                     if (p->tmask != NULL && p->tmask[s * p->tmask_cols + j])
                         acc = FLT_MAX;
+                    if (p->infer && (j == 0 || j >= nsel - 2))
+                        acc = INFINITY;
                     ir[j] = acc;
                 }
                 /* stable descending order: insertion sort, equal values keep
@@ -174,7 +179,7 @@ void ref_nsa_cattn_grad(const ref_nsca_problem *p, const double *q, const double
                     ddmag += fabs(yr[e] * orow[e]);
                 }
                 for (int64_t c = 0; c < p->clen[b]; c++) {
-                    if (!attends(p, s, c, p->clen[b]))
+                    if (!attends(p, b, s, c, p->clen[b]))
                         continue;
                     const int64_t r = p->cstart[b] + c;
                     const double *kr = k + (r * p->n2 + n2) * p->d, *vr = v + (r * p->n2 + n2) * p->dv;
@@ -184,9 +189,9 @@ void ref_nsa_cattn_grad(const ref_nsca_problem *p, const double *q, const double
                         dp += yr[e] * vr[e];
                         dpmag += fabs(yr[e] * vr[e]);
                     }
-                    const double ds = is_masked(p, s, c) ? 0.0 : pr * (dp - dd);
+                    const double ds = is_masked(p, b, s, c) ? 0.0 : pr * (dp - dd);
                     /* error bounds: a zero P (a score of -Inf) bounds none */
-                    const double dsmag = is_masked(p, s, c) || pr == 0.0 ? 0.0 : pr * (dpmag + ddmag) * (1.0 + zmag[c]);
+                    const double dsmag = is_masked(p, b, s, c) || pr == 0.0 ? 0.0 : pr * (dpmag + ddmag) * (1.0 + zmag[c]);
                     const double pt = ref_round_to(pr, p->round), dst = ref_round_to(ds, p->round);
                     const double ptmag = pr == 0.0 ? 0.0 : pr * (1.0 + zmag[c]);
                     for (int64_t e = 0; e < p->d; e++) {

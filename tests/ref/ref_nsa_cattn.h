@@ -20,6 +20,11 @@ typedef struct ref_nsca_problem {
     const uint8_t *tmask; /* [rows][tmask_cols] 1 = forced, or NULL */
     int64_t tmask_cols;
     int causal; /* sparse_mode 2 */
+    const int64_t *qpos0; /* per batch: the causal rule's position of its
+                           * first query (NULL: 0; the inference op:
+                           * L_b - S_b) */
+    int infer; /* the inference op: ceil(((C - 1) d + l) / l') blocks, block 0
+                * and the last two forced in */
     double scale;
     int round; /* REF_ROUND_* for P and dS */
 } ref_nsca_problem;

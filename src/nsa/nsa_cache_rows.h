@@ -1,0 +1,81 @@
+/* What the inference operators share about a KV cache (spattn/nsa_infer.h):
+ * the page that holds a sequence's row, read once from an untrusted block
+ * table, and a cache row widened into a kernel's scratch (f32 rows, or
+ * double ones for float64), zero-padded to the kernel's pitch. */
+#ifndef SPA_NSA_CACHE_ROWS_H
+#define SPA_NSA_CACHE_ROWS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "half.h"
+#include "spattn/types.h"
+
+/* The page holding row p of batch b: page b of a contiguous cache (table
+ * NULL), else its table entry, or -1 where that entry (read once) is not a
+ * page of the cache's pages. */
+static inline int64_t spa_nsa_cache_page(const spa_tensor *table, int64_t page_size, int64_t pages, int64_t b,
+                                         int64_t p)
+{
+    if (table == NULL)
+        return b;
+    const int32_t *row = (const int32_t *)table->data + b * table->strides[0];
+    const int64_t pg = row[(p / page_size) * table->strides[1]];
+    return pg >= 0 && pg < pages ? pg : -1;
+}
+
+/* Row r of page `page`, head h of cache tensor c ([pages, rows, heads, dim]),
+ * n elements widened into dst, then zeros up to pitch. */
+static inline void spa_nsa_cache_row(const spa_tensor *c, int64_t page, int64_t r, int64_t h, int64_t n,
+                                     int64_t pitch, void *dst)
+{
+    const size_t es = spa_dtype_size(c->dtype);
+    const unsigned char *src = (const unsigned char *)c->data +
+                               (size_t)(page * c->strides[0] + r * c->strides[1] + h * c->strides[2]) * es;
+    const int64_t s = c->strides[3];
+    if (c->dtype == SPA_FLOAT64) {
+        double *d = dst;
+        const double *x = (const double *)(const void *)src;
+        if (s == 1)
+            memcpy(d, x, (size_t)n * sizeof(double));
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i] = x[i * s];
+        for (int64_t i = n; i < pitch; i++)
+            d[i] = 0.0;
+        return;
+    }
+    float *d = dst;
+    if (c->dtype == SPA_FLOAT32) {
+        const float *x = (const float *)(const void *)src;
+        if (s == 1)
+            memcpy(d, x, (size_t)n * sizeof(float));
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i] = x[i * s];
+    } else {
+        const uint16_t *u = (const uint16_t *)(const void *)src;
+        if (s == 1 && c->dtype == SPA_FLOAT16)
+            spa_f16_widen_run(d, u, n);
+        else if (s == 1)
+            spa_bf16_widen_run(d, u, n);
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i] = c->dtype == SPA_FLOAT16 ? spa_f16_to_f32(u[i * s]) : spa_bf16_to_f32(u[i * s]);
+    }
+    for (int64_t i = n; i < pitch; i++)
+        d[i] = 0.0f;
+}
+
+/* pitch zeros of the kernels' element (double for float64, else float). */
+static inline void spa_nsa_zero_row(void *dst, int64_t pitch, int32_t dt)
+{
+    if (dt == SPA_FLOAT64)
+        for (int64_t i = 0; i < pitch; i++)
+            ((double *)dst)[i] = 0.0;
+    else
+        for (int64_t i = 0; i < pitch; i++)
+            ((float *)dst)[i] = 0.0f;
+}
+
+#endif

@@ -1,0 +1,423 @@
+/* NsaCompressAttentionInfer, native (spattn/nsa_infer.h): compressed
+ * attention of the newest queries of each sequence against its cache of
+ * compressed keys, and the top-K selection blocks of each query.
+ *
+ * A unit is one (batch, kv head). It widens the batch's compressed key and
+ * value rows of its head, read through the block table, into its scratch
+ * (f32 rows of the kernels' pitch, or doubles), and runs the compressed
+ * attention kernel on its queries with the inference op's rules: the causal
+ * rule at the queries' positions L_b - S_b + i (spa_nsca_args.pos_shift),
+ * ceil(((C - 1) d + l) / l') selection blocks, block 0 and the last two
+ * forced in (spa_nsca_args.infer_sel). So a call reads the C_b compressed
+ * rows of each batch once: O(C), which a decode step must read anyway.
+ *
+ * Validation: phase 1 and phase 2 both check every argument, the length
+ * arrays (copied in phase 2) and every table entry the call will use. The
+ * units read each page number once more as they gather and take a row
+ * whose entry has changed since as zeros (never an access outside the
+ * cache). */
+#include <string.h>
+
+#include "f64.h"
+#include "internal.h"
+#include "nsa_cache_rows.h"
+#include "nsa_cattn_kernel.h"
+#include "nsa_select_plan.h"
+#include "spa_kernels.h"
+#include "spattn/nsa_infer.h"
+
+/* Blocks per call at most (each owns a scratch in the workspace). */
+#ifndef SPA_CATTN_INFER_BLOCKS_MAX
+#define SPA_CATTN_INFER_BLOCKS_MAX 16
+#endif
+
+/* The largest block and stride: (C - 1) d + l stays far from overflow. */
+#define CATTN_INFER_BLOCK_MAX ((int64_t)1 << 30)
+
+/* The call's arguments as phase 1 took them: all phase 2 reads of it. */
+typedef struct nscai_exec {
+    spa_exec_head head;
+    spa_tensor q, k, v, table, o, topk;
+    spa_int_array sq, scmp, ssel;
+    double scale;
+    int64_t causal, l, st, ls, kc;
+    int32_t has_table, has_sq, has_sel;
+} nscai_exec;
+_Static_assert(sizeof(nscai_exec) <= SPA_EXECUTOR_BYTES - SPA_REFUSAL_BYTES, "executor too small");
+
+/* What the arguments determine (derived again in phase 2); max_*: from the
+ * arrays. */
+typedef struct nscai_shape {
+    int64_t t, n1, n2, g, hc, tq, gp, d, dv, dp, dvp, batches, pages, page_size, kv_cap;
+    int64_t max_sq, max_cmp, max_sel;
+    int32_t dtype;
+} nscai_shape;
+
+/* A block's scratch, 64-byte aligned parts: the kernel's own, the widened
+ * key rows, the value rows, and a sink for the statistics the kernel writes
+ * (an inference call returns none). */
+typedef struct nscai_layout {
+    uint64_t kg, vg, sink, bytes;
+} nscai_layout;
+
+typedef struct nscai_plan {
+    nscai_shape sh;
+    int64_t units, per_block; /* units: (batch, kv head) pairs */
+    uint32_t blocks;
+    nscai_layout lay;
+} nscai_plan;
+
+static spa_nsca_fwd_kernel *kernel_for(int32_t dtype)
+{
+    switch (dtype) {
+    case SPA_FLOAT16:
+        return SPA_K_NSA_COMPRESS_ATTENTION_F16;
+    case SPA_BFLOAT16:
+        return SPA_K_NSA_COMPRESS_ATTENTION_BF16;
+#if SPA_HAVE_F64
+    case SPA_FLOAT64:
+        return SPA_K_NSA_COMPRESS_ATTENTION_F64;
+#endif
+    default:
+        return SPA_K_NSA_COMPRESS_ATTENTION_F32;
+    }
+}
+
+/* The rules that read no array contents. */
+static spa_status check_args(const nscai_exec *e, nscai_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    SPA_TRY(spa_tensor_check(&e->q, 3));
+    SPA_TRY(spa_tensor_check(&e->k, 4));
+    SPA_TRY(spa_tensor_check(&e->v, 4));
+    SPA_TRY(spa_tensor_check_output(&e->o, 3));
+    SPA_TRY(spa_tensor_check_output(&e->topk, 3));
+    const int32_t dt = e->q.dtype;
+    SPA_REQUIRE(spa_is_float_dtype(dt));
+    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_HAVE_F64);
+    SPA_REQUIRE(e->k.dtype == dt /* key: the dtype of query */);
+    SPA_REQUIRE(e->v.dtype == dt /* value: the dtype of query */);
+    SPA_REQUIRE(e->o.dtype == dt /* attention_out: the dtype of query */);
+    SPA_REQUIRE(e->topk.dtype == SPA_INT32);
+    SPA_REQUIRE(e->scale == e->scale && e->scale - e->scale == 0.0 /* scale_value finite */);
+    SPA_REQUIRE(e->causal == 0 || e->causal == 1);
+    SPA_REQUIRE(e->st >= 1 && e->l >= e->st /* compress_block_size >= compress_stride >= 1 */);
+    SPA_REQUIRE(e->ls >= e->st && e->ls % e->st == 0 /* select_block_size: a multiple of the stride */);
+    SPA_REQUIRE(e->l <= CATTN_INFER_BLOCK_MAX && e->ls <= CATTN_INFER_BLOCK_MAX);
+    SPA_REQUIRE(e->kc >= 1 && e->kc <= 4096 /* select_block_count */);
+    SPA_TRY(spa_seq_check_size(&e->scmp));
+    sh->batches = (int64_t)e->scmp.size;
+    SPA_REQUIRE(sh->batches <= 65536 /* actual_cmp_seq_kv_len: at most 65536 batches */);
+    if (e->has_sq) {
+        SPA_TRY(spa_seq_check_size(&e->sq));
+        SPA_REQUIRE(e->sq.size == e->scmp.size /* one query count per batch */);
+    }
+    if (e->has_sel) {
+        SPA_TRY(spa_seq_check_size(&e->ssel));
+        SPA_REQUIRE(e->ssel.size == e->scmp.size /* one sequence length per batch */);
+    }
+    SPA_REQUIRE(e->has_sel || !e->causal /* actual_sel_seq_kv_len: the causal rule needs the positions */);
+    sh->t = e->q.dims[0], sh->n1 = e->q.dims[1], sh->d = e->q.dims[2];
+    sh->n2 = e->k.dims[2], sh->dv = e->v.dims[3];
+    SPA_REQUIRE(sh->n2 >= 1 && sh->n1 >= 1);
+    SPA_REQUIRE(sh->n1 % sh->n2 == 0 /* query heads a multiple of kv heads */);
+    SPA_REQUIRE(sh->d >= 1 && sh->d <= 768);
+    SPA_REQUIRE(sh->dv >= 1 && sh->dv <= 768);
+    SPA_REQUIRE(e->k.dims[3] == sh->d /* key head dim == query head dim */);
+    SPA_REQUIRE(e->v.dims[0] == e->k.dims[0] && e->v.dims[1] == e->k.dims[1] && e->v.dims[2] == sh->n2);
+    const int64_t od[3] = {sh->t, sh->n1, sh->dv}, td[3] = {sh->t, sh->n2, e->kc};
+    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, od));
+    SPA_REQUIRE(spa_tensor_dims_are(&e->topk, 3, td));
+    sh->pages = e->k.dims[0], sh->page_size = e->k.dims[1];
+    if (e->has_table) {
+        SPA_TRY(spa_tensor_check(&e->table, 2));
+        SPA_REQUIRE(e->table.dtype == SPA_INT32);
+        SPA_REQUIRE(e->table.dims[0] == sh->batches /* block_table: a row per batch */);
+        SPA_REQUIRE(spa_mul_ok(e->table.dims[1], sh->page_size, &sh->kv_cap));
+    } else {
+        SPA_REQUIRE(sh->pages >= sh->batches /* contiguous cache: key[b] per batch */);
+        sh->kv_cap = sh->page_size;
+    }
+    if (!e->has_sq)
+        SPA_REQUIRE(sh->t == sh->batches /* no actual_seq_q_len: one query per batch */);
+    sh->g = sh->n1 / sh->n2;
+    sh->dp = (sh->d + 15) / 16 * 16;
+    sh->dvp = (sh->dv + 15) / 16 * 16;
+    sh->dtype = dt;
+    return SPA_OK;
+}
+
+/* Batch b's query count, compressed keys and length, read once each; they
+ * go to the copies when given (phase 2's trusted arrays). Sets max_*, the
+ * lane grouping and the selection count of sh. */
+static spa_status check_seq(const nscai_exec *e, nscai_shape *sh, int64_t *sq_copy, int64_t *cmp_copy,
+                            int64_t *sel_copy)
+{
+    int64_t total = 0;
+    sh->max_sq = sh->max_cmp = 0;
+    for (int64_t b = 0; b < sh->batches; b++) {
+        const int64_t s = e->has_sq ? e->sq.data[b] : 1, c = e->scmp.data[b];
+        const int64_t len = e->has_sel ? e->ssel.data[b] : 0;
+        SPA_REQUIRE(s >= 0 && c >= 0 && len >= 0 /* the length arrays: >= 0 */);
+        SPA_REQUIRE(c <= sh->kv_cap /* C_b fits the cache (block_table row, or key dim 1) */);
+        SPA_REQUIRE(c <= INT32_MAX);
+        SPA_REQUIRE(!e->has_sel || s <= len /* the queries are the newest tokens: S_b <= L_b */);
+        SPA_REQUIRE(spa_add_ok(total, s, &total));
+        sh->max_sq = s > sh->max_sq ? s : sh->max_sq;
+        sh->max_cmp = c > sh->max_cmp ? c : sh->max_cmp;
+        if (sq_copy != NULL)
+            sq_copy[b] = s, cmp_copy[b] = c, sel_copy[b] = len;
+    }
+    SPA_REQUIRE(total == sh->t /* the query counts sum to T */);
+    /* lanes: (query, head) pairs of a kv head, up to 32; no more tokens per
+     * group than a batch has (a decode step fills its lanes with heads) */
+    sh->hc = sh->g < 32 ? sh->g : 32;
+    sh->tq = 32 / sh->hc < sh->max_sq ? 32 / sh->hc : sh->max_sq > 0 ? sh->max_sq : 1;
+    sh->gp = spa_nsas_lanes(sh->tq * sh->hc);
+    sh->max_sel = sh->max_cmp == 0 ? 0 : ((sh->max_cmp - 1) * e->st + e->l + e->ls - 1) / e->ls;
+    return SPA_OK;
+}
+
+/* Every table entry of the rows the call reads (cmp: the trusted copy, or
+ * NULL to read the caller's checked array). */
+static spa_status check_table(const nscai_exec *e, const nscai_shape *sh, const int64_t *cmp)
+{
+    if (!e->has_table)
+        return SPA_OK;
+    for (int64_t b = 0; b < sh->batches; b++) {
+        const int64_t c = cmp != NULL ? cmp[b] : e->scmp.data[b];
+        for (int64_t p = 0; p < c; p += sh->page_size)
+            SPA_REQUIRE(spa_nsa_cache_page(&e->table, sh->page_size, sh->pages, b, p) >= 0 /* block_table: pages of the cache */);
+    }
+    return SPA_OK;
+}
+
+static uint64_t round64(uint64_t x)
+{
+    return (x + 63u) / 64u * 64u;
+}
+
+/* Sizes from the shape: max_cmp <= 2^31, dims <= 768, gp <= 128, K <= 4096
+ * (products below 2^50). */
+static nscai_layout layout_of(const nscai_shape *sh, int64_t kc)
+{
+    const uint64_t rmax = (uint64_t)(sh->max_cmp + 15) / 16 * 16, gp = (uint64_t)sh->gp;
+    const uint64_t sel = (uint64_t)sh->max_sel, k = (uint64_t)kc;
+    nscai_layout l;
+    uint64_t kernel, kbytes, vbytes;
+    if (sh->dtype == SPA_FLOAT64) { /* scores and colsum [rmax], importance, top-K, a row of O: doubles */
+        kernel = 8u * (2u * rmax + sel + 2u * k + (uint64_t)sh->dv + 1u);
+        kbytes = 8u * (uint64_t)sh->max_cmp * (uint64_t)sh->d;
+        vbytes = 8u * (uint64_t)sh->max_cmp * (uint64_t)sh->dv;
+    } else { /* the training forward's: templates/nsa/nsa_compress_attention.c.m4 */
+        const uint64_t tqp = sh->tq <= 16 ? 16u : 32u;
+        kernel = 4u * ((uint64_t)sh->dp * gp + rmax * gp + (uint64_t)sh->dvp * gp + 3u * gp + tqp * (rmax + 32u) +
+                       2u * sel + 3u * k + 2u);
+        kbytes = 4u * rmax * (uint64_t)sh->dp;
+        vbytes = 4u * rmax * (uint64_t)sh->dvp;
+    }
+    l.kg = round64(kernel);
+    l.vg = l.kg + round64(kbytes);
+    l.sink = l.vg + round64(vbytes);
+    l.bytes = l.sink + 64u;
+    return l;
+}
+
+static void make_plan(const nscai_shape *sh, int64_t kc, nscai_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->sh = *sh;
+    p->units = sh->batches * sh->n2;
+    p->per_block = (p->units + SPA_CATTN_INFER_BLOCKS_MAX - 1) / SPA_CATTN_INFER_BLOCKS_MAX;
+    if (p->per_block < 1)
+        p->per_block = 1;
+    p->blocks = (uint32_t)((p->units + p->per_block - 1) / p->per_block);
+    p->lay = layout_of(sh, kc);
+}
+
+/* The workspace: the length copies, then a scratch per block. */
+static void carve(spa_ws *ws, const nscai_plan *p, int64_t **arr, unsigned char **scratch)
+{
+    *arr = spa_ws_take(ws, 4u * (uint64_t)p->sh.batches, sizeof(int64_t)); /* sq, cmp, sel, qs */
+    *scratch = spa_ws_take(ws, (uint64_t)p->blocks, p->lay.bytes);
+}
+
+static uint64_t planned_bytes(const nscai_plan *p)
+{
+    spa_ws ws;
+    int64_t *a;
+    unsigned char *s;
+    spa_ws_plan(&ws);
+    carve(&ws, p, &a, &s);
+    return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
+}
+
+static spa_status phase1(const nscai_exec *in, uint64_t *workspace_size, spa_executor *executor)
+{
+    nscai_exec e = *in;
+    nscai_shape sh;
+    SPA_TRY(check_args(&e, &sh));
+    SPA_TRY(check_seq(&e, &sh, NULL, NULL, NULL));
+    SPA_TRY(check_table(&e, &sh, NULL));
+    nscai_plan p;
+    make_plan(&sh, e.kc, &p);
+    e.head.ws_size = planned_bytes(&p);
+    SPA_REQUIRE(e.head.ws_size > 0);
+    *workspace_size = e.head.ws_size;
+    spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_CATTN_INFER);
+    return SPA_OK;
+}
+
+typedef struct nscai_run {
+    const nscai_exec *e;
+    const nscai_plan *p;
+    const int64_t *sq, *cmp, *sel, *qs; /* trusted: per batch */
+    unsigned char *scratch;
+    spa_nsca_fwd_kernel *kernel;
+    spa_nsca_args args; /* the kernel arguments every unit starts from */
+} nscai_run;
+
+/* Unit (b, h): the batch's compressed rows of head h, then the kernel on its queries. */
+static void run_unit(const nscai_run *r, int64_t b, int64_t h, unsigned char *scratch)
+{
+    const nscai_exec *e = r->e;
+    const nscai_shape *sh = &r->p->sh;
+    const nscai_layout *lay = &r->p->lay;
+    const int64_t c = r->cmp[b], nq = r->sq[b];
+    if (nq == 0)
+        return;
+    const bool f64 = sh->dtype == SPA_FLOAT64;
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    const int64_t kp = f64 ? sh->d : sh->dp, vp = f64 ? sh->dv : sh->dvp;
+    const int64_t rows = f64 ? c : (c + 15) / 16 * 16; /* f32 kernels read whole groups of 16 */
+    unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
+    for (int64_t p = 0; p < rows; p++) {
+        void *kd = kg + (uint64_t)(p * kp) * es, *vd = vg + (uint64_t)(p * vp) * es;
+        const int64_t pg = p < c ? spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p)
+                                 : -1;
+        if (pg < 0) { /* past the batch's keys, or a table entry rewritten since phase 2 checked it */
+            spa_nsa_zero_row(kd, kp, sh->dtype);
+            spa_nsa_zero_row(vd, vp, sh->dtype);
+            continue;
+        }
+        const int64_t in_page = e->has_table ? p % sh->page_size : p;
+        spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, kp, kd);
+        spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, vp, vd);
+    }
+    spa_nsca_args a = r->args;
+    a.mx = scratch + lay->sink, a.ms0 = a.ms1 = a.ms2 = 0;
+    a.sm = scratch + lay->sink, a.ss0 = a.ss1 = a.ss2 = 0;
+    a.pos_shift = e->causal ? r->sel[b] - nq : 0;
+    if (f64) {
+        a.k = kg, a.ks0 = sh->d, a.ks1 = 0, a.ks2 = 1;
+        a.v = vg, a.vs0 = sh->dv, a.vs1 = 0, a.vs2 = 1;
+    } else {
+        a.kf = (const float *)(const void *)kg, a.kfr = sh->dp;
+        a.vf = (const float *)(const void *)vg, a.vfr = sh->dvp;
+    }
+    const int64_t q0 = r->qs[b];
+    r->kernel(&a, h, q0, q0 + nq, q0, q0 + nq, 0, c, (float *)(void *)scratch);
+}
+
+static void run_block(void *arg, uint32_t blk)
+{
+    const nscai_run *r = arg;
+    const nscai_plan *p = r->p;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * p->lay.bytes;
+    const int64_t u0 = (int64_t)blk * p->per_block;
+    const int64_t u1 = u0 + p->per_block < p->units ? u0 + p->per_block : p->units;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t b = u / p->sh.n2;
+        run_unit(r, b, u - b * p->sh.n2, scratch);
+    }
+}
+
+spa_status spa_nsa_cattn_infer_phase2(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                      const spa_runner *runner)
+{
+    const spa_runner rn = spa_runner_copy(runner);
+    nscai_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_NSA_CATTN_INFER));
+    nscai_shape sh;
+    SPA_TRY(check_args(&e, &sh));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    const spa_tensor *tensors[] = {&e.q, &e.k, &e.v, &e.o, &e.topk, e.has_table ? &e.table : NULL};
+    const spa_int_array *arrays[] = {&e.scmp, e.has_sq ? &e.sq : NULL, e.has_sel ? &e.ssel : NULL};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 6, arrays, 3));
+    /* the arrays' facts as phase 1 saw them size the plan; the copies are
+     * checked against the same rules, and the plan again */
+    SPA_TRY(check_seq(&e, &sh, NULL, NULL, NULL));
+    nscai_plan p;
+    make_plan(&sh, e.kc, &p);
+    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
+    spa_ws ws;
+    nscai_run r;
+    int64_t *arr;
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
+    carve(&ws, &p, &arr, &r.scratch);
+    SPA_REQUIRE(!ws.overflow);
+    int64_t *sq = arr, *cmp = arr + sh.batches, *sel = arr + 2 * sh.batches, *qs = arr + 3 * sh.batches;
+    nscai_shape again = sh;
+    SPA_TRY(check_seq(&e, &again, sq, cmp, sel));
+    SPA_REQUIRE(again.max_cmp <= sh.max_cmp && again.max_sq <= sh.max_sq && again.tq == sh.tq &&
+                again.gp == sh.gp /* the arrays changed during the call */);
+    SPA_TRY(check_table(&e, &sh, cmp));
+    for (int64_t b = 0, t = 0; b < sh.batches; t += sq[b], b++)
+        qs[b] = t;
+    if (sh.t == 0)
+        return SPA_OK;
+    r.e = &e, r.p = &p, r.sq = sq, r.cmp = cmp, r.sel = sel, r.qs = qs;
+    r.kernel = kernel_for(sh.dtype);
+    spa_nsca_args *a = &r.args;
+    memset(a, 0, sizeof *a);
+    a->q = e.q.data, a->qs0 = e.q.strides[0], a->qs1 = e.q.strides[1], a->qs2 = e.q.strides[2];
+    a->o = e.o.data, a->os0 = e.o.strides[0], a->os1 = e.o.strides[1], a->os2 = e.o.strides[2];
+    a->topk = e.topk.data, a->ts0 = e.topk.strides[0], a->ts1 = e.topk.strides[1], a->ts2 = e.topk.strides[2];
+    a->g = sh.g, a->hc = sh.hc, a->tq = sh.tq, a->gp = sh.gp;
+    a->d = sh.d, a->dv = sh.dv, a->dp = sh.dp, a->dvp = sh.dvp;
+    a->cmp_block = e.l, a->cmp_stride = e.st, a->msel = e.ls / e.st, a->nn = e.l / e.st;
+    a->kc = e.kc;
+    a->rows_max = (sh.max_cmp + 15) / 16 * 16;
+    a->sel_max = sh.max_sel;
+    a->n1 = sh.n1;
+    a->causal = (int)e.causal;
+    a->infer_sel = 1;
+    a->scale = (float)e.scale;
+    a->scale64 = e.scale;
+    spa_run_blocks(&rn, run_block, &r, p.blocks);
+    return SPA_OK;
+}
+
+spa_status spa_nsa_compress_attention_infer_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value, const spa_tensor *block_table,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_cmp_seq_kv_len,
+    const spa_int_array *actual_sel_seq_kv_len, double scale_value, int64_t causal, int64_t compress_block_size,
+    int64_t compress_stride, int64_t select_block_size, int64_t select_block_count,
+    const spa_tensor *attention_out, const spa_tensor *topk_indices_out, uint64_t *workspace_size,
+    spa_executor *executor)
+{
+    spa_status st = SPA_ERR_NULLPTR;
+    if (query != NULL && key != NULL && value != NULL && actual_cmp_seq_kv_len != NULL && attention_out != NULL &&
+        topk_indices_out != NULL && workspace_size != NULL && executor != NULL) {
+        nscai_exec e;
+        memset(&e, 0, sizeof e);
+        e.q = *query, e.k = *key, e.v = *value, e.o = *attention_out, e.topk = *topk_indices_out;
+        if (block_table != NULL)
+            e.table = *block_table, e.has_table = 1;
+        if (actual_seq_q_len != NULL)
+            e.sq = *actual_seq_q_len, e.has_sq = 1;
+        if (actual_sel_seq_kv_len != NULL)
+            e.ssel = *actual_sel_seq_kv_len, e.has_sel = 1;
+        e.scmp = *actual_cmp_seq_kv_len;
+        e.scale = scale_value, e.causal = causal;
+        e.l = compress_block_size, e.st = compress_stride, e.ls = select_block_size, e.kc = select_block_count;
+        st = phase1(&e, workspace_size, executor);
+    }
+    return spa_refusal_record(st, executor, SPA_OP_NSA_CATTN_INFER, 1);
+}
+
+spa_status spa_nsa_compress_attention_infer(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                            const spa_runner *runner)
+{
+    return spa_public_status(spa_nsa_cattn_infer_phase2(workspace, workspace_size, executor, runner));
+}
