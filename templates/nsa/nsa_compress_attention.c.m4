@@ -292,7 +292,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                 }
         }
         /* importance and top-K per token */
-        const int64_t M = a->msel, NN = a->nn, nsel = (ncmp + M - 1) / M;
+        const int64_t M = a->msel, NN = a->nn, nsel = spa_nsca_nsel(a, ncmp);
         for (int64_t i = 0; i < nt; i++) {
             const int64_t t = tg + i, s = t - qstart;
             const float *cs = colsum + i;
@@ -309,7 +309,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                     for (int64_t n = n0 > 0 ? n0 : 0; n <= n1; n++)
                         acc += cs[(b - n) * TQP];
                 }
-                imp[j] = tm != NULL && tm[j] ? (double)FLT_MAX : (double)acc;
+                imp[j] = spa_nsca_importance(a, tm, j, nsel, (double)acc);
             }
             spa_nsca_topk(imp, nsel, a->kc, topv, topi, a->topk + t * a->ts0 + h2 * a->ts1, a->ts2);
         }

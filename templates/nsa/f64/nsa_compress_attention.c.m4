@@ -17,7 +17,7 @@ static int64_t visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
 {
     int64_t end = ncmp;
     if (a->causal) {
-        const int64_t lim = s - a->cmp_block + 1;
+        const int64_t lim = s + a->pos_shift - a->cmp_block + 1;
         end = lim < 0 ? 0 : lim / a->cmp_stride + 1;
         end = end < ncmp ? end : ncmp;
     }
@@ -88,7 +88,7 @@ void NSCA64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, i
                 sm[t * ss0 + h * ss1 + c8 * a->ss2] = l;
             }
         }
-        const int64_t M = a->msel, NN = a->nn, nsel = (ncmp + M - 1) / M;
+        const int64_t M = a->msel, NN = a->nn, nsel = spa_nsca_nsel(a, ncmp);
         const uint8_t *tm = a->tmask != NULL ? a->tmask + s * a->tmask_cols : NULL;
         for (int64_t j = 0; j < nsel; j++) {
             /* the spec terms in its order, each loop clipped to the keys
@@ -101,7 +101,7 @@ void NSCA64_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, i
                 for (int64_t n = n0 > 0 ? n0 : 0; n <= n1; n++)
                     sum += colsum[b - n];
             }
-            imp[j] = tm != NULL && tm[j] ? (double)FLT_MAX : sum;
+            imp[j] = spa_nsca_importance(a, tm, j, nsel, sum);
         }
         spa_nsca_topk(imp, nsel, a->kc, topv, topi, a->topk + t * a->ts0 + h2 * a->ts1, a->ts2);
     }

@@ -15,7 +15,7 @@ static int64_t visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
 {
     int64_t end = ncmp;
     if (a->causal) {
-        const int64_t lim = s - a->cmp_block + 1;
+        const int64_t lim = s + a->pos_shift - a->cmp_block + 1;
         end = lim < 0 ? 0 : lim / a->cmp_stride + 1;
         end = end < ncmp ? end : ncmp;
     }
