@@ -99,6 +99,12 @@ aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
 aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExecutor *executor,
                              aclrtStream stream, spa_acl_run_fn run);
 
+/* ---- layout views (views.c) ---- */
+/* Dims a and a + 1 of t as one (false where the strides do not allow it). */
+bool spa_acl_merge_dims(spa_tensor *t, int32_t a);
+/* The last dim of t as [n, dims / n] (false where it does not divide). */
+bool spa_acl_split_last(spa_tensor *t, int64_t n);
+
 /* ---- error messages (errmsg.c) ---- */
 /* Sets this thread's message for aclGetRecentErrMsg (printf format). */
 void spa_acl_error(const char *fmt, ...)

@@ -27,32 +27,6 @@ static aclnnStatus cann_refuse(spa_acl_call *c, aclnnStatus code, const char *ru
     return code;
 }
 
-/* Dims a and a + 1 of t as one (false where the strides do not allow it). */
-static bool merge_dims(spa_tensor *t, int32_t a)
-{
-    if (t->rank <= a + 1 || t->strides[a] != t->dims[a + 1] * t->strides[a + 1])
-        return false;
-    t->dims[a] *= t->dims[a + 1];
-    t->strides[a] = t->strides[a + 1];
-    for (int32_t i = a + 1; i + 1 < t->rank; i++)
-        t->dims[i] = t->dims[i + 1], t->strides[i] = t->strides[i + 1];
-    t->rank--;
-    return true;
-}
-
-/* The last dim of t as [n, dims / n] (false where it does not divide). */
-static bool split_last(spa_tensor *t, int64_t n)
-{
-    const int32_t r = t->rank;
-    if (n <= 0 || r < 1 || r >= SPA_MAX_RANK || t->dims[r - 1] % n != 0)
-        return false;
-    const int64_t d = t->dims[r - 1] / n, s = t->strides[r - 1];
-    t->dims[r - 1] = n, t->strides[r - 1] = d * s;
-    t->dims[r] = d, t->strides[r] = s;
-    t->rank = r + 1;
-    return true;
-}
-
 static bool is_half(int32_t dt)
 {
     return dt == SPA_FLOAT16 || dt == SPA_BFLOAT16;
@@ -100,12 +74,12 @@ aclnnStatus aclnnNsaSelectedAttentionInferGetWorkspaceSize(
                            executor);
     /* the views the native operator takes */
     const int64_t batch = q.dims[0], s1 = tnd ? 0 : q.dims[1];
-    if (bsh && !split_last(&q, numHeads))
+    if (bsh && !spa_acl_split_last(&q, numHeads))
         return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID, "query H a multiple of numHeads", workspaceSize, executor);
-    if (k.rank == 3 && !split_last(&k, numKeyValueHeads))
+    if (k.rank == 3 && !spa_acl_split_last(&k, numKeyValueHeads))
         return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID, "key H a multiple of numKeyValueHeads", workspaceSize,
                            executor);
-    if (v.rank == 3 && !split_last(&v, numKeyValueHeads))
+    if (v.rank == 3 && !spa_acl_split_last(&v, numKeyValueHeads))
         return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID, "value H a multiple of numKeyValueHeads", workspaceSize,
                            executor);
     const int64_t d = q.rank == 4 ? q.dims[3] : q.dims[2];
@@ -131,13 +105,13 @@ aclnnStatus aclnnNsaSelectedAttentionInferGetWorkspaceSize(
     if (k.dims[1] != pageBlockSize)
         return cann_refuse(&c, ACLNN_ERR_INNER_NULLPTR, "key pages of pageBlockSize rows", workspaceSize, executor);
     if (!tnd) {
-        if (!merge_dims(&q, 0) || !merge_dims(&out, 0))
+        if (!spa_acl_merge_dims(&q, 0) || !spa_acl_merge_dims(&out, 0))
             return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID, "query / output with mergeable B and S (a view spattn "
                                "takes without a copy)", workspaceSize, executor);
-        if (bsh && !split_last(&out, numHeads))
+        if (bsh && !spa_acl_split_last(&out, numHeads))
             return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID, "output H a multiple of numHeads", workspaceSize,
                                executor);
-        if (idx.rank == 4 && !merge_dims(&idx, 0))
+        if (idx.rank == 4 && !spa_acl_merge_dims(&idx, 0))
             return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID, "topkIndices with mergeable B and S", workspaceSize,
                                executor);
         /* BSND / BSH: S queries per batch (CANN's padding queries past

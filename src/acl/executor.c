@@ -120,6 +120,7 @@ static const char *api_name(spa_acl_run_fn run)
         {spa_nsa_compress_attention, "aclnnNsaCompressAttention"},
         {spa_nsa_select_infer, "aclnnNsaSelectedAttentionInfer"},
         {spa_nsa_compress_with_cache, "aclnnNsaCompressWithCache"},
+        {spa_nsa_compress_attention_infer, "aclnnNsaCompressAttentionInfer"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].run == run)

@@ -15,13 +15,14 @@ void suite_acl_infer(void)
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclnnop/aclnn_nsa_compress_attention_infer.h"
 #include "aclnnop/aclnn_nsa_compress_with_cache.h"
 #include "aclnnop/aclnn_nsa_select_attention_infer.h"
 #include "spa_acl_ops.h"
 #include "spattn/nsa_infer.h"
 #include "util.h"
 
-#if SPA_HAVE_NSA_SELECT_INFER && SPA_HAVE_NSA_COMPRESS_WITH_CACHE
+#if SPA_HAVE_NSA_SELECT_INFER && SPA_HAVE_NSA_COMPRESS_WITH_CACHE && SPA_HAVE_NSA_CATTN_INFER
 
 static aclTensor *acl_of(const spa_tensor *t)
 {
@@ -282,6 +283,177 @@ static void test_compress_with_cache(void)
     cwc_free(&c);
 }
 
+/* aclnnNsaCompressAttentionInfer: pools [blocks, page, N2 * D] of
+ * compressed keys, the query TND [T, N1, 192] or BSND [B, S, N1, 192]. */
+typedef struct cai_case {
+    ttensor q, k, v, table, o, topk;
+    int64_t b, s, n1, n2, page, cmp[2], sel[2], sq[2];
+    bool bsnd;
+} cai_case;
+
+static void cai_make(cai_case *c, spa_dtype dt, bool bsnd, int64_t s, int64_t n1, int64_t n2, const int64_t *cmp,
+                     int64_t kc, rng *r)
+{
+    memset(c, 0, sizeof *c);
+    c->b = 2, c->s = s, c->n1 = n1, c->n2 = n2, c->page = 64, c->bsnd = bsnd;
+    int64_t pages = 0, cols = 1;
+    for (int64_t i = 0; i < 2; i++) {
+        c->cmp[i] = cmp[i], c->sq[i] = s, c->sel[i] = (cmp[i] - 1) * 16 + 32 + 5; /* l 32, d 16 */
+        const int64_t np = (cmp[i] + 63) / 64;
+        pages += np;
+        cols = np > cols ? np : cols;
+    }
+    const int64_t kd[3] = {pages, 64, n2 * 192}, vd[3] = {pages, 64, n2 * 128}, td[2] = {2, cols};
+    tt_make(&c->k, dt, 3, kd, false, r);
+    tt_make(&c->v, dt, 3, vd, false, r);
+    tt_make(&c->table, SPA_INT32, 2, td, false, r);
+    if (bsnd) {
+        const int64_t qd[4] = {2, s, n1, 192}, od[4] = {2, s, n1, 128}, id[4] = {2, s, n2, kc};
+        tt_make(&c->q, dt, 4, qd, false, r);
+        tt_make(&c->o, dt, 4, od, false, r);
+        tt_make(&c->topk, SPA_INT32, 4, id, false, r);
+    } else {
+        const int64_t qd[3] = {2 * s, n1, 192}, od[3] = {2 * s, n1, 128}, id[3] = {2 * s, n2, kc};
+        tt_make(&c->q, dt, 3, qd, false, r);
+        tt_make(&c->o, dt, 3, od, false, r);
+        tt_make(&c->topk, SPA_INT32, 3, id, false, r);
+    }
+    tt_fill_random(&c->q, r, -1.0, 1.0);
+    tt_fill_random(&c->k, r, -1.0, 1.0);
+    tt_fill_random(&c->v, r, -1.0, 1.0);
+    for (int64_t i = 0, used = 0; i < 2; i++) /* pages in reverse order */
+        for (int64_t j = 0; j < cols; j++)
+            tt_set_int(&c->table, i * cols + j, j < (cmp[i] + 63) / 64 ? pages - 1 - used++ : -1);
+}
+
+static void cai_free(cai_case *c)
+{
+    tt_free(&c->q), tt_free(&c->k), tt_free(&c->v), tt_free(&c->table), tt_free(&c->o), tt_free(&c->topk);
+}
+
+/* Phase 1 with l 32, d 16, l' 64 and the case's arrays (multi: actualQSeqLen
+ * and actualSelKvSeqLen given; mask: a (never read) attention mask). */
+static aclnnStatus cai_phase1(cai_case *c, bool multi, bool mask, int64_t l, int64_t kc, int64_t n1_attr,
+                              uint64_t *size, aclOpExecutor **ex)
+{
+    aclTensor *q = acl_of(&c->q.t), *k = acl_of(&c->k.t), *v = acl_of(&c->v.t), *t = acl_of(&c->table.t);
+    aclTensor *o = acl_of(&c->o.t), *i = acl_of(&c->topk.t);
+    aclIntArray *sq = aclCreateIntArray(c->sq, 2), *cmp = aclCreateIntArray(c->cmp, 2);
+    aclIntArray *sel = aclCreateIntArray(c->sel, 2);
+    char lay[8];
+    snprintf(lay, sizeof lay, "%s", c->bsnd ? "BSND" : "TND");
+    aclnnStatus st = aclnnNsaCompressAttentionInferGetWorkspaceSize(
+        q, k, v, mask ? t : NULL, t, multi ? sq : NULL, cmp, multi ? sel : NULL, NULL, n1_attr, c->n2, 64, kc, l, 16,
+        0.0721, lay, 64, 0, o, i, size, ex);
+    aclDestroyTensor(q), aclDestroyTensor(k), aclDestroyTensor(v), aclDestroyTensor(t), aclDestroyTensor(o);
+    aclDestroyTensor(i), aclDestroyIntArray(sq), aclDestroyIntArray(cmp), aclDestroyIntArray(sel);
+    return st;
+}
+
+/* CANN's sample at a smaller size: all ones, so every output is 1.0 and the
+ * importance ties but for the edge blocks: block 0 and the last two first,
+ * then ascending (the ties' order). */
+static void test_cai_sample(void)
+{
+    rng r = rng_seed(3005);
+    cai_case c;
+    const int64_t cmp[2] = {100, 37};
+    cai_make(&c, SPA_FLOAT16, false, 1, 16, 2, cmp, 8, &r);
+    uint16_t *bufs[3] = {c.q.t.data, c.k.t.data, c.v.t.data};
+    const int64_t ns[3] = {tt_numel(&c.q), tt_numel(&c.k), tt_numel(&c.v)};
+    for (int b = 0; b < 3; b++)
+        for (int64_t i = 0; i < ns[b]; i++)
+            bufs[b][i] = 0x3C00; /* 1.0 in f16 */
+    uint64_t size = 0;
+    aclOpExecutor *ex = NULL;
+    CU_ASSERT_EQUAL_FATAL(cai_phase1(&c, false, false, 32, 8, 16, &size, &ex), ACLNN_SUCCESS);
+    void *ws = malloc(size + 1);
+    CU_ASSERT_EQUAL(aclnnNsaCompressAttentionInfer(ws, size, ex, NULL), ACLNN_SUCCESS);
+    free(ws);
+    for (int64_t i = 0; i < tt_numel(&c.o); i++)
+        CU_ASSERT_EQUAL(tt_get(&c.o, i), 1.0);
+    for (int64_t b = 0; b < 2; b++) {
+        const int64_t n = ((c.cmp[b] - 1) * 16 + 32 + 63) / 64; /* 26, then 10 */
+        const int64_t want[8] = {0, n - 2, n - 1, 1, 2, 3, 4, 5};
+        for (int64_t h = 0; h < 2; h++)
+            for (int64_t j = 0; j < 8; j++)
+                CU_ASSERT_EQUAL(tt_get(&c.topk, (b * 2 + h) * 8 + j), (double)want[j]);
+    }
+    cai_free(&c);
+}
+
+/* The native operator's bytes on the views of the same memory: TND single
+ * token, and BSND multi-token with and without the mask (the causal rule at
+ * the queries' positions). */
+static void test_cai_same_as_native(void)
+{
+    rng r = rng_seed(3006);
+    for (int k = 0; k < 3; k++) {
+        cai_case c;
+        const int64_t cmp[2] = {150, 61};
+        const bool multi = k > 0, mask = k == 2;
+        cai_make(&c, k == 1 ? SPA_BFLOAT16 : SPA_FLOAT16, multi, multi ? 3 : 1, 32, 2, cmp, 5, &r);
+        uint64_t size = 0;
+        aclOpExecutor *ex = NULL;
+        CU_ASSERT_EQUAL_FATAL(cai_phase1(&c, multi, mask, 32, 5, 32, &size, &ex), ACLNN_SUCCESS);
+        void *ws = malloc(size + 1);
+        CU_ASSERT_EQUAL(aclnnNsaCompressAttentionInfer(ws, size, ex, NULL), ACLNN_SUCCESS);
+        free(ws);
+        unsigned char *o_acl = tt_snapshot(&c.o), *i_acl = tt_snapshot(&c.topk);
+        const int64_t t = 2 * c.s;
+        spa_tensor q = c.q.t, o = c.o.t, idx = c.topk.t, kk = c.k.t, vv = c.v.t;
+        q.rank = 3, q.dims[0] = t, q.dims[1] = 32, q.dims[2] = 192, q.strides[0] = 32 * 192, q.strides[1] = 192;
+        q.strides[2] = 1;
+        o.rank = 3, o.dims[0] = t, o.dims[1] = 32, o.dims[2] = 128, o.strides[0] = 32 * 128, o.strides[1] = 128;
+        o.strides[2] = 1;
+        idx.rank = 3, idx.dims[0] = t, idx.dims[1] = 2, idx.dims[2] = 5, idx.strides[0] = 10, idx.strides[1] = 5;
+        idx.strides[2] = 1;
+        kk.rank = 4, kk.dims[2] = 2, kk.dims[3] = 192, kk.strides[2] = 192, kk.strides[3] = 1;
+        vv.rank = 4, vv.dims[2] = 2, vv.dims[3] = 128, vv.strides[2] = 128, vv.strides[3] = 1;
+        const spa_int_array sq = {c.sq, 2}, scmp = {c.cmp, 2}, ssel = {c.sel, 2};
+        spa_executor nex;
+        tt_fill_canary(&c.o), tt_fill_canary(&c.topk);
+        CU_ASSERT_EQUAL(spa_nsa_compress_attention_infer_get_workspace_size(
+                            &q, &kk, &vv, &c.table.t, multi ? &sq : NULL, &scmp, multi ? &ssel : NULL, 0.0721,
+                            mask ? 1 : 0, 32, 16, 64, 5, &o, &idx, &size, &nex),
+                        SPA_OK);
+        ws = malloc(size + 1);
+        CU_ASSERT_EQUAL(spa_nsa_compress_attention_infer(ws, size, &nex, NULL), SPA_OK);
+        free(ws);
+        CU_ASSERT(tt_same_bytes(&c.o, o_acl));
+        CU_ASSERT(tt_same_bytes(&c.topk, i_acl));
+        free(o_acl), free(i_acl);
+        cai_free(&c);
+    }
+}
+
+/* CANN's codes: 161001 for a missing required argument, 161002 for dtypes
+ * and layouts, 561002 for the tiling's limits. */
+static void test_cai_codes(void)
+{
+    rng r = rng_seed(3007);
+    cai_case c;
+    const int64_t cmp[2] = {40, 20};
+    cai_make(&c, SPA_FLOAT16, false, 1, 16, 2, cmp, 4, &r);
+    uint64_t size;
+    aclOpExecutor *ex;
+    CU_ASSERT_EQUAL(cai_phase1(&c, false, false, 32, 4, 16, &size, &ex), ACLNN_SUCCESS);
+    CU_ASSERT_EQUAL(cai_phase1(&c, false, false, 24, 4, 16, &size, &ex), ACLNN_ERR_INNER_TILING_ERROR); /* l 24 */
+    CU_ASSERT_EQUAL(cai_phase1(&c, false, false, 32, 0, 16, &size, &ex), ACLNN_ERR_INNER_TILING_ERROR); /* K 0 */
+    CU_ASSERT_EQUAL(cai_phase1(&c, false, false, 32, 4, 6, &size, &ex), ACLNN_ERR_INNER_TILING_ERROR); /* G 3 */
+    CU_ASSERT_EQUAL(cai_phase1(&c, false, false, 32, 4, 14, &size, &ex), ACLNN_ERR_INNER_TILING_ERROR); /* N1 */
+    CU_ASSERT_EQUAL(cai_phase1(&c, false, false, 32, 4, 16, NULL, &ex), ACLNN_ERR_PARAM_NULLPTR);
+    c.k.t.dtype = SPA_BFLOAT16;
+    CU_ASSERT_EQUAL(cai_phase1(&c, false, false, 32, 4, 16, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    c.k.t.dtype = SPA_FLOAT16;
+    cai_free(&c);
+    cai_make(&c, SPA_FLOAT16, false, 2, 16, 2, cmp, 4, &r); /* two queries a batch */
+    CU_ASSERT_EQUAL(cai_phase1(&c, true, true, 32, 4, 16, &size, &ex), ACLNN_SUCCESS);
+    c.sel[1] = 20; /* C_b != (L_b - l) / d + 1: CANN's single-token fallback, refused here */
+    CU_ASSERT_EQUAL(cai_phase1(&c, true, true, 32, 4, 16, &size, &ex), ACLNN_ERR_PARAM_INVALID);
+    cai_free(&c);
+}
+
 void suite_acl_infer(void);
 void suite_acl_infer(void)
 {
@@ -290,6 +462,9 @@ void suite_acl_infer(void)
     CU_add_test(s, "NsaSelectedAttentionInfer: CANN's sample", test_cann_sample);
     CU_add_test(s, "NsaSelectedAttentionInfer: the native bytes", test_same_as_native);
     CU_add_test(s, "NsaSelectedAttentionInfer: CANN's codes", test_cann_codes);
+    CU_add_test(s, "NsaCompressAttentionInfer: CANN's sample", test_cai_sample);
+    CU_add_test(s, "NsaCompressAttentionInfer: the native bytes", test_cai_same_as_native);
+    CU_add_test(s, "NsaCompressAttentionInfer: CANN's codes", test_cai_codes);
 }
 #else
 void suite_acl_infer(void);
