@@ -387,3 +387,35 @@ const fz_op fz_op_nsa_compress_cache = {
     2, nsa_compress_cache_attrs, 0.0, "TND",
     nsa_compress_cache_phase1, spa_nsa_compress_with_cache, NULL,
 };
+
+/* ---- nsa_cattn_infer ---- */
+/* Compressed attention on a cache of compressed keys (spattn/nsa_infer.h).
+ * Baseline: f16, two sequences with 20 and 9 compressed keys in a pool of 6
+ * pages of 8 rows (N2 2, D 24, Dv 16) through a block table whose entries
+ * past each batch are -1, their last 2 and 1 tokens as queries (N1 4) at
+ * lengths 170 and 81; l 16, d 8, l' 32, K 3, causal. */
+static const int64_t nsa_cattn_infer_table_vals[] = {5, 0, 3, -1, 1, 4, -1, -1};
+static const fz_tensor_spec nsa_cattn_infer_tensors[] = {
+    {"query", SPA_FLOAT16, 3, {3, 4, 24}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT16, 4, {6, 8, 2, 24}, FZ_IN, false, NULL, 0},
+    {"value", SPA_FLOAT16, 4, {6, 8, 2, 16}, FZ_IN, false, NULL, 0},
+    {"blockTable", SPA_INT32, 2, {2, 4}, FZ_INDEX, false, nsa_cattn_infer_table_vals, 8},
+    {"attentionOut", SPA_FLOAT16, 3, {3, 4, 16}, FZ_OUT, false, NULL, 0},
+    {"topkIndicesOut", SPA_INT32, 3, {3, 2, 3}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec nsa_cattn_infer_arrays[] = {{{2, 1}, 2}, {{20, 9}, 2}, {{170, 81}, 2}};
+/* causal, compressBlockSize, compressStride, selectBlockSize, selectBlockCount */
+static const int64_t nsa_cattn_infer_attrs[] = {1, 16, 8, 32, 3};
+
+static spa_status nsa_cattn_infer_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_nsa_compress_attention_infer_get_workspace_size(
+        FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_A(c, 0), FZ_A(c, 1), FZ_A(c, 2), c->dattr, c->attr[0],
+        c->attr[1], c->attr[2], c->attr[3], c->attr[4], FZ_T(c, 4), FZ_T(c, 5), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_nsa_cattn_infer = {
+    "nsa_cattn_infer", 6, nsa_cattn_infer_tensors, 3, nsa_cattn_infer_arrays,
+    5, nsa_cattn_infer_attrs, 0.125, "TND",
+    nsa_cattn_infer_phase1, spa_nsa_compress_attention_infer, NULL,
+};
