@@ -19,12 +19,12 @@ from ._lib import LIBRARY_PATH, SpattnError, release_workspace, reuse_freed_memo
 from . import _ops, _register_onnx_ops
 from .msda import MSDeformAttn, MSDeformAttnFunction, ms_deform_attn
 from .nsa import (nsa_compress, nsa_selected_attention, npu_nsa_select_attention_infer,
-                  npu_nsa_compress_infer)
+                  npu_nsa_compress_attention_infer, npu_nsa_compress_infer)
 
 _register_onnx_ops.register(_ops.NAMESPACE)
 
 __all__ = ["ms_deform_attn", "MSDeformAttnFunction", "MSDeformAttn", "nsa_compress",
-           "nsa_selected_attention", "npu_nsa_select_attention_infer", "npu_nsa_compress_infer", "SpattnError", "release_workspace", "reuse_freed_memory",
+           "nsa_selected_attention", "npu_nsa_select_attention_infer", "npu_nsa_compress_attention_infer", "npu_nsa_compress_infer", "SpattnError", "release_workspace", "reuse_freed_memory",
            "LIBRARY_PATH"]
 
 # the NSA layer (fla's parallel_nsa) and its two attention ops

@@ -301,6 +301,9 @@ nsa_cattn_grad_ws = _declare_optional(
 nsa_select_infer_ws = _declare_optional(
     "spa_nsa_select_infer_get_workspace_size", _ST,
     [_T, _T, _T, _T, _T, _A, _A, ctypes.c_double, _I64, _T] + _WS)
+nsa_cattn_infer_ws = _declare_optional(
+    "spa_nsa_compress_attention_infer_get_workspace_size", _ST,
+    [_T, _T, _T, _T, _A, _A, _A, ctypes.c_double, _I64, _I64, _I64, _I64, _I64, _T, _T] + _WS)
 nsa_compress_cache_ws = _declare_optional(
     "spa_nsa_compress_with_cache_get_workspace_size", _ST,
     [_T, _T, _T, _T, _A, _I64, _I64, _T] + _WS)

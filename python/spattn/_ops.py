@@ -402,6 +402,97 @@ L.not_differentiable("nsa_select_attention_infer",
                      "nsa_selected_attention")
 
 
+# ---- compressed attention on a cache of compressed keys (NsaCompressAttentionInfer) ----
+# torch_npu.npu_nsa_compress_attention_infer's arguments, names and order, and
+# a layout (TND, torch_npu's only one, or BSND). As CANN's operator: an
+# atten_mask (never read) turns the causal rule on, at the positions
+# actual_sel_seq_kvlen[b] - S_b + i; topk_mask is reserved. The union
+# contract: a paged cache [blocks, page_block_size, N2 * D] or [.., N2, D]
+# with block_table, or contiguous [B, C, N2, D] without one; any G, D, Dv
+# up to 768, float16 / bfloat16 / float32 / float64. Inference only.
+
+L.define("nsa_compress_attention_infer(Tensor query, Tensor key, Tensor value, float scale_value, "
+        "int head_num, int key_value_head_num, int select_block_size, int select_block_count, "
+        "int page_block_size, int compress_block_size, int compress_stride, Tensor? atten_mask=None, "
+        "Tensor? block_table=None, Tensor? topk_mask=None, int[]? actual_seq_qlen=None, "
+        "int[]? actual_cmp_seq_kvlen=None, int[]? actual_sel_seq_kvlen=None, str layout=\"TND\") "
+        "-> (Tensor, Tensor)")
+
+
+@L.cpu("nsa_compress_attention_infer")
+def _cattn_infer_cpu(query, key, value, scale_value, head_num, key_value_head_num, select_block_size,
+                     select_block_count, page_block_size, compress_block_size, compress_stride,
+                     atten_mask=None, block_table=None, topk_mask=None, actual_seq_qlen=None,
+                     actual_cmp_seq_kvlen=None, actual_sel_seq_kvlen=None, layout="TND"):
+    if _lib.nsa_cattn_infer_ws is None:
+        raise RuntimeError("spattn: the loaded libspattn has no spa_nsa_compress_attention_infer")
+    if topk_mask is not None:
+        raise ValueError("spattn: topk_mask is reserved in the inference operator (block 0 and the "
+                         "last two are forced in); pass None")
+    if actual_cmp_seq_kvlen is None:
+        raise ValueError("spattn: actual_cmp_seq_kvlen (each sequence's compressed keys) is required")
+    causal = atten_mask is not None
+    if causal and actual_sel_seq_kvlen is None:
+        raise ValueError("spattn: atten_mask (the causal rule) needs actual_sel_seq_kvlen, each "
+                         "sequence's length")
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _lib.check_tensor(name, t)
+    batches = len(actual_cmp_seq_kvlen)
+    if layout == "BSND":
+        _lib.check_tensor("query", query, 4)
+        if query.shape[0] != batches:
+            raise ValueError("spattn: query has %d batches, actual_cmp_seq_kvlen %d"
+                             % (query.shape[0], batches))
+        per = query.shape[1]
+        if actual_seq_qlen is not None and any(int(x) != per for x in actual_seq_qlen):
+            raise ValueError("spattn: with layout BSND every batch has S = %d queries; "
+                             "actual_seq_qlen says %s" % (per, list(actual_seq_qlen)))
+        counts = [per] * batches
+        q = query.reshape(batches * per, query.shape[2], query.shape[3])
+    elif layout == "TND":
+        _lib.check_tensor("query", query, 3)
+        q = query
+        counts = list(actual_seq_qlen) if actual_seq_qlen is not None else [1] * batches
+    else:
+        raise ValueError("spattn: layout must be TND or BSND, got %r" % (layout,))
+    if q.shape[1] != head_num:
+        raise ValueError("spattn: query has %d heads, head_num is %d" % (q.shape[1], head_num))
+    if key.dim() == 3:
+        key = _heads_view("key", key, key_value_head_num)
+    if value.dim() == 3:
+        value = _heads_view("value", value, key_value_head_num)
+    _lib.check_tensor("key", key, 4)
+    _lib.check_tensor("value", value, 4)
+    if key.shape[2] != key_value_head_num:
+        raise ValueError("spattn: key has %d heads, key_value_head_num is %d"
+                         % (key.shape[2], key_value_head_num))
+    if block_table is not None:
+        _lib.check_tensor("block_table", block_table, 2, (torch.int32,))
+        if key.shape[1] != page_block_size:
+            raise ValueError("spattn: key's pages hold %d rows, page_block_size is %d"
+                             % (key.shape[1], page_block_size))
+    out = _lib.new_output((q.shape[0], head_num, value.shape[3]), q.dtype)
+    topk = _lib.new_output((q.shape[0], key_value_head_num, select_block_count), torch.int32)
+    sq, keep_q = _lib.int_array([int(x) for x in counts])
+    scmp, keep_c = _lib.int_array([int(x) for x in actual_cmp_seq_kvlen])
+    ssel, keep_s = (_lib.int_array([int(x) for x in actual_sel_seq_kvlen])
+                    if actual_sel_seq_kvlen is not None else (None, None))
+    d = _lib.describe
+    _lib.call("spa_nsa_compress_attention_infer", _lib.nsa_cattn_infer_ws,
+              (d(q), d(key), d(value), d(block_table) if block_table is not None else None,
+               sq, scmp, ssel, scale_value, 1 if causal else 0, compress_block_size, compress_stride,
+               select_block_size, select_block_count, d(out), d(topk)))
+    if layout == "BSND":
+        return (out.reshape(query.shape[0], query.shape[1], head_num, value.shape[3]),
+                topk.reshape(query.shape[0], query.shape[1], key_value_head_num, select_block_count))
+    return out, topk
+
+
+L.not_differentiable("nsa_compress_attention_infer",
+                     "an inference operator: run it under torch.no_grad(), or train with "
+                     "nsa_compress_attention")
+
+
 # ---- the compression of a KV cache's newest window (NsaCompressWithCache) ----
 # torch_npu.npu_nsa_compress_infer's arguments (cache, keyword-only there, is the
 # seventh here); cache is written in place

@@ -105,6 +105,39 @@ def npu_nsa_select_attention_infer(query: Tensor, key: Tensor, value: Tensor, to
         actual_seq_qlen, actual_seq_kvlen)
 
 
+def npu_nsa_compress_attention_infer(query: Tensor, key: Tensor, value: Tensor, scale_value: float,
+                                     head_num: int, key_value_head_num: int, select_block_size: int,
+                                     select_block_count: int, page_block_size: int,
+                                     compress_block_size: int, compress_stride: int,
+                                     atten_mask: Optional[Tensor] = None,
+                                     block_table: Optional[Tensor] = None,
+                                     topk_mask: Optional[Tensor] = None,
+                                     actual_seq_qlen: Optional[List[int]] = None,
+                                     actual_cmp_seq_kvlen: Optional[List[int]] = None,
+                                     actual_sel_seq_kvlen: Optional[List[int]] = None,
+                                     layout: str = "TND") -> Tuple[Tensor, Tensor]:
+    """Compressed attention of the newest queries of each sequence against
+    its cache of compressed keys, and their top-K selection blocks,
+    torch_npu.npu_nsa_compress_attention_infer's arguments: query TND
+    [T, N1, D] (actual_seq_qlen the per-batch query counts, default one each)
+    or BSND [B, S, N1, D]; key / value the compressed keys, paged
+    [blocks, page_block_size, N2 * D] or [.., N2, D] through block_table
+    [B, max_blocks] (int32), or contiguous [B, C_max, N2, D] without one;
+    actual_cmp_seq_kvlen[b] compressed keys per batch. As CANN: with
+    atten_mask (its contents unread) query i of S stands at position
+    actual_sel_seq_kvlen[b] - S + i and sees compressed key c iff
+    c * compress_stride + compress_block_size - 1 <= position; without it
+    every key. Returns (attention_out [T, N1, Dv], topk int32 [T, N2, K]):
+    the blocks of select_block_size tokens by importance (the softmax summed
+    over the group's heads and each block's compressed keys), block 0 and
+    the last two always first. Any G, D, Dv up to 768; float16 / bfloat16 /
+    float32 / float64. Inference only (no gradient)."""
+    return torch.ops.spattn.nsa_compress_attention_infer(
+        query, key, value, scale_value, head_num, key_value_head_num, select_block_size,
+        select_block_count, page_block_size, compress_block_size, compress_stride, atten_mask,
+        block_table, topk_mask, actual_seq_qlen, actual_cmp_seq_kvlen, actual_sel_seq_kvlen, layout)
+
+
 def npu_nsa_compress_infer(input: Tensor, weight: Tensor, slot_mapping: Tensor, compress_block_size: int,
                            compress_stride: int, page_block_size: int, block_table: Optional[Tensor] = None,
                            actual_seq_len: Optional[List[int]] = None, *, cache: Tensor) -> Tensor:

@@ -172,5 +172,95 @@ class TestCompressInfer(unittest.TestCase):
                 self.assertTrue(torch.equal(cache[[2, 4]], before[[2, 4]]))
 
 
+def cattn_infer_ref(q, rows_k, rows_v, counts, cmps, lengths, scale, l, st, ls, kc, causal):
+    """Compressed attention of the newest S_b queries against C_b compressed
+    keys and the top-K blocks, from the operator's definition: the softmax
+    over the keys the query sees (c * st + l - 1 <= its position; every key,
+    scored alike, when it sees none), O = P V; per kv head the importance of
+    block j, sum over the heads and m < l'/st, n < l/st of P[(j+1) l'/st - m - n],
+    for ceil(((C - 1) st + l) / l') blocks, block 0 and the last two first."""
+    t_all, n1, _ = q.shape
+    n2 = rows_k[0].shape[1]
+    g, m_, nn = n1 // n2, ls // st, l // st
+    out = torch.zeros(t_all, n1, rows_v[0].shape[2], dtype=torch.float64)
+    imp_all, top_all = [], []
+    t = 0
+    for b, (s, c, n) in enumerate(zip(counts, cmps, lengths)):
+        nsel = 0 if c == 0 else ((c - 1) * st + l + ls - 1) // ls
+        for i in range(s):
+            pos = n - s + i
+            seen = [x for x in range(c) if not causal or x * st + l - 1 <= pos] or list(range(c))
+            imps, tops = [], []
+            for h2 in range(n2):
+                pc = torch.zeros(max(c, 1), dtype=torch.float64)
+                for h in range(h2 * g, h2 * g + g):
+                    if c == 0:
+                        continue
+                    kr = rows_k[b][seen, h2].double()
+                    vr = rows_v[b][seen, h2].double()
+                    p = torch.softmax(scale * (kr @ q[t, h].double()), 0)
+                    out[t, h] = p @ vr
+                    pc[seen] += p
+                imp = []
+                for j in range(nsel):
+                    idx = [m_ * (j + 1) - mm - x for mm in range(m_) for x in range(nn)]
+                    v = sum(float(pc[y]) for y in idx if 0 <= y < c)
+                    imp.append(float("inf") if j == 0 or j >= nsel - 2 else v)
+                order = sorted(range(nsel), key=lambda j: -imp[j])  # stable: ties ascending
+                tops.append((order + [-1] * kc)[:kc])
+                imps.append(imp)
+            imp_all.append(imps)
+            top_all.append(tops)
+            t += 1
+    return out, imp_all, top_all
+
+
+class TestCompressAttentionInfer(unittest.TestCase):
+    def check_topk(self, got, imp_all, top_all, tol):
+        for t, (imps, tops) in enumerate(zip(imp_all, top_all)):
+            for h2, (imp, top) in enumerate(zip(imps, tops)):
+                row = got[t, h2].tolist()
+                self.assertEqual(len(set(x for x in row if x >= 0)), len([x for x in row if x >= 0]))
+                for a, w in zip(row, top):
+                    if a != w:  # only a block of (nearly) the same importance
+                        self.assertTrue(a >= 0 and w >= 0 and abs(imp[a] - imp[w]) <= tol,
+                                        "token %d head %d: %s vs %s" % (t, h2, row, top))
+
+    def test_paged_decode_and_chunks_every_dtype(self):
+        gen = torch.Generator().manual_seed(34)
+        l, st, ls, kc, page = 32, 16, 64, 5, 16
+        for dtype in FLOATS:
+            for causal in (False, True):
+                with self.subTest(dtype=dtype, causal=causal):
+                    cmps, counts = [37, 9, 70], [1, 3, 2]
+                    lengths = [(c - 1) * st + l + 3 for c in cmps]
+                    n1, n2, d, dv = 8, 2, 40, 24
+                    k, v, table, rk, rv = paged_cache(cmps, page, n2, d, dv, dtype, gen)
+                    q = refs.rand((sum(counts), n1, d), dtype, gen=gen)
+                    scale = d ** -0.5
+                    out, top = spattn.npu_nsa_compress_attention_infer(
+                        q, k, v, scale, n1, n2, ls, kc, page, l, st,
+                        atten_mask=torch.ones(1, dtype=torch.bool) if causal else None,
+                        block_table=table, actual_seq_qlen=counts, actual_cmp_seq_kvlen=cmps,
+                        actual_sel_seq_kvlen=lengths)
+                    ref, imp, reftop = cattn_infer_ref(q, rk, rv, counts, cmps, lengths, scale, l, st,
+                                                       ls, kc, causal)
+                    refs.assert_close(self, "attention_out", out, ref, dtype)
+                    self.assertEqual(top.dtype, torch.int32)
+                    self.check_topk(top, imp, reftop, 1e-12 if dtype == torch.float64 else 1e-4 * n1 / n2)
+
+    def test_refusals(self):
+        q = torch.randn(1, 4, 16)
+        k = torch.randn(1, 8, 16)
+        with self.assertRaisesRegex(ValueError, "actual_cmp_seq_kvlen"):
+            spattn.npu_nsa_compress_attention_infer(q, k, k, 0.25, 4, 1, 32, 2, 8, 16, 16)
+        with self.assertRaisesRegex(ValueError, "actual_sel_seq_kvlen"):
+            spattn.npu_nsa_compress_attention_infer(q, k, k, 0.25, 4, 1, 32, 2, 8, 16, 16,
+                                                    atten_mask=torch.ones(1), actual_cmp_seq_kvlen=[3])
+        with self.assertRaisesRegex(spattn.SpattnError, "161002"):
+            spattn.npu_nsa_compress_attention_infer(q, k, k, 0.25, 4, 1, 24, 2, 8, 16, 16,
+                                                    actual_cmp_seq_kvlen=[3])
+
+
 if __name__ == "__main__":
     unittest.main()
