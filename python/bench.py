@@ -278,6 +278,7 @@ def bench_nsa_layer(dt, t=4096, hq=16, h=1, d=128, block=64, count=16, window=51
     scale, seqs, ends = d ** -0.5, [(0, t)], [t]
     qf, kf, vf = q[0], k[0], v[0]
     weight = torch.full((block, h), 1.0 / block, dtype=dt)
+    cmp = attention.Compression(block, h, dt, weight=weight)
     kc_grad = (torch.rand(t // block, h, d, generator=gen) * 2 - 1).to(dt)
 
     def layer():
@@ -292,7 +293,7 @@ def bench_nsa_layer(dt, t=4096, hq=16, h=1, d=128, block=64, count=16, window=51
 
     def branch():
         a, b, c = (x.detach().requires_grad_() for x in (qf, kf, vf))
-        out = attention.compressed_branch(a, b, c, weight, seqs, block, scale, count)[0]
+        out = attention.compressed_branch(a, b, c, cmp, seqs, scale, count)[0]
         out.backward(grad[0])
 
     def selected():
@@ -307,7 +308,7 @@ def bench_nsa_layer(dt, t=4096, hq=16, h=1, d=128, block=64, count=16, window=51
     parts, missing = [("compress", compress)], []
     if _lib.nsa_cattn_ws is not None:
         with torch.no_grad():
-            topk = attention.compressed_branch(qf, kf, vf, weight, seqs, block, scale, count)[2]
+            topk = attention.compressed_branch(qf, kf, vf, cmp, seqs, scale, count)[2]
         parts.append(("branch", branch))
     else:
         # the selected attention timed on the current and previous S-1 blocks
@@ -340,17 +341,19 @@ def bench_nsa_layer(dt, t=4096, hq=16, h=1, d=128, block=64, count=16, window=51
 OPS["nsa_layer"] = bench_nsa_layer
 
 
-def bench_nsa_decode(dt, hq=16, h=1, d=128, block=64, count=16, window=512):
+def bench_nsa_decode(dt, hq=16, h=1, d=128, block=64, count=16, window=512, l=32, stride=16):
     """One generated token through the whole NSA layer (NSACache.step: the
-    compressed blocks, 16 selected blocks, the window) at contexts of 8k and
-    32k, against the forward of parallel_nsa over the whole prefix (what a
-    decode loop without a cache recomputes per token)."""
+    compressed keys (the paper's windows of l 32 every d 16), 16 selected
+    blocks, the window) at contexts of 8k and 32k, against the forward of
+    parallel_nsa over the whole prefix (what a decode loop without a cache
+    recomputes per token)."""
     gen = torch.Generator().manual_seed(22)
+    kw = dict(compress_block_size=l, compress_stride=stride)
     for t in (8192, 32768):
         q, k, v = ((torch.rand(1, t, n, d, generator=gen) * 2 - 1).to(dt) for n in (hq, h, h))
         gates = [torch.rand(1, t, hq, generator=gen).to(dt) for _ in range(3)]
         cache = spattn.NSACache(1, t, h, d, d, block_size=block, block_counts=count,
-                                window_size=window, dtype=dt)
+                                window_size=window, dtype=dt, **kw)
         cache.append(k, v)
         last = [x[:, -1:] for x in [q] + gates]
 
@@ -360,13 +363,13 @@ def bench_nsa_decode(dt, hq=16, h=1, d=128, block=64, count=16, window=512):
         def prefix():
             with torch.no_grad():
                 spattn.parallel_nsa(q, k, v, *gates, block_counts=count, block_size=block,
-                                    window_size=window)
+                                    window_size=window, **kw)
 
         step_ms = median_ms(step, 9)
         prefix_ms = median_ms(prefix, 1)
-        print("pybench op=nsa_decode dtype=%s shape=ctx%d,HQ%d,H%d,D%d,block%d,S%d,window%d threads=%d "
-              "step_ms=%.3f prefix_fwd_ms=%.1f prefix_over_step=%.0fx"
-              % ({v2: k2 for k2, v2 in DTYPES.items()}[dt], t, hq, h, d, block, count, window,
+        print("pybench op=nsa_decode dtype=%s shape=ctx%d,HQ%d,H%d,D%d,block%d,l%d,d%d,S%d,window%d "
+              "threads=%d step_ms=%.3f prefix_fwd_ms=%.1f prefix_over_step=%.0fx"
+              % ({v2: k2 for k2, v2 in DTYPES.items()}[dt], t, hq, h, d, block, l, stride, count, window,
                  torch.get_num_threads(), step_ms, prefix_ms, prefix_ms / step_ms), flush=True)
 
 

@@ -98,61 +98,123 @@ sliding_window_attention = boolean_dispatch(
     if_false=_swa, module_name=__name__, func_name="sliding_window_attention")
 
 
-def _lead_each(x, counts):
-    """x's rows per sequence (counts of them, in turn) behind one zero row each."""
+def _lead_each(x, counts, pads=None):
+    """x's rows per sequence (counts of them, in turn) behind one zero row
+    each, and pads[b] zero rows after them."""
     zero = x.new_zeros((1,) + tuple(x.shape[1:]))
     pieces, row = [], 0
-    for n in counts:
+    for b, n in enumerate(counts):
         pieces += [zero, x[row:row + n]]
+        if pads is not None and pads[b]:
+            pieces.append(x.new_zeros((pads[b],) + tuple(x.shape[1:])))
         row += n
     return torch.cat(pieces)
 
 
-def compressed_branch(q, k, v, weight, seqs, block_size, scale, count):
-    """The NSA layer's compressed branch and block selection (fla's rules)
-    over TND q [T, HQ, K], k [T, H, K], v [T, H, V] at the sequences seqs
-    ((start, end) rows), all in the library's ops:
-    - k and v mean-pooled per complete block (nsa_compress, weight 1/block);
-    - NsaCompressAttention with l = d = l' = block_size over those blocks
-      behind one leading key per sequence that every query has masked: the
-      op's importance of selection block j is the probability of compressed
-      key j + 1 (CANN's indexing), which behind the leading key is block j's
-      own, summed over the G heads (fla's importance). The mask is fla's
-      causal rule (block c seen by position p iff c < (p+1) // block); the
-      topk mask forces the current block p // block in (fla counts it 1 per
-      head, more than any other block can reach but a probability of exactly
-      1, so it ranks first here); later blocks, of importance 0, are cleared
-      to -1.
-    Returns (o_cmp [T, HQ, V], seen [T, 1, 1] (0 where a query sees no
-    block: fla's o_cmp is 0 there, the op's the mean of the values, so the
-    gate is masked), slots int32 [T, H, count])."""
+class Compression:
+    """The layer's compression: windows of l tokens every d, each made one
+    key by weight [l, H] (NsaCompress). fla's: l = d = the selection block,
+    weight 1/l (mean pooling); the paper's: l 32, d 16 under blocks of 64,
+    a learnable weight. Window c covers tokens [c d, c d + l); it is seen
+    by position p iff c d + l - 1 <= p; selection block j's importance is
+    the probability of the windows that overlap it, summed over the group's
+    heads. l must be a multiple of d (so that the windows overlapping a
+    block are the l'/d + l/d - 1 of NsaCompressAttention's importance),
+    at most the selection block, which d divides."""
+
+    def __init__(self, block_size, kv_heads, dtype, l=None, d=None, weight=None):
+        l = block_size if l is None else l
+        d = l if d is None else d
+        for name, x in (("compress_block_size", l), ("compress_stride", d)):
+            if not isinstance(x, int) or isinstance(x, bool) or x < 1:
+                raise ValueError("spattn: %s must be an int >= 1, got %r" % (name, x))
+        if l % d or l > block_size or block_size % d:
+            raise ValueError("spattn: compress_block_size (%d) must be a multiple of compress_stride (%d), "
+                             "at most block_size (%d), which the stride divides" % (l, d, block_size))
+        if weight is None:
+            weight = torch.full((l, kv_heads), 1.0 / l, dtype=dtype)
+        else:
+            _lib.check_tensor("compress_weight", weight, 2)
+            if tuple(weight.shape) != (l, kv_heads):
+                raise ValueError("spattn: compress_weight must be [compress_block_size, H] = %s, got %s"
+                                 % ((l, kv_heads), tuple(weight.shape)))
+        self.l, self.d, self.weight, self.block = l, d, weight, block_size
+
+    def windows(self, n):
+        """Compressed keys of a sequence of n tokens."""
+        return (n - self.l) // self.d + 1 if n >= self.l else 0
+
+    def pad(self, n, c):
+        """Zero rows after a sequence's lead and c keys so that the op's
+        selection blocks reach its last block (every position's current
+        block is one of them)."""
+        m = self.block // self.d
+        need = (-(-n // self.block) - 1) * m  # keys past the lead for ceil(n / block) blocks
+        return max(0, need - c)
+
+    def masks(self, pos, width):
+        """Per query position (a column tensor), over `width` keys of a
+        sequence behind its lead: the attention mask (the lead, and windows
+        not yet complete) and the topk mask (the current block forced)."""
+        c = torch.arange(width)[None, :]
+        atten_mask = (c == 0) | ((c - 1) * self.d + self.l - 1 > pos)
+        topk_mask = c == pos // self.block
+        return atten_mask, topk_mask
+
+    def select(self, q, k_cmp, v_cmp, counts, pos, mask_pos, q_ends, n_tokens, scale, count):
+        """NsaCompressAttention over each sequence's compressed keys (counts
+        of them in k_cmp / v_cmp, in turn) behind one leading key every query
+        has masked, with zero rows after them as pad() asks: the op's
+        importance of selection block j (CANN's indexing, one key further)
+        is then the probability of the windows overlapping block j. pos: the
+        queries' positions [T, 1]; mask_pos: the position of in-batch query
+        s, [S_max, 1]; q_ends: cumulative query counts;
+        n_tokens: each sequence's length. Returns (o_cmp [T, HQ, V], seen
+        [T, 1, 1] (0 where a query sees no window: fla's o_cmp is 0 there),
+        slots int32 [T, H, count], later blocks cleared)."""
+        pads = [self.pad(n, c) for n, c in zip(n_tokens, counts)]
+        k_lead, v_lead = _lead_each(k_cmp, counts, pads), _lead_each(v_cmp, counts, pads)
+        widths = [1 + c + x for c, x in zip(counts, pads)]
+        cum, total = [], 0
+        for w in widths:
+            total += w
+            cum.append(total)
+        rows = q.shape[0]
+        # the op reads row s of the masks for in-batch query s of every
+        # sequence: mask_pos [S_max, 1] is the position of row s (the same
+        # in every sequence the call holds)
+        atten_mask, topk_mask = self.masks(mask_pos, max(widths))
+        out, slots, _, _ = nsa_compress_attention(
+            q, k_lead, v_lead, scale, q.shape[1], self.l, self.d, self.block, max(count, 1),
+            topk_mask=topk_mask, atten_mask=atten_mask, actual_seq_qlen=list(q_ends),
+            actual_cmp_seq_kvlen=cum, sparse_mode=1)
+        slots = slots[:, :, :count].clone()
+        slots.masked_fill_(slots.long() > (pos // self.block)[:, :, None], -1)
+        return out, (pos >= self.l - 1).reshape(rows, 1, 1), slots
+
+
+def compressed_branch(q, k, v, cmp, seqs, scale, count):
+    """The NSA layer's compressed branch and block selection (fla's rules,
+    the compression cmp: Compression) over TND q [T, HQ, K], k [T, H, K],
+    v [T, H, V] at the sequences seqs ((start, end) rows), all in the
+    library's ops: k and v compressed per window (nsa_compress), then
+    Compression.select with the current block forced in (fla counts it 1
+    per head, more than any other block can reach but a probability of
+    exactly 1, so it ranks first here) and later blocks cleared to -1.
+    Returns (o_cmp [T, HQ, V], seen [T, 1, 1], slots int32 [T, H, count])."""
     rows = q.shape[0]
     ends = [e for _, e in seqs]
-    pos = torch.empty(rows, dtype=torch.int64)
-    blocks, lead_ends, total = [], [], 0
+    pos = torch.empty(rows, 1, dtype=torch.int64)
+    lengths = [e - s for s, e in seqs]
+    counts = [cmp.windows(n) for n in lengths]
     for start, end in seqs:
-        pos[start:end] = torch.arange(end - start)
-        blocks.append((end - start) // block_size)
-        total += blocks[-1] + 1
-        lead_ends.append(total)
-    seen = (pos >= block_size - 1).reshape(rows, 1, 1)
+        pos[start:end, 0] = torch.arange(end - start)
     _ops.require(_lib.nsa_cattn_ws, "spa_nsa_compress_attention")
-    if sum(blocks):
-        k_cmp = nsa_compress(k, weight, ends, block_size, block_size)
-        v_cmp = nsa_compress(v, weight, ends, block_size, block_size)
-    else:  # no complete block anywhere: only the leading keys
+    if sum(counts):
+        k_cmp = nsa_compress(k, cmp.weight, ends, cmp.l, cmp.d)
+        v_cmp = nsa_compress(v, cmp.weight, ends, cmp.l, cmp.d)
+    else:  # no complete window anywhere: only the leading keys
         k_cmp = k.new_zeros((0,) + tuple(k.shape[1:]))
         v_cmp = v.new_zeros((0,) + tuple(v.shape[1:]))
-    k_lead, v_lead = _lead_each(k_cmp, blocks), _lead_each(v_cmp, blocks)
-    max_len, width = max(e - s for s, e in seqs), max(blocks) + 1
-    p = torch.arange(max(max_len, 1))[:, None]
-    c = torch.arange(width)[None, :]
-    atten_mask = (c == 0) | (c - 1 >= (p + 1) // block_size)
-    topk_mask = c == p // block_size
-    out, slots, _, _ = nsa_compress_attention(
-        q, k_lead, v_lead, scale, q.shape[1], block_size, block_size, block_size, max(count, 1),
-        topk_mask=topk_mask, atten_mask=atten_mask, actual_seq_qlen=ends,
-        actual_cmp_seq_kvlen=lead_ends, sparse_mode=1)
-    slots = slots[:, :, :count]
-    slots.masked_fill_(slots.long() > (pos // block_size)[:, None, None], -1)
-    return out, seen, slots
+    mask_pos = torch.arange(max(max(lengths), 1))[:, None]
+    return cmp.select(q, k_cmp, v_cmp, counts, pos, mask_pos, ends, lengths, scale, count)

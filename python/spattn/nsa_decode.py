@@ -16,29 +16,20 @@ Inference only: the branches carry no gradient."""
 import torch
 
 from . import _lib
-from .attention import _lead_each, nsa_compress_attention
+from .attention import Compression
 from .nsa import nsa_compress, npu_nsa_select_attention_infer
 
 _WINDOW_BLOCK = 64  # the window's rows in blocks of this many (any multiple of 16)
 
 
-def _compressed(q, k_cmp, v_cmp, pos0, block_size, scale, count):
-    """One sequence: q [n, HQ, K] at positions pos0 .. pos0 + n - 1 over its
-    complete blocks' compressed keys k_cmp / v_cmp [C, H, *]. Returns
-    (o [n, HQ, V], seen [n, 1, 1], slots int32 [n, H, count])."""
-    n, hq = q.shape[0], q.shape[1]
-    c_all = k_cmp.shape[0]
+def _compressed(q, k_cmp, v_cmp, pos0, length, cmp, scale, count):
+    """One sequence of `length` tokens: q [n, HQ, K] at positions pos0 ..
+    pos0 + n - 1 over its complete windows' compressed keys k_cmp / v_cmp
+    [C, H, *] (cmp: the layer's Compression). Returns (o [n, HQ, V], seen
+    [n, 1, 1], slots int32 [n, H, count])."""
+    n = q.shape[0]
     p = pos0 + torch.arange(n)[:, None]
-    c = torch.arange(c_all + 1)[None, :]
-    atten_mask = (c == 0) | (c - 1 >= (p + 1) // block_size)
-    topk_mask = c == p // block_size
-    out, slots, _, _ = nsa_compress_attention(
-        q, _lead_each(k_cmp, [c_all]), _lead_each(v_cmp, [c_all]), scale, hq, block_size, block_size,
-        block_size, max(count, 1), topk_mask=topk_mask, atten_mask=atten_mask, actual_seq_qlen=[n],
-        actual_cmp_seq_kvlen=[c_all + 1], sparse_mode=1)
-    slots = slots[:, :, :count].clone()
-    slots.masked_fill_(slots.long() > (p // block_size)[:, :, None], -1)
-    return out, (p >= block_size - 1).reshape(n, 1, 1), slots
+    return cmp.select(q, k_cmp, v_cmp, [k_cmp.shape[0]], p, p, [n], [length], scale, count)
 
 
 def _window_rows(pos, starts, window):
@@ -64,18 +55,19 @@ def _window(q, pool_k, pool_v, rows0, lengths, window, scale):
 
 
 def suffix_layer(q, q_counts, pool_k, pool_v, table, lengths, flat_k, flat_v, seq_start, g_cmp, g_slc,
-                 g_swa, block_size, count, window_size, scale, cmp=None):
+                 g_swa, compression, count, window_size, scale, cmp=None):
     """The layer's output for TND queries q [Tq, HQ, K] (q_counts per
     sequence) that are the newest tokens of their sequences. The keys:
     pool_k / pool_v, read by the selected attention in place (4-D pools,
     paged through table, or [B, S, H, *] per sequence with table None), and
     the same rows as flat_k / flat_v [R, H, *] (sequence b's row p at
-    seq_start[b] + p) for the window and the compression. cmp: each
-    sequence's compressed blocks (k, v) already made, or None to make them
-    here. Gates [Tq, HQ]. Returns o [Tq, HQ, V]."""
+    seq_start[b] + p) for the window and the compression (compression:
+    attention.Compression). cmp: each sequence's compressed keys (k, v)
+    already made, or None to make them here. Gates [Tq, HQ]. Returns
+    o [Tq, HQ, V]."""
     rows, hq, dk = q.shape
     hk = flat_k.shape[1]
-    weight = torch.full((block_size, hk), 1.0 / block_size, dtype=flat_k.dtype)
+    block_size = compression.block
     outs_cmp, seens, slots = [], [], []
     qs = 0
     for b, (n, length) in enumerate(zip(q_counts, lengths)):
@@ -84,13 +76,14 @@ def suffix_layer(q, q_counts, pool_k, pool_v, table, lengths, flat_k, flat_v, se
         rows_b = slice(seq_start[b], seq_start[b] + length)
         if cmp is not None:
             kc, vc = cmp[b]
-        elif length >= block_size:
-            kc = nsa_compress(flat_k[rows_b], weight, [length], block_size, block_size)
-            vc = nsa_compress(flat_v[rows_b], weight, [length], block_size, block_size)
+        elif compression.windows(length):
+            w, l, d = compression.weight, compression.l, compression.d
+            kc = nsa_compress(flat_k[rows_b], w, [length], l, d)
+            vc = nsa_compress(flat_v[rows_b], w, [length], l, d)
         else:
             kc = flat_k.new_zeros((0, hk, dk))
             vc = flat_v.new_zeros((0,) + tuple(flat_v.shape[1:]))
-        o, seen, s = _compressed(q[qs:qs + n], kc, vc, length - n, block_size, scale, count)
+        o, seen, s = _compressed(q[qs:qs + n], kc, vc, length - n, length, compression, scale, count)
         outs_cmp.append(o)
         seens.append(seen)
         slots.append(s)
@@ -132,18 +125,20 @@ class NSACache:
     [B, 1, HQ, K] and [B, 1, HQ]. float32 / float16 / bfloat16 / float64."""
 
     def __init__(self, batch, max_len, kv_heads, head_dim, value_dim, block_size=64, block_counts=16,
-                 window_size=0, scale=None, dtype=torch.float32):
+                 window_size=0, scale=None, dtype=torch.float32, *, compress_block_size=None,
+                 compress_stride=None, compress_weight=None):
         if not isinstance(block_size, int) or block_size < 16 or block_size % 16:
             raise ValueError("spattn: block_size must be a multiple of 16, got %r" % (block_size,))
         self.block_size, self.count, self.window = block_size, block_counts, window_size
         self.scale = head_dim ** -0.5 if scale is None else scale
+        self.cmp = Compression(block_size, kv_heads, dtype, compress_block_size, compress_stride,
+                               None if compress_weight is None else compress_weight.detach())
         self.k = torch.zeros(batch, max_len, kv_heads, head_dim, dtype=dtype)
         self.v = torch.zeros(batch, max_len, kv_heads, value_dim, dtype=dtype)
-        blocks = max_len // block_size
-        self.k_cmp = torch.zeros(batch, max(blocks, 1), kv_heads, head_dim, dtype=dtype)
-        self.v_cmp = torch.zeros(batch, max(blocks, 1), kv_heads, value_dim, dtype=dtype)
+        windows = self.cmp.windows(max_len)
+        self.k_cmp = torch.zeros(batch, max(windows, 1), kv_heads, head_dim, dtype=dtype)
+        self.v_cmp = torch.zeros(batch, max(windows, 1), kv_heads, value_dim, dtype=dtype)
         self.lengths = [0] * batch
-        self._weight = torch.full((block_size, kv_heads), 1.0 / block_size, dtype=dtype)
 
     def append(self, k, v):
         """k [B, n, H, K], v [B, n, H, V]: the next n tokens of every sequence."""
@@ -154,7 +149,7 @@ class NSACache:
                 or tuple(v.shape[:2]) != (batch, n) or tuple(v.shape[2:]) != tuple(self.v.shape[2:]):
             raise ValueError("spattn: NSACache.append takes k %s and v %s rows [B, n, H, *]; got %s, %s"
                              % (tuple(self.k.shape), tuple(self.v.shape), tuple(k.shape), tuple(v.shape)))
-        bs = self.block_size
+        l, d, w = self.cmp.l, self.cmp.d, self.cmp.weight
         for b in range(batch):
             start = self.lengths[b]
             if start + n > self.k.shape[1]:
@@ -162,10 +157,10 @@ class NSACache:
             self.k[b, start:start + n] = k[b]
             self.v[b, start:start + n] = v[b]
             self.lengths[b] = start + n
-            for c in range(start // bs, (start + n) // bs):  # the blocks completed now
-                rows = slice(c * bs, (c + 1) * bs)
-                self.k_cmp[b, c] = nsa_compress(self.k[b, rows], self._weight, [bs], bs, bs)[0]
-                self.v_cmp[b, c] = nsa_compress(self.v[b, rows], self._weight, [bs], bs, bs)[0]
+            for c in range(self.cmp.windows(start), self.cmp.windows(start + n)):  # completed now
+                rows = slice(c * d, c * d + l)
+                self.k_cmp[b, c] = nsa_compress(self.k[b, rows], w, [l], l, d)[0]
+                self.v_cmp[b, c] = nsa_compress(self.v[b, rows], w, [l], l, d)[0]
 
     def step(self, q, g_cmp, g_slc, g_swa=None):
         """The layer's output for the newest token of each sequence: q
@@ -180,14 +175,15 @@ class NSACache:
             raise ValueError("spattn: NSACache.step: append the token's k and v first")
         if self.window > 0 and g_swa is None:
             raise ValueError("spattn: NSACache.step needs g_swa with a window")
-        lmax, bs = self.k.shape[1], self.block_size
+        lmax = self.k.shape[1]
         flat_k = self.k.reshape(batch * lmax, *self.k.shape[2:])
         flat_v = self.v.reshape(batch * lmax, *self.v.shape[2:])
-        cmp = [(self.k_cmp[b, :n // bs], self.v_cmp[b, :n // bs]) for b, n in enumerate(self.lengths)]
+        cmp = [(self.k_cmp[b, :self.cmp.windows(n)], self.v_cmp[b, :self.cmp.windows(n)])
+               for b, n in enumerate(self.lengths)]
         with torch.no_grad():
             o = suffix_layer(q.reshape(batch, hq, -1), [1] * batch, self.k, self.v, None, self.lengths,
                              flat_k, flat_v, [b * lmax for b in range(batch)],
                              g_cmp.reshape(batch, hq) if g_cmp is not None else None,
                              g_slc.reshape(batch, hq), g_swa.reshape(batch, hq) if g_swa is not None else None,
-                             bs, self.count, self.window, self.scale, cmp=cmp)
+                             self.cmp, self.count, self.window, self.scale, cmp=cmp)
         return o.reshape(batch, 1, hq, -1)

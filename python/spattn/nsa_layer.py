@@ -155,7 +155,8 @@ def _sub_blocks(slots, block_size, seqs):
 
 
 def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=16,
-                 block_size=64, window_size=0, scale=None, cu_seqlens=None, head_first=False):
+                 block_size=64, window_size=0, scale=None, cu_seqlens=None, head_first=False, *,
+                 compress_block_size=None, compress_stride=None, compress_weight=None):
     """fla's parallel_nsa (fla-org/native-sparse-attention) on CPU tensors,
     differentiable in q, k, v and the three gates.
 
@@ -186,6 +187,14 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     what the queries need (spattn.nsa_decode); no gradient (under grad mode
     with an input that requires one, refused). spattn.NSACache keeps a
     batch's cache and runs one such step per generated token.
+    The compression (keyword-only; fla's by default): compress_block_size
+    l and compress_stride d (windows of l tokens every d; l a multiple of
+    d, at most block_size, which d divides) and compress_weight [l, H]
+    (default 1/l: mean pooling; a tensor that requires grad is learned,
+    through nsa_compress's weight gradient), the paper's l 32, d 16 under
+    blocks of 64: window c covers tokens [c d, c d + l), is seen by
+    position p iff c d + l - 1 <= p, and a block's importance is the
+    probability of the windows overlapping it.
     Not scriptable (torch.jit.script); torch.jit.trace works, for the traced
     shapes."""
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -193,10 +202,10 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
     if isinstance(cu_seqlens, (tuple, list)) and len(cu_seqlens) == 2 and \
             all(isinstance(c, (torch.Tensor, list, tuple)) for c in cu_seqlens):
         return _suffix(q, k, v, g_cmp, g_slc, g_swa, block_indices, block_counts, block_size, window_size,
-                       scale, cu_seqlens, head_first)
+                       scale, cu_seqlens, head_first, (compress_block_size, compress_stride, compress_weight))
     if q.shape[2 if head_first else 1] != k.shape[2 if head_first else 1]:
         return _suffix(q, k, v, g_cmp, g_slc, g_swa, block_indices, block_counts, block_size, window_size,
-                       scale, None, head_first)
+                       scale, None, head_first, (compress_block_size, compress_stride, compress_weight))
     if head_first:
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
         g_cmp, g_slc, g_swa = (g.transpose(1, 2) if isinstance(g, torch.Tensor) and g.dim() == 3
@@ -257,9 +266,9 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
         if block_indices is not None:
             warnings.warn("spattn.parallel_nsa: block_indices is ignored when g_cmp is given "
                           "(the compressed attention selects the blocks)")
-        weight = torch.full((block_size, hk), 1.0 / block_size, dtype=k.dtype)
-        o_cmp, seen, slots = attention.compressed_branch(qf, kf, vf, weight, seqs, block_size,
-                                                         scale, count)
+        cmp = attention.Compression(block_size, hk, k.dtype, compress_block_size, compress_stride,
+                                    compress_weight)
+        o_cmp, seen, slots = attention.compressed_branch(qf, kf, vf, cmp, seqs, scale, count)
     else:
         if block_indices is None:
             raise ValueError("spattn: parallel_nsa needs g_cmp (to select the blocks) or "
@@ -286,14 +295,14 @@ def parallel_nsa(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=
 
 
 def _suffix(q, k, v, g_cmp, g_slc, g_swa, block_indices, block_counts, block_size, window_size, scale,
-            cu_pair, head_first):
+            cu_pair, head_first, compression):
     """parallel_nsa with the queries the last Tq tokens of their sequences
     (nsa_decode.suffix_layer): inference only."""
     if head_first:
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
         g_cmp, g_slc, g_swa = (g.transpose(1, 2) if isinstance(g, torch.Tensor) and g.dim() == 3 else g
                                for g in (g_cmp, g_slc, g_swa))
-    tensors = [t for t in (q, k, v, g_cmp, g_slc, g_swa) if isinstance(t, torch.Tensor)]
+    tensors = [t for t in (q, k, v, g_cmp, g_slc, g_swa, compression[2]) if isinstance(t, torch.Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         raise RuntimeError("spattn: parallel_nsa with q shorter than k is inference only (no gradient); "
                            "call it under torch.no_grad()")
@@ -315,6 +324,7 @@ def _suffix(q, k, v, g_cmp, g_slc, g_swa, block_indices, block_counts, block_siz
         _check_gate(name, g, batch, tq, hq)
     if scale is None:
         scale = dk ** -0.5
+    cmp = attention.Compression(block_size, hk, k.dtype, *compression)
     if cu_pair is None:
         if tq > tk:
             raise ValueError("spattn: q has more tokens (%d) than k (%d)" % (tq, tk))
@@ -345,7 +355,7 @@ def _suffix(q, k, v, g_cmp, g_slc, g_swa, block_indices, block_counts, block_siz
         o = nsa_decode.suffix_layer(q.reshape(batch * tq, hq, dk), q_counts, pool_k, pool_v, table, lengths,
                                     flat_k, flat_v, starts, g_cmp.reshape(batch * tq, hq),
                                     g_slc.reshape(batch * tq, hq),
-                                    g_swa.reshape(batch * tq, hq) if window_size else None, block_size,
+                                    g_swa.reshape(batch * tq, hq) if window_size else None, cmp,
                                     block_counts, window_size, scale)
     o = o.reshape(batch, tq, hq, o.shape[-1])
     return o.transpose(1, 2) if head_first else o

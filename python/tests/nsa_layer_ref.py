@@ -4,11 +4,14 @@ PyTorch math per sequence, differentiable by torch autograd in every input.
 
 The layer, for each sequence of n tokens, query token t (0-based inside its
 sequence), query head hq, kv head h = hq // G:
-- compressed keys and values: the mean of each complete block of BS tokens;
-  query t sees compressed block c iff c < (t+1)//BS; a query that sees none
-  gets o_cmp = 0;
+- compressed keys and values: the mean of each complete block of BS tokens
+  (or, configured, sum_j w[j, h] x[c d + j] over windows of l tokens every
+  d); query t sees compressed key c iff c d + l - 1 <= t (c < (t+1)//BS for
+  fla's l = d = BS); a query that sees none gets o_cmp = 0;
 - importance of block c for (t, h): the sum over the G query heads of h of
-  the compressed softmax probability of c, for c < t//BS; the current block
+  the compressed softmax probability of c (configured: of the windows, each
+  times its overlap with block c in strides, the paper's double sum), for
+  c < t//BS; the current block
   t//BS counts 1 per head (G in all: no other block can exceed it, and it
   ranks first); later blocks are never selected; the top S blocks by
   descending importance, ties to the lower block, -1 padded;
@@ -47,32 +50,50 @@ def sequences(total, cu_seqlens, batch, length):
     return list(zip(cu[:-1], cu[1:]))
 
 
-def compressed_attention(q, k, v, block, scale):
-    """One sequence: q [n, HQ, K], k/v [n, H, *] -> (o_cmp [n, HQ, V], p [n, HQ, C])."""
+def compressed_attention(q, k, v, block, scale, l=None, d=None, weight=None):
+    """One sequence: q [n, HQ, K], k/v [n, H, *] -> (o_cmp [n, HQ, V], p
+    [n, HQ, C]). Window c (of l tokens every d; fla's l = d = block) is
+    sum_j weight[j, h] k[c d + j] (weight [l, H], default 1/l: the mean);
+    position t sees it iff c d + l - 1 <= t."""
     n, hq, _ = q.shape
+    l = block if l is None else l
+    d = l if d is None else d
+    if weight is None:
+        weight = torch.full((l, k.shape[1]), 1.0 / l, dtype=k.dtype)
     g = hq // k.shape[1]
-    c = n // block
-    kc = k[:c * block].reshape(c, block, k.shape[1], k.shape[2]).mean(1).repeat_interleave(g, 1)
-    vc = v[:c * block].reshape(c, block, v.shape[1], v.shape[2]).mean(1).repeat_interleave(g, 1)
+    c = (n - l) // d + 1 if n >= l else 0
+    win = torch.arange(c)[:, None] * d + torch.arange(l)[None, :]  # [C, l] token rows
+    kc = (k[win] * weight[None, :, :, None]).sum(1).repeat_interleave(g, 1)
+    vc = (v[win] * weight[None, :, :, None]).sum(1).repeat_interleave(g, 1)
     pos = torch.arange(n)
-    seen = torch.arange(c)[None, :] < ((pos + 1) // block)[:, None]  # [n, C]
+    seen = (torch.arange(c)[None, :] * d + l - 1) <= pos[:, None]  # [n, C]
     s = scale * torch.einsum("thd,chd->thc", q, kc)
     p = masked_softmax(s, seen[:, None, :].expand_as(s))
     return torch.einsum("thc,chv->thv", p, vc), p
 
 
-def select_blocks(p, n, block, heads_kv, count):
+def select_blocks(p, n, block, heads_kv, count, l=None, d=None):
     """Top `count` blocks per (token, kv head) from the compressed
-    probabilities p [n, HQ, C] (detached), -1 padded: [n, H, count]."""
+    probabilities p [n, HQ, C] (detached), -1 padded: [n, H, count]. A
+    block's importance: the windows' probabilities, each times its overlap
+    with the block in strides (the paper's double sum over l'/d and l/d;
+    fla's l = d = block: window j alone)."""
     hq, c = p.shape[1], p.shape[2]
+    l = block if l is None else l
+    d = l if d is None else d
     g = hq // heads_kv
     nb = -(-n // block)
     pos = torch.arange(n)
     cur = pos // block
     score = torch.full((n, heads_kv, nb), float("-inf"), dtype=torch.float64)
-    summed = p.detach().double().reshape(n, heads_kv, g, c).sum(2)
-    past = torch.arange(c)[None, :] < cur[:, None]
-    score[:, :, :c] = torch.where(past[:, None, :], summed, score[:, :, :c])
+    summed = p.detach().double().reshape(n, heads_kv, g, c).sum(2)  # [n, H, C]
+    cs, js = torch.arange(c)[:, None], torch.arange(nb)[None, :]
+    lo = torch.maximum(cs * d, js * block)
+    hi = torch.minimum(cs * d + l, (js + 1) * block)
+    overlap = torch.clamp(hi - lo, min=0).double() / d  # [C, nb], in strides
+    per_block = summed @ overlap  # [n, H, nb]
+    past = js < cur[:, None]
+    score = torch.where(past[:, None, :], per_block, score)
     score[pos, :, cur] = float("inf")  # counts G: first whatever the others
     out = torch.full((n, heads_kv, count), -1, dtype=torch.int64)
     for t in range(n):
@@ -117,7 +138,8 @@ def window_attention(q, k, v, window, scale):
 
 
 def nsa_layer_ref(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts=16,
-                  block_size=64, window_size=0, scale=None, cu_seqlens=None, head_first=False):
+                  block_size=64, window_size=0, scale=None, cu_seqlens=None, head_first=False,
+                  compress_block_size=None, compress_stride=None, compress_weight=None):
     """fla's parallel_nsa semantics in float64. Returns (o, indices): o in
     the inputs' layout, indices [B, T, H, S] (or [B, H, T, S]) the blocks
     selected (from the compressed attention when g_cmp is given, else
@@ -151,9 +173,10 @@ def nsa_layer_ref(q, k, v, g_cmp, g_slc, g_swa, block_indices=None, block_counts
         qs, ks, vs = q[start:end], k[start:end], v[start:end]
         o = 0
         if g_cmp is not None:
-            o_cmp, p = compressed_attention(qs, ks, vs, block_size, scale)
+            o_cmp, p = compressed_attention(qs, ks, vs, block_size, scale, compress_block_size,
+                                            compress_stride, compress_weight)
             o = o + o_cmp * g_cmp[start:end, :, None]
-            slots = select_blocks(p, n, block_size, hk, s_max)
+            slots = select_blocks(p, n, block_size, hk, s_max, compress_block_size, compress_stride)
         else:
             slots = flat(block_indices)[start:end].long()
         picks.append(slots)

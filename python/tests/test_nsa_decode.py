@@ -41,6 +41,30 @@ class TestDecode(unittest.TestCase):
                         worst = max(worst, (o[:, 0].double() - full[:, t].double()).abs().max().item())
                     self.assertLess(worst, tol)
 
+    def test_paper_compression_token_by_token(self):
+        """l 32, d 16 under blocks of 64, a learned weight: the cache's steps
+        equal the full layer's rows."""
+        gen = torch.Generator().manual_seed(43)
+        for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 2e-5)):
+            with self.subTest(dtype=dtype):
+                q, k, v, (gc, gs, gw) = layer_inputs(2, 150, 16, 1, 32, 16, dtype, gen)
+                w = (torch.rand((32, 1), generator=gen, dtype=torch.float64) / 16).to(dtype)
+                kw = dict(compress_block_size=32, compress_stride=16, compress_weight=w)
+                full = spattn.parallel_nsa(q, k, v, gc, gs, gw, block_counts=3, block_size=64,
+                                           window_size=24, **kw)
+                cache = spattn.NSACache(2, 150, 1, 32, 16, block_size=64, block_counts=3, window_size=24,
+                                        dtype=dtype, **kw)
+                worst = 0.0
+                for t in range(150):
+                    cache.append(k[:, t:t + 1], v[:, t:t + 1])
+                    o = cache.step(q[:, t:t + 1], gc[:, t:t + 1], gs[:, t:t + 1], gw[:, t:t + 1])
+                    worst = max(worst, (o[:, 0].double() - full[:, t].double()).abs().max().item())
+                self.assertLess(worst, tol)
+                with torch.no_grad():
+                    part = spattn.parallel_nsa(q[:, -7:], k, v, gc[:, -7:], gs[:, -7:], gw[:, -7:],
+                                               block_counts=3, block_size=64, window_size=24, **kw)
+                self.assertLess((part.double() - full[:, -7:].double()).abs().max().item(), tol)
+
     def test_q_shorter_than_k(self):
         gen = torch.Generator().manual_seed(42)
         q, k, v, (gc, gs, gw) = layer_inputs(2, 90, 4, 1, 16, 16, torch.float64, gen)

@@ -13,7 +13,7 @@ import spattn
 from nsa_layer_ref import nsa_layer_ref, select_blocks as ref_select_blocks
 from nsa_layer_ref import compressed_attention as ref_compressed_attention
 from spattn import _lib
-from spattn.attention import compressed_branch
+from spattn.attention import Compression, compressed_branch
 
 HAS_CATTN = _lib.nsa_cattn_ws is not None and _lib.nsa_cattn_grad_ws is not None
 HAS_SWA = _lib.swa_ws is not None and _lib.swa_grad_ws is not None
@@ -91,8 +91,7 @@ class TestSelection(unittest.TestCase):
         k = torch.zeros((n, 1, dk))
         k[:block * len(scores), 0, 0] = torch.tensor(scores).repeat_interleave(block)
         v = torch.rand((n, 1, dk), generator=torch.Generator().manual_seed(3))
-        weight = torch.full((block, 1), 1.0 / block)
-        _, _, slots = compressed_branch(q, k, v, weight, [(0, n)], block, 1.0, count)
+        _, _, slots = compressed_branch(q, k, v, Compression(block, 1, q.dtype), [(0, n)], 1.0, count)
         return slots[token, 0].tolist()
 
     def test_hand_worked(self):
@@ -116,8 +115,7 @@ class TestSelection(unittest.TestCase):
         seqs = list(zip([0] + ends[:-1], ends))
         q = refs.rand((ends[-1], hq, dk), torch.float64, -2, 2, gen=gen)
         k = refs.rand((ends[-1], h, dk), torch.float64, -2, 2, gen=gen)
-        weight = torch.full((block, h), 1.0 / block, dtype=torch.float64)
-        _, _, got = compressed_branch(q, k, k, weight, seqs, block, 0.7, count)
+        _, _, got = compressed_branch(q, k, k, Compression(block, h, q.dtype), seqs, 0.7, count)
         expected = []
         for s, e in seqs:
             _, p = ref_compressed_attention(q[s:e], k[s:e], k[s:e], block, 0.7)
@@ -306,6 +304,77 @@ class TestRefusals(unittest.TestCase):
             call(q, k, v, None, gs, None, idx[:, :, :1], 2, 16)
         with self.assertRaisesRegex(ValueError, "v must be"):
             call(q, k, v[:, :, :1], None, gs, None, idx, 2, 16)
+
+
+@unittest.skipUnless(HAS_CATTN, "libspattn.so without spa_nsa_compress_attention")
+class TestConfiguredCompression(unittest.TestCase):
+    """The paper's compression: windows of l tokens every d (l != d) under
+    selection blocks of l', and a learnable weight, against the float64
+    formulation (output, the selected blocks, every gradient, the weight's
+    included)."""
+
+    def setUp(self):
+        torch.set_num_threads(2)
+
+    def test_against_reference(self):
+        cases = [  # b, t, hq, h, dk, dv, block, l, d, count, window, cu
+            (1, 150, 16, 1, 32, 32, 64, 32, 16, 3, 0, None),
+            (2, 90, 4, 2, 16, 24, 32, 16, 8, 2, 12, None),
+            (1, 130, 8, 2, 24, 16, 32, 32, 8, 3, 0, [0, 61, 61, 130]),
+            (1, 40, 4, 1, 16, 16, 64, 64, 16, 2, 0, None),
+        ]
+        for dtype in (torch.float64, torch.float32):
+            for i, (b, t, hq, h, dk, dv, block, l, d, count, window, cu) in enumerate(cases):
+                with self.subTest(dtype=dtype, block=block, l=l, d=d, cu=cu):
+                    gen = torch.Generator().manual_seed(400 + i)
+                    inputs = layer_inputs(gen, dtype, b, t, hq, h, dk, dv)
+                    weight = refs.rand((l, h), dtype, 0.0, 2.0 / l, gen=gen)
+                    ours = [x.detach().requires_grad_() for x in inputs + [weight]]
+                    ref = [x.detach().double().requires_grad_() for x in inputs + [weight]]
+                    kw = dict(block_counts=count, block_size=block, window_size=window,
+                              cu_seqlens=None if cu is None else torch.tensor(cu),
+                              compress_block_size=l, compress_stride=d)
+                    out = spattn.parallel_nsa(*ours[:6], compress_weight=ours[6], **kw)
+                    exp, _ = nsa_layer_ref(*ref[:6], compress_weight=ref[6], **kw)
+                    close(self, "output", out, exp, dtype)
+                    grad = refs.rand(tuple(out.shape), dtype, gen=torch.Generator().manual_seed(6))
+                    out.backward(grad)
+                    exp.backward(grad.double())
+                    names = ("dq", "dk", "dv", "dg_cmp", "dg_slc", "dg_swa", "dweight")
+                    for name, a, r in zip(names, ours, ref):
+                        if r.grad is None:
+                            self.assertIsNone(a.grad, name)
+                        elif a.grad is None:  # unused here (no window complete): zero there
+                            self.assertEqual(r.grad.abs().max().item(), 0.0, name)
+                        else:
+                            close(self, name, a.grad, r.grad, dtype)
+
+    def test_selection_follows_overlap(self):
+        """The selected blocks: the reference's (float64, distinct scores)."""
+        gen = torch.Generator().manual_seed(411)
+        block, l, d, count = 32, 16, 8, 3
+        ends = refs.cumulative([100, 45])
+        seqs = list(zip([0] + ends[:-1], ends))
+        q = refs.rand((ends[-1], 4, 8), torch.float64, -2, 2, gen=gen)
+        k = refs.rand((ends[-1], 2, 8), torch.float64, -2, 2, gen=gen)
+        w = refs.rand((l, 2), torch.float64, 0.0, 0.2, gen=gen)
+        _, _, got = compressed_branch(q, k, k, Compression(block, 2, q.dtype, l, d, w), seqs, 0.7, count)
+        expected = []
+        for s, e in seqs:
+            _, p = ref_compressed_attention(q[s:e], k[s:e], k[s:e], block, 0.7, l, d, w)
+            expected.append(ref_select_blocks(p, e - s, block, 2, count, l, d))
+        self.assertTrue(torch.equal(got.long(), torch.cat(expected)))
+
+    def test_bad_configuration(self):
+        gen = torch.Generator().manual_seed(412)
+        inputs = layer_inputs(gen, torch.float32, 1, 64, 4, 1, 16, 16)
+        for kw, what in ((dict(compress_block_size=24, compress_stride=16), "multiple of compress_stride"),
+                         (dict(compress_block_size=128), "at most block_size"),
+                         (dict(compress_block_size=32, compress_stride=0), "compress_stride"),
+                         (dict(compress_weight=torch.ones(32, 1)), "compress_weight")):
+            with self.subTest(**{k: str(v) for k, v in kw.items()}):
+                with self.assertRaisesRegex(ValueError, what):
+                    spattn.parallel_nsa(*inputs, block_counts=2, block_size=64, **kw)
 
 
 if __name__ == "__main__":
