@@ -17,13 +17,15 @@ which names the status code and the rule that failed.
 """
 from ._lib import LIBRARY_PATH, SpattnError, release_workspace, reuse_freed_memory
 from . import _ops, _register_onnx_ops
-from .msda import MSDeformAttn, MSDeformAttnFunction, ms_deform_attn
+from .msda import (MSDeformAttn, MSDeformAttnFunction, ms_deform_attn, MultiScaleDeformableAttention,
+                   MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch)
 from .nsa import (nsa_compress, nsa_selected_attention, npu_nsa_select_attention_infer,
                   npu_nsa_compress_attention_infer, npu_nsa_compress_infer)
 
 _register_onnx_ops.register(_ops.NAMESPACE)
 
-__all__ = ["ms_deform_attn", "MSDeformAttnFunction", "MSDeformAttn", "nsa_compress",
+__all__ = ["ms_deform_attn", "MSDeformAttnFunction", "MSDeformAttn", "MultiScaleDeformableAttention",
+           "MultiScaleDeformableAttnFunction", "multi_scale_deformable_attn_pytorch", "nsa_compress",
            "nsa_selected_attention", "npu_nsa_select_attention_infer", "npu_nsa_compress_attention_infer", "npu_nsa_compress_infer", "SpattnError", "release_workspace", "reuse_freed_memory",
            "LIBRARY_PATH"]
 

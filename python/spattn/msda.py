@@ -63,6 +63,61 @@ class MSDeformAttnFunction(_ops.MsdaAutograd):
     apply = staticmethod(_function_apply)
 
 
+# mmcv's names: the Function, and the 4-argument pure-PyTorch function of
+# mmcv.ops.multi_scale_deform_attn (no level_start_index: the levels' rows
+# follow one another).
+MultiScaleDeformableAttnFunction = MSDeformAttnFunction
+
+
+def multi_scale_deformable_attn_pytorch(value: Tensor, value_spatial_shapes: Tensor,
+                                        sampling_locations: Tensor,
+                                        attention_weights: Tensor) -> Tensor:
+    """mmcv's multi_scale_deformable_attn_pytorch(value, value_spatial_shapes,
+    sampling_locations, attention_weights), computed by spattn: the levels'
+    rows of value one after the other, level l starting at the sum of the
+    earlier levels' H*W."""
+    shapes = _index(value_spatial_shapes)
+    sizes = shapes[:, 0] * shapes[:, 1]
+    starts = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
+    return torch.ops.spattn.ms_deform_attn(value, shapes, starts, sampling_locations,
+                                           attention_weights, 64)
+
+
+def _check_keys(shapes: Tensor, keys: int, what: str):
+    """Deformable-DETR's and mmcv's assert: the levels' H*W sum to the keys
+    (skipped while tracing, where it would be a constant of the trace)."""
+    if not torch.jit.is_tracing():
+        total = int((shapes[:, 0] * shapes[:, 1]).sum())
+        if total != keys:
+            raise ValueError("spattn: the levels' H*W (spatial_shapes) sum to " + str(total)
+                             + " but " + what + " has " + str(keys) + " rows")
+
+
+def _grid_bias(n_heads: int, n_levels: int, n_points: int) -> Tensor:
+    """The sampling offsets' initial bias of Deformable-DETR and mmcv: head h
+    looks along angle 2 pi h / n_heads, point p at (p + 1) steps (the
+    direction scaled to a max-norm of 1), every level alike."""
+    angles = torch.arange(n_heads, dtype=torch.float64) * (2.0 * math.pi / n_heads)
+    direction = torch.stack([angles.cos(), angles.sin()], -1)
+    direction = direction / direction.abs().max(-1, keepdim=True)[0]
+    steps = torch.arange(1, n_points + 1, dtype=torch.float64)
+    bias = direction[:, None, None, :] * steps[None, None, :, None]
+    return bias.expand(n_heads, n_levels, n_points, 2).reshape(-1)
+
+
+def _locations(reference_points: Tensor, offsets: Tensor, shapes: Tensor, npt: int) -> Tensor:
+    """Sampling locations from reference points [N, Lq, L, 2] (offsets in
+    pixels of each level, normalised by (W, H)) or [N, Lq, L, 4] (boxes:
+    offsets in halves of the box over n_points)."""
+    ref = reference_points[:, :, None, :, None, :]
+    if reference_points.shape[-1] == 2:
+        size = torch.stack([shapes[..., 1], shapes[..., 0]], -1).to(offsets.dtype)
+        return ref + offsets / size[None, None, None, :, None, :]
+    if reference_points.shape[-1] == 4:
+        return ref[..., :2] + offsets / npt * ref[..., 2:] * 0.5
+    raise ValueError("spattn: the last dimension of reference_points must be 2 or 4")
+
+
 class MSDeformAttn(nn.Module):
     """The multi-scale deformable attention layer of Deformable-DETR (same
     constructor, forward signature and parameter names, so its checkpoints
@@ -90,22 +145,21 @@ class MSDeformAttn(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        # Offsets start as a fan: head h looks along angle 2*pi*h/n_heads,
-        # point p at (p + 1) steps, every level alike; uniform weights.
+        # Offsets start as a fan (_grid_bias); uniform attention weights.
         nn.init.zeros_(self.sampling_offsets.weight)
-        angles = torch.arange(self.n_heads, dtype=torch.float64) * (2.0 * math.pi / self.n_heads)
-        direction = torch.stack([angles.cos(), angles.sin()], -1)
-        direction = direction / direction.abs().max(-1, keepdim=True)[0]
-        steps = torch.arange(1, self.n_points + 1, dtype=torch.float64)
-        bias = direction[:, None, None, :] * steps[None, None, :, None]
-        bias = bias.expand(self.n_heads, self.n_levels, self.n_points, 2)
         with torch.no_grad():
-            self.sampling_offsets.bias.copy_(bias.reshape(-1))
+            self.sampling_offsets.bias.copy_(_grid_bias(self.n_heads, self.n_levels, self.n_points))
         nn.init.zeros_(self.attention_weights.weight)
         nn.init.zeros_(self.attention_weights.bias)
         for proj in (self.value_proj, self.output_proj):
             nn.init.xavier_uniform_(proj.weight)
             nn.init.zeros_(proj.bias)
+
+    @torch.jit.unused
+    def _reset_parameters(self):
+        """Deformable-DETR's name (its DeformableTransformer calls it on each
+        MSDeformAttn)."""
+        self.reset_parameters()
 
     def forward(self, query: Tensor, reference_points: Tensor, input_flatten: Tensor,
                 input_spatial_shapes: Tensor,
@@ -115,6 +169,7 @@ class MSDeformAttn(nn.Module):
         n, lq = query.shape[0], query.shape[1]
         lin = input_flatten.shape[1]
         nh, nl, npt = self.n_heads, self.n_levels, self.n_points
+        _check_keys(shapes, lin, "input_flatten")
         value = self.value_proj(input_flatten)
         if input_padding_mask is not None:
             value = value.masked_fill(input_padding_mask[..., None], 0.0)
@@ -122,16 +177,97 @@ class MSDeformAttn(nn.Module):
         offsets = self.sampling_offsets(query).view(n, lq, nh, nl, npt, 2)
         weights = self.attention_weights(query).view(n, lq, nh, nl * npt).softmax(-1)
         weights = weights.view(n, lq, nh, nl, npt)
-        ref = reference_points[:, :, None, :, None, :]
-        if reference_points.shape[-1] == 2:
-            # offsets are in pixels of each level: (W, H) normalises them
-            size = torch.stack([shapes[..., 1], shapes[..., 0]], -1).to(offsets.dtype)
-            loc = ref + offsets / size[None, None, None, :, None, :]
-        elif reference_points.shape[-1] == 4:
-            # offsets are in halves of the box over n_points
-            loc = ref[..., :2] + offsets / npt * ref[..., 2:] * 0.5
-        else:
-            raise ValueError("spattn: the last dimension of reference_points must be 2 or 4")
+        loc = _locations(reference_points, offsets, shapes, npt)
         out = MSDeformAttnFunction.apply(value, shapes, _index(input_level_start_index), loc,
                                          weights, self.im2col_step)
         return self.output_proj(out)
+
+
+class MultiScaleDeformableAttention(nn.Module):
+    """mmcv's MultiScaleDeformableAttention (mmcv.ops), its constructor,
+    parameter names (so its checkpoints load), forward and init_weights,
+    over spattn's operator. norm_cfg and init_cfg are accepted (mmcv's
+    BaseModule reads init_cfg; init_weights() here is mmcv's default
+    initialisation).
+
+    forward(query [Lq, N, C] ([N, Lq, C] with batch_first), key (unused, as
+    in mmcv), value (default query), identity (default query), query_pos
+    (added to query), key_padding_mask [N, Lv] (True: padding),
+    reference_points [N, Lq, L, 2 or 4], spatial_shapes [L, 2],
+    level_start_index [L]) -> dropout(output_proj(attention)) + identity,
+    in query's layout."""
+
+    def __init__(self, embed_dims: int = 256, num_heads: int = 8, num_levels: int = 4,
+                 num_points: int = 4, im2col_step: int = 64, dropout: float = 0.1,
+                 batch_first: bool = False, norm_cfg: Optional[dict] = None,
+                 init_cfg: Optional[dict] = None, value_proj_ratio: float = 1.0):
+        super().__init__()
+        if embed_dims % num_heads != 0:
+            raise ValueError("spattn: embed_dims (%d) must be divisible by num_heads (%d)"
+                             % (embed_dims, num_heads))
+        value_dims = int(embed_dims * value_proj_ratio)
+        if value_dims % num_heads != 0:
+            raise ValueError("spattn: embed_dims * value_proj_ratio (%d) must be divisible by "
+                             "num_heads (%d)" % (value_dims, num_heads))
+        self.norm_cfg, self.init_cfg = norm_cfg, init_cfg
+        self.dropout = nn.Dropout(dropout)
+        self.batch_first = batch_first
+        self.im2col_step = im2col_step
+        self.embed_dims, self.num_levels = embed_dims, num_levels
+        self.num_heads, self.num_points = num_heads, num_points
+        self.sampling_offsets = nn.Linear(embed_dims, num_heads * num_levels * num_points * 2)
+        self.attention_weights = nn.Linear(embed_dims, num_heads * num_levels * num_points)
+        self.value_proj = nn.Linear(embed_dims, value_dims)
+        self.output_proj = nn.Linear(value_dims, embed_dims)
+        self.init_weights()
+
+    @torch.jit.unused
+    def init_weights(self):
+        """mmcv's default initialisation: the offsets' fan (_grid_bias), zero
+        attention weights, Xavier-uniform projections with zero bias."""
+        nn.init.zeros_(self.sampling_offsets.weight)
+        with torch.no_grad():
+            self.sampling_offsets.bias.copy_(_grid_bias(self.num_heads, self.num_levels, self.num_points))
+        nn.init.zeros_(self.attention_weights.weight)
+        nn.init.zeros_(self.attention_weights.bias)
+        for proj in (self.value_proj, self.output_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            nn.init.zeros_(proj.bias)
+        self._is_init = True
+
+    def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
+                identity: Optional[Tensor] = None, query_pos: Optional[Tensor] = None,
+                key_padding_mask: Optional[Tensor] = None, reference_points: Optional[Tensor] = None,
+                spatial_shapes: Optional[Tensor] = None, level_start_index: Optional[Tensor] = None,
+                **kwargs) -> Tensor:
+        if reference_points is None or spatial_shapes is None or level_start_index is None:
+            raise ValueError("spattn: MultiScaleDeformableAttention needs reference_points, "
+                             "spatial_shapes and level_start_index")
+        if value is None:
+            value = query
+        if identity is None:
+            identity = query
+        if query_pos is not None:
+            query = query + query_pos
+        if not self.batch_first:
+            query = query.permute(1, 0, 2)
+            value = value.permute(1, 0, 2)
+        shapes = _index(spatial_shapes)
+        bs, nq = query.shape[0], query.shape[1]
+        nv = value.shape[1]
+        _check_keys(shapes, nv, "value")
+        nh, nl, npt = self.num_heads, self.num_levels, self.num_points
+        value = self.value_proj(value)
+        if key_padding_mask is not None:
+            value = value.masked_fill(key_padding_mask[..., None], 0.0)
+        value = value.view(bs, nv, nh, -1)
+        offsets = self.sampling_offsets(query).view(bs, nq, nh, nl, npt, 2)
+        weights = self.attention_weights(query).view(bs, nq, nh, nl * npt).softmax(-1)
+        weights = weights.view(bs, nq, nh, nl, npt)
+        loc = _locations(reference_points, offsets, shapes, npt)
+        out = MultiScaleDeformableAttnFunction.apply(value, shapes, _index(level_start_index), loc,
+                                                     weights, self.im2col_step)
+        out = self.output_proj(out)
+        if not self.batch_first:
+            out = out.permute(1, 0, 2)
+        return self.dropout(out) + identity
