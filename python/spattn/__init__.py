@@ -16,7 +16,7 @@ large blocks to the kernel. A refusal of the library raises SpattnError,
 which names the status code and the rule that failed.
 """
 from ._lib import LIBRARY_PATH, SpattnError, release_workspace, reuse_freed_memory
-from . import _ops, _register_onnx_ops
+from . import _ops, _meta_shapes, _register_onnx_ops  # noqa: F401 (they register)
 from .msda import (MSDeformAttn, MSDeformAttnFunction, ms_deform_attn, MultiScaleDeformableAttention,
                    MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch)
 from .nsa import (nsa_compress, nsa_selected_attention, npu_nsa_select_attention_infer,

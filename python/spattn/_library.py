@@ -78,7 +78,13 @@ def surfacing(name, kernel):
 
 # Tensors of devices PyTorch users commonly hold reach this instead of the
 # dispatcher's "could not run with arguments from the backend".
-_OTHER_DEVICES = ("Meta", "CUDA")
+_OTHER_DEVICES = ("CUDA",)
+
+# The shape functions (Meta kernels: outputs of the right shape and dtype,
+# no data) that FakeTensor tracing (torch.compile, torch.export) and meta
+# tensors call; looked up at call time, so that _meta_shapes.py may define
+# them after the CPU kernels.
+_META = {}
 
 
 def cpu(name):
@@ -87,8 +93,28 @@ def cpu(name):
         register(name, kernel, "CPU")
         for key in _OTHER_DEVICES:
             register(name, cpu_only(name), key)
+        register(name, _meta_of(name), "Meta")
         return kernel
     return decorate
+
+
+def meta(name):
+    """Decorator: the function is the operator's shape function."""
+    def decorate(kernel):
+        _META[name] = kernel
+        return kernel
+    return decorate
+
+
+def _meta_of(name):
+    def shapes(*args):
+        kernel = _META.get(name)
+        if kernel is None:
+            raise ValueError("spattn: %s::%s has no shape function: its output's shape depends on "
+                             "the values of its arguments, which meta tensors do not hold"
+                             % (NAMESPACE, name))
+        return kernel(*args)
+    return shapes
 
 
 def cpu_only(name):

@@ -85,8 +85,9 @@ def multi_scale_deformable_attn_pytorch(value: Tensor, value_spatial_shapes: Ten
 
 def _check_keys(shapes: Tensor, keys: int, what: str):
     """Deformable-DETR's and mmcv's assert: the levels' H*W sum to the keys
-    (skipped while tracing, where it would be a constant of the trace)."""
-    if not torch.jit.is_tracing():
+    (skipped while tracing, where it would be a constant of the trace, and
+    on meta tensors, which hold no values)."""
+    if not torch.jit.is_tracing() and not shapes.is_meta:
         total = int((shapes[:, 0] * shapes[:, 1]).sum())
         if total != keys:
             raise ValueError("spattn: the levels' H*W (spatial_shapes) sum to " + str(total)
