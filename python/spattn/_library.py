@@ -108,6 +108,11 @@ def meta(name):
 
 def _meta_of(name):
     def shapes(*args):
+        devices = sorted({str(a.device) for a in args if isinstance(a, torch.Tensor)})
+        if devices != ["meta"]:
+            raise ValueError("spattn: %s::%s got tensors on %s: meta tensors (shapes only) go with "
+                             "meta tensors, and spattn runs on CPU tensors only"
+                             % (NAMESPACE, name, ", ".join(devices)))
         kernel = _META.get(name)
         if kernel is None:
             raise ValueError("spattn: %s::%s has no shape function: its output's shape depends on "

@@ -74,7 +74,7 @@ class TestErrors(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "value has dtype torch.int16"):
             spattn.ms_deform_attn(*a)
         a = msda_args()
-        a[0] = torch.empty(a[0].shape, device="meta")
+        a[0] = torch.empty(a[0].shape, device="meta")  # with CPU tensors (all meta: test_meta.py)
         with self.assertRaisesRegex(ValueError, "CPU tensors only"):
             spattn.ms_deform_attn(*a)
         a = msda_args()
