@@ -208,8 +208,9 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                         continue;
                     }
                     /* a key past some token's visible end: its value must
-                     * not reach that token's lanes (exact_pv) */
-                    for (int64_t i = 0; i < nt && !exact; i++)
+                     * not reach that token's lanes (exact_pv); the rows past
+                     * the batch's keys are the packing's zeros */
+                    for (int64_t i = 0; i < nt && !exact && j < ncmp; i++)
                         if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
                             exact = spa_nsca_row_nonfinite(vb + j * a->vfr, DVP);
                             break;
@@ -243,8 +244,9 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
             NSAS_EXP_SUM()(st, R, GP, mrow, lrow);
             for (int64_t l = 0; l < GP; l++)
                 inv[l] = 1.0f / lrow[l];
-            for (int64_t l = 0; l < lanes; l++) /* a NaN row (or all its scores -inf): 0 * 1/l is NaN */
-                exact = exact || inv[l] - inv[l] != 0.0f;
+            /* a NaN row (or all its scores -inf): 0 * 1/l is NaN (the padded
+             * lanes' 1/l is finite) */
+            exact = exact || spa_nsca_row_nonfinite(inv, GP);
             /* the importance sums colsum[j][i] += sum over the heads g of token
              * i of P[j][i*nh + g]: where the heads of a token fill whole
              * vectors, P times 1/l summed across them; otherwise a row update

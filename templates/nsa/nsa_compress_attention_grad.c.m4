@@ -192,15 +192,20 @@ m4_ifelse(SPA_DT, `f32', `', `    const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 
             scores_rows(vb, a->vfr, R, dyt, DVP, GP, dst);
             /* the exact forms (exact_grads) where a NaN or an infinity would
              * meet a key some lane does not attend: in that key's row, or in
-             * a lane's q, dy or statistics */
+             * a lane's q, dy or statistics. Read off values at hand (x - x is
+             * not 0 exactly for a NaN or an infinity): a lane's q through its
+             * score against key 0 (q k is not finite where q is not), its dy
+             * through D = dy . O, a key's row through lane 0's score; a
+             * non-finite value from elsewhere (O, an overflow) only sends a
+             * group to the exact forms, which give the same numbers */
             int exact = 0;
             for (int64_t l = 0; l < lanes && !exact; l++)
-                exact = mrow[l] - mrow[l] != 0.0f || inv[l] - inv[l] != 0.0f ||
-                        spa_nsca_row_nonfinite(qn + l * DP, DP) || spa_nsca_row_nonfinite(dyn + l * DVP, DVP);
-            for (int64_t j = 0; j < R && !exact; j++)
+                exact = mrow[l] - mrow[l] != 0.0f || inv[l] - inv[l] != 0.0f || dd[l] - dd[l] != 0.0f ||
+                        st[l] - st[l] != 0.0f;
+            for (int64_t j = 0; j < R && j < ncmp && !exact; j++) /* past ncmp: the packing's zeros */
                 for (int64_t i = 0; i < nt; i++)
                     if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
-                        exact = spa_nsca_row_nonfinite(kb + j * a->kfr, DP);
+                        exact = st[j * GP] - st[j * GP] != 0.0f;
                         break;
                     }
             for (int64_t i = 0; i < nt; i++) {
