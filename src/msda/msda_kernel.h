@@ -183,8 +183,10 @@ static inline void spa_msda_store(void *p, int32_t dt, int64_t off, float v)
  * common one keeps its code and registers. */
 #if defined(__GNUC__) || defined(__clang__)
 #define SPA_MSDA_COLD __attribute__((noinline, cold))
+#define SPA_MSDA_NOINLINE __attribute__((noinline))
 #else
 #define SPA_MSDA_COLD
+#define SPA_MSDA_NOINLINE
 #endif
 
 /* Prefetch hint for the corner rows of a later sample (no-op elsewhere,

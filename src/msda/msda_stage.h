@@ -106,8 +106,8 @@ static inline bool spa_msda_wide(const spa_msda_args *a, uint64_t row_bytes)
 }
 
 /* Lanes s .. s+SPA_VL-1 of a chunk from their coordinates; returns their live
- * bits and (unfolded) adds the bits of lanes whose location has a NaN
- * coordinate to *nanloc (lane 0 at bit 0). seen != NULL (the forward where
+ * bits and (unfolded) sets *suspect where a dead lane's coordinate is NaN
+ * or infinite (spa_msda_nan_lanes then finds the NaN ones). seen != NULL (the forward where
  * the ISA folds): each corner weight is stored multiplied by the attention
  * weight (one product more, rounded), a is not stored, and *seen becomes NaN
  * in a lane where a or a coordinate is not finite (the caller then stages
@@ -115,7 +115,7 @@ static inline bool spa_msda_wide(const spa_msda_args *a, uint64_t row_bytes)
  * finds the NaN locations). */
 SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_vf xn, spa_vf yn, spa_vf an,
                                            const spa_msda_stage_out *o, spa_msda_chunk *ch,
-                                           spa_msda_gchunk *gch, spa_vf *seen, uint32_t *nanloc)
+                                           spa_msda_gchunk *gch, spa_vf *seen, bool *suspect)
 {
     const spa_vf fw = spa_vf_load(ln->fw + s), fh = spa_vf_load(ln->fh + s);
     const spa_vf half = spa_vf_set1(0.5f), one = spa_vf_set1(1.0f), mone = spa_vf_set1(-1.0f);
@@ -175,15 +175,10 @@ SPA_ISA_INLINE uint32_t spa_msda_stage_vec(const spa_msda_lanes *ln, int s, spa_
         /* a dead lane: a location off the map, or a NaN one. Its weight
          * lx * ly is NaN exactly for a NaN or infinite coordinate (x minus
          * its floor), so one sum of the weights says whether the lanes need
-         * the ordered compares (a NaN is neither below +Inf nor above -Inf):
-         * rarely, so the common case pays a few instructions */
+         * the ordered compares: rarely, so the common case pays a few
+         * instructions */
         const float any = spa_vf_hsum(w11); /* NaN where a coordinate is NaN or infinite */
-        if (any != any) {
-            const spa_vf inf = spa_vf_set1(spa_bits_f32(0x7F800000u)), minf = spa_vf_set1(spa_bits_f32(0xFF800000u));
-            const uint32_t xord = spa_vm_bits(spa_vf_lt(xn, inf)) | spa_vm_bits(spa_vf_gt(xn, minf));
-            const uint32_t yord = spa_vm_bits(spa_vf_lt(yn, inf)) | spa_vm_bits(spa_vf_gt(yn, minf));
-            *nanloc |= (all & ~(xord & yord)) << s;
-        }
+        *suspect |= any != any;
     }
     return live_bits;
 }
@@ -259,6 +254,22 @@ static inline void spa_msda_stage_wide(const spa_msda_args *a, int64_t j0, const
     ch->nanloc = nanloc;
 }
 
+/* The bits of samples j0 .. j0+15 whose location has a NaN coordinate, read
+ * again from location (a chunk whose staging saw a NaN or infinite
+ * coordinate: rare). Out of line, with the coordinates read in scalar code,
+ * so that it takes no registers from the kernels' loops (constants held
+ * across them cost the AVX-512 grad a spill per sample). */
+SPA_MSDA_COLD static uint32_t spa_msda_nan_lanes(const spa_msda_args *a, int64_t j0, int64_t lq, int64_t aq)
+{
+    float g[48];
+    spa_msda_gather(a, j0, lq, aq, g);
+    uint32_t bits = 0;
+    for (int i = 0; i < 16; i++)
+        if (g[i] != g[i] || g[16 + i] != g[16 + i])
+            bits |= 1u << i;
+    return bits;
+}
+
 /* Stages samples j0 .. j0+15 of one query (lq, aq: the element offsets of
  * location[b, q, h, 0, 0, 0] and attnWeight[b, q, h, 0, 0], of dtypes ldt
  * and adt); packed: the layouts spa_msda_packed accepts. g:
@@ -268,7 +279,8 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
                                    int32_t ldt, int64_t aq, int32_t adt, bool packed, const spa_msda_stage_out *o,
                                    spa_msda_chunk *ch, spa_msda_gchunk *gch, float *g, spa_vf *seen)
 {
-    uint32_t live = 0, nanloc = 0;
+    uint32_t live = 0;
+    bool suspect = false;
     if (o->wide) {
         spa_msda_gather(a, j0, lq, aq, g);
         spa_msda_stage_wide(a, j0, g, o, ch, gch, seen);
@@ -280,17 +292,17 @@ SPA_ISA_INLINE void spa_msda_stage(const spa_msda_args *a, const spa_msda_lanes 
             spa_vf xn, yn;
             spa_msda_vload_unzip(a->loc, ldt, off, &xn, &yn);
             const spa_vf an = spa_msda_vload(a->attn, adt, aq + j0 + s);
-            live |= spa_msda_stage_vec(ln, s, xn, yn, an, o, ch, gch, seen, &nanloc) << s;
+            live |= spa_msda_stage_vec(ln, s, xn, yn, an, o, ch, gch, seen, &suspect) << s;
         }
     } else {
         spa_msda_gather(a, j0, lq, aq, g);
         for (int s = 0; s < 16; s += SPA_VL)
             live |= spa_msda_stage_vec(ln, s, spa_vf_load(g + s), spa_vf_load(g + 16 + s), spa_vf_load(g + 32 + s),
-                                       o, ch, gch, seen, &nanloc)
+                                       o, ch, gch, seen, &suspect)
                     << s;
     }
     ch->live = live;
-    ch->nanloc = nanloc;
+    ch->nanloc = suspect ? spa_msda_nan_lanes(a, j0, lq, aq) : 0;
 }
 
 /* Location [.., nl, np, 2] and attnWeight [.., nl, np] contiguous in their

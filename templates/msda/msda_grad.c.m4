@@ -124,6 +124,20 @@ static inline void grad_sample(const spa_msda_gchunk *e, int i, float fws, float
     }
 }
 
+/* The location and weight gradients of a sample taken at a NaN location
+ * (fold: its first partial-sum row): NaN. Out of line, so no NaN constant
+ * stays live in a register across the sample loop (it cost the hot path a
+ * spill per sample). */
+SPA_MSDA_COLD static void nan_sample(float *fold)
+{
+    const spa_vf nan = spa_vf_set1(spa_bits_f32(0x7FC00000u));
+    for (int m = 0; m < 16; m += SPA_VL) {
+        spa_vf_store(fold + m, nan);
+        spa_vf_store(fold + 256 + m, nan);
+        spa_vf_store(fold + 512 + m, nan);
+    }
+}
+
 /* gradOutput row of (b, q, h), widened. */
 static void load_gout(const spa_msda_args *a, int64_t b, int64_t q, int64_t h, float *grow)
 {
@@ -184,6 +198,38 @@ static void store_chunk(const spa_msda_args *a, int64_t b, int64_t q, int64_t h,
         spa_msda_store(a->gloc, a->gloc_dt, go + a->gls[5], sums[16 + k]);
         spa_msda_store(a->gattn, a->gattn_dt, aq + l * a->gas[3] + p * a->gas[4], sums[32 + k]);
     }
+}
+
+/* The gradients of one staged chunk (chunk j of query q): each live
+ * sample's, folded, stored. Out of line, so that the sample loop is
+ * register-allocated apart from the staging (inlined together, the staging's
+ * values took its registers: a spill per sample on AVX-512). */
+SPA_MSDA_NOINLINE static void grad_chunk(const spa_msda_args *a, int64_t b, int64_t q, int64_t h, int64_t j,
+                                         const spa_msda_gchunk *e, const spa_msda_lanes *lj, int64_t cl,
+                                         const float *gr, float *fold, bool out_vec)
+{
+    const int64_t nlp = a->nl * a->np;
+    const int n = nlp - 16 * j < 16 ? (int)(nlp - 16 * j) : 16;
+    for (int k = 0; k < 16; k++) {
+        if (k < n && (e->f.live >> k & 1u)) {
+            grad_sample(e, k, lj->fw[k], lj->fh[k], cl, gr, fold + 16 * k, fold + 256 + 16 * k,
+                        fold + 512 + 16 * k);
+        } else { /* skipped sample (or past nl * np): zero gradients, NaN
+                  * ones for a sample taken at a NaN location */
+            for (int m = 0; m < 16; m += SPA_VL) {
+                spa_vf_store(fold + 16 * k + m, spa_vf_zero());
+                spa_vf_store(fold + 256 + 16 * k + m, spa_vf_zero());
+                spa_vf_store(fold + 512 + 16 * k + m, spa_vf_zero());
+            }
+            if (e->f.nanloc >> k & 1u)
+                nan_sample(fold + 16 * k);
+        }
+    }
+    float sums[48];
+    spa_isa_fold16(fold, sums);
+    spa_isa_fold16(fold + 256, sums + 16);
+    spa_isa_fold16(fold + 512, sums + 32);
+    store_chunk(a, b, q, h, j, n, out_vec, sums);
 }
 
 void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpair, float *gpair,
@@ -257,27 +303,7 @@ void MSDAG_KSYM()(const spa_msda_args *a, int64_t b, int64_t h, const float *vpa
                 }
                 loaded = q;
             }
-            const spa_msda_gchunk *e = &ch[u - u0];
-            const int n = nlp - 16 * j < 16 ? (int)(nlp - 16 * j) : 16;
-            for (int k = 0; k < 16; k++) {
-                if (k < n && (e->f.live >> k & 1u)) {
-                    grad_sample(e, k, ln[j].fw[k], ln[j].fh[k], cl, gr, fold + 16 * k, fold + 256 + 16 * k,
-                                fold + 512 + 16 * k);
-                } else { /* skipped sample (or past nl * np): zero gradients, NaN
-                          * ones for a sample taken at a NaN location */
-                    const spa_vf z = (e->f.nanloc >> k & 1u) ? spa_vf_set1(spa_bits_f32(0x7FC00000u)) : spa_vf_zero();
-                    for (int m = 0; m < 16; m += SPA_VL) {
-                        spa_vf_store(fold + 16 * k + m, z);
-                        spa_vf_store(fold + 256 + 16 * k + m, z);
-                        spa_vf_store(fold + 512 + 16 * k + m, z);
-                    }
-                }
-            }
-            float sums[48];
-            spa_isa_fold16(fold, sums);
-            spa_isa_fold16(fold + 256, sums + 16);
-            spa_isa_fold16(fold + 512, sums + 32);
-            store_chunk(a, b, q, h, j, n, out_vec, sums);
+            grad_chunk(a, b, q, h, j, &ch[u - u0], &ln[j], cl, gr, fold, out_vec);
         }
     }
 }
