@@ -16,7 +16,9 @@
 #define BENCH_TRIAD_GBPS_2T 47.0
 #define BENCH_FMA_GFLOPS_PER_CORE 264.0
 
+#ifndef BENCH_RUNS
 #define BENCH_RUNS 7
+#endif
 
 /* The runner for a thread count (1 and 2 are kept alive across ops). */
 const spa_runner *bench_runner(unsigned threads);

@@ -6,10 +6,20 @@
  * caller that finds it held (another thread's op, or an op started from inside
  * a task) runs its own tasks inline on its thread instead of waiting, so a
  * shared pool never mixes two jobs' records and never deadlocks; results are
- * the same either way, since they never depend on the runner. */
+ * the same either way, since they never depend on the runner.
+ *
+ * Waking a sleeping thread costs tens of microseconds (more on a virtual
+ * machine), as much as a decode step's whole work: so a worker that finished
+ * a job, and a caller waiting for the workers, first spin on the job's
+ * counters for up to SPA_POOL_SPIN_US before they sleep. */
+
+#ifndef SPA_POOL_SPIN_US
+#define SPA_POOL_SPIN_US 200
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "spattn/runner.h"
 
@@ -21,7 +31,8 @@ struct spa_pool_state {
     pthread_t *workers;
     unsigned nworkers;
     unsigned long generation;
-    unsigned busy; /* workers still inside the current job */
+    atomic_ulong published; /* generation, readable without the lock (spinning) */
+    atomic_uint busy; /* workers still inside the current job */
     int stop;
     /* the current job */
     spa_task_fn task;
@@ -40,12 +51,45 @@ static void take_tasks(spa_pool_impl *p)
     }
 }
 
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Spins up to SPA_POOL_SPIN_US while *word == value; whether it changed. */
+static int spin_while_ulong(atomic_ulong *word, unsigned long value)
+{
+    const double end = now_us() + SPA_POOL_SPIN_US;
+    for (;;) {
+        for (int i = 0; i < 256; i++)
+            if (atomic_load_explicit(word, memory_order_acquire) != value)
+                return 1;
+        if (now_us() > end)
+            return 0;
+    }
+}
+
+static int spin_while_busy(atomic_uint *busy)
+{
+    const double end = now_us() + SPA_POOL_SPIN_US;
+    for (;;) {
+        for (int i = 0; i < 256; i++)
+            if (atomic_load_explicit(busy, memory_order_acquire) == 0)
+                return 1;
+        if (now_us() > end)
+            return 0;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     spa_pool_impl *p = arg;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->lock);
     for (;;) {
+        spin_while_ulong(&p->published, seen);
+        pthread_mutex_lock(&p->lock);
         while (!p->stop && p->generation == seen)
             pthread_cond_wait(&p->wake, &p->lock);
         if (p->stop)
@@ -54,8 +98,9 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->lock);
         take_tasks(p);
         pthread_mutex_lock(&p->lock);
-        if (--p->busy == 0)
+        if (atomic_fetch_sub(&p->busy, 1u) == 1u)
             pthread_cond_signal(&p->settled);
+        pthread_mutex_unlock(&p->lock);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -81,13 +126,15 @@ static void pool_run(void *ctx, spa_task_fn task, void *arg, uint32_t n)
     p->arg = arg;
     p->n = n;
     atomic_store(&p->next, 0u);
-    p->busy = p->nworkers;
+    atomic_store(&p->busy, p->nworkers);
     p->generation++;
+    atomic_store_explicit(&p->published, p->generation, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     take_tasks(p);
+    spin_while_busy(&p->busy);
     pthread_mutex_lock(&p->lock);
-    while (p->busy > 0)
+    while (atomic_load(&p->busy) > 0)
         pthread_cond_wait(&p->settled, &p->lock);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&p->job);
@@ -110,6 +157,8 @@ int spa_pool_start(spa_pool *pool, unsigned threads)
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->settled, NULL);
     atomic_init(&p->next, 0u);
+    atomic_init(&p->published, 0ul);
+    atomic_init(&p->busy, 0u);
     for (unsigned i = 0; i < p->nworkers; i++) {
         if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
             p->nworkers = i;

@@ -11,12 +11,23 @@
  * cache read but its selected rows. So a call costs O(T * N2 * K * bs), not
  * O(L): a decode step at a 128k context reads what one at 8k reads.
  *
+ * Parts (f32 and f64): a decode step has one unit per kv head, often one, so
+ * a unit's slots are split into parts of about SPA_SELECT_INFER_PART_ROWS
+ * rows, each run as its own block into an f32 / f64 partial output with its
+ * softmax max and sum; a second pass merges a unit's parts in part order
+ * (the log-sum-exp rule, in double). The split depends on K and bs only, so
+ * the result is the same whatever the runner, its threads and T (a decode
+ * step gives the bits of the chunk's row). f16 / bf16 keep one part: their
+ * P is rounded to the dtype after dividing by the whole row's sum, which a
+ * part does not know.
+ *
  * Validation: phase 1 and phase 2 both check every argument, the sequence
  * arrays (copied in phase 2) and every topk index and block-table entry the
  * call will use, before anything is written. The units read each index and
  * page number once more as they gather and use only what that read gives
  * if it is still valid (a caller rewriting the arrays during the call gets
  * padding there, never an access outside the cache). */
+#include <math.h>
 #include <string.h>
 
 #include "f64.h"
@@ -32,6 +43,14 @@
 /* Blocks per call at most (each owns a scratch in the workspace). */
 #ifndef SPA_SELECT_INFER_BLOCKS_MAX
 #define SPA_SELECT_INFER_BLOCKS_MAX 64
+#endif
+
+/* Rows of selected blocks per part at least, and parts per unit at most. */
+#ifndef SPA_SELECT_INFER_PART_ROWS
+#define SPA_SELECT_INFER_PART_ROWS 256
+#endif
+#ifndef SPA_SELECT_INFER_PARTS_MAX
+#define SPA_SELECT_INFER_PARTS_MAX 4
 #endif
 
 /* The call's arguments as phase 1 took them: all phase 2 reads of it. */
@@ -54,6 +73,7 @@ typedef struct nsasi_shape {
 typedef struct nsasi_plan {
     nsasi_shape sh;
     int64_t units, per_block; /* units: (token, kv head) pairs */
+    int64_t parts, kcp, round; /* parts per unit, slots per part; units per round (parts > 1) */
     uint32_t blocks;
     uint64_t scratch_bytes; /* per block: the kernel's scratch, the gathered rows, the slots */
 } nsasi_plan;
@@ -202,35 +222,64 @@ static nsasi_layout layout_of(const nsasi_shape *sh)
     return l;
 }
 
+/* Parts per unit: from K and bs alone (never T or the runner). */
+static int64_t parts_of(const nsasi_shape *sh)
+{
+    if (sh->dtype != SPA_FLOAT32 && sh->dtype != SPA_FLOAT64)
+        return 1;
+    int64_t parts = sh->kc * sh->bs / SPA_SELECT_INFER_PART_ROWS; /* kc, bs <= 4096 */
+    parts = parts < SPA_SELECT_INFER_PARTS_MAX ? parts : SPA_SELECT_INFER_PARTS_MAX;
+    parts = parts < sh->kc ? parts : sh->kc;
+    return parts > 1 ? parts : 1;
+}
+
 static void make_plan(const nsasi_shape *sh, nsasi_plan *p)
 {
     memset(p, 0, sizeof *p);
     p->sh = *sh;
     p->units = sh->t * sh->n2;
+    p->parts = parts_of(sh);
+    p->scratch_bytes = layout_of(sh).bytes;
+    if (p->parts > 1) {
+        p->kcp = (sh->kc + p->parts - 1) / p->parts;
+        p->parts = (sh->kc + p->kcp - 1) / p->kcp; /* no empty last part */
+        p->round = SPA_SELECT_INFER_BLOCKS_MAX / p->parts;
+        p->round = p->round < p->units ? p->round : p->units;
+        p->per_block = 1;
+        p->blocks = (uint32_t)(p->round * p->parts); /* a block per part of a round's units */
+        return;
+    }
     p->per_block = (p->units + SPA_SELECT_INFER_BLOCKS_MAX - 1) / SPA_SELECT_INFER_BLOCKS_MAX;
     if (p->per_block < 1)
         p->per_block = 1;
     p->blocks = (uint32_t)((p->units + p->per_block - 1) / p->per_block);
-    p->scratch_bytes = layout_of(sh).bytes;
 }
 
-/* The workspace: the sequence copies, then a scratch per block. */
+/* The partial results of a round (parts > 1): per (unit, part) the output
+ * [g][dv], then the max [g] and the sum [g], as the kernel's element. */
+static uint64_t partial_elems(const nsasi_plan *p)
+{
+    return p->parts > 1 ? (uint64_t)(p->round * p->parts * p->sh.g * (p->sh.dv + 2)) : 0;
+}
+
+/* The workspace: the sequence copies, a scratch per block, the partials. */
 static void carve(spa_ws *ws, const nsasi_plan *p, int64_t **sq, int64_t **kv, int64_t **qs,
-                  unsigned char **scratch)
+                  unsigned char **scratch, unsigned char **partial)
 {
     *sq = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
     *kv = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
     *qs = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
     *scratch = spa_ws_take(ws, (uint64_t)p->blocks, p->scratch_bytes);
+    *partial = p->parts > 1 ? spa_ws_take(ws, partial_elems(p), elem_bytes(p->sh.dtype)) : NULL;
 }
 
 static uint64_t planned_bytes(const nsasi_plan *p)
 {
     spa_ws ws;
     int64_t *a, *b, *c;
-    unsigned char *s;
+    unsigned char *s, *part;
     spa_ws_plan(&ws);
-    carve(&ws, p, &a, &b, &c, &s);
+    carve(&ws, p, &a, &b, &c, &s, &part);
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
 }
 
@@ -270,12 +319,15 @@ typedef struct nsasi_run {
     const nsasi_exec *e;
     const nsasi_plan *p;
     const int64_t *sq, *kv, *qs; /* trusted: per-batch counts, lengths, first query */
-    unsigned char *scratch;
+    unsigned char *scratch, *partial;
+    int64_t u0; /* parts > 1: the round's first unit */
     spa_nsas_args args; /* the kernel arguments every unit starts from */
 } nsasi_run;
 
-/* Unit (t, h) of batch b: its slots, then its selected rows, then the kernel. */
-static void run_unit(const nsasi_run *r, int64_t t, int64_t h, int64_t b, unsigned char *scratch)
+/* Slots j0 .. j1-1 of unit (t, h) of batch b: the checked slots, then their
+ * rows into scratch; *a: the kernel arguments for them. */
+static void gather_slots(const nsasi_run *r, int64_t t, int64_t h, int64_t b, int64_t j0, int64_t j1,
+                         unsigned char *scratch, spa_nsas_args *a)
 {
     const nsasi_exec *e = r->e;
     const nsasi_shape *sh = &r->p->sh;
@@ -289,12 +341,13 @@ static void run_unit(const nsasi_run *r, int64_t t, int64_t h, int64_t b, unsign
     void *sink = scratch + lay.sink;
     const int32_t *idx = (const int32_t *)e->topk.data + t * e->topk.strides[0] + h * e->topk.strides[1];
     int64_t n = 0;
-    for (int64_t j = 0; j < sh->kc; j++) {
+    for (int64_t j = j0; j < j1; j++) {
         const int64_t x = idx[j * e->topk.strides[2]]; /* read once */
+        int32_t *slot = &slots[j - j0];
         /* padding, a block after the query's position, or (an array
          * rewritten during the call) a value phase 2 did not check: none */
-        slots[j] = x >= 0 && x < nblk && x * sh->bs <= pos ? (int32_t)x : -1;
-        if (slots[j] < 0)
+        *slot = x >= 0 && x < nblk && x * sh->bs <= pos ? (int32_t)x : -1;
+        if (*slot < 0)
             continue;
         for (int64_t i = 0; i < sh->bs; i++) {
             const int64_t p = x * sh->bs + i, row = n * sh->bs + i;
@@ -311,30 +364,43 @@ static void run_unit(const nsasi_run *r, int64_t t, int64_t h, int64_t b, unsign
         }
         n++;
     }
-    spa_nsas_args a = r->args;
-    a.idx = slots, a.is0 = 0, a.is1 = 0, a.is2 = 1;
-    a.mx = sink, a.ms0 = a.ms1 = a.ms2 = 0;
-    a.sm = sink, a.ss0 = a.ss1 = a.ss2 = 0;
+    *a = r->args;
+    a->idx = slots, a->is0 = 0, a->is1 = 0, a->is2 = 1;
+    a->kc = j1 - j0;
+    a->mx = sink, a->ms0 = a->ms1 = a->ms2 = 0;
+    a->sm = sink, a->ss0 = a->ss1 = a->ss2 = 0;
+}
+
+/* The kernel on the rows gather_slots left in scratch: token t against
+ * n2's queries and outputs as a gives them (the kernel's head h is
+ * n2 * G + g). */
+static void run_kernel(const nsasi_run *r, const spa_nsas_args *a, int64_t n2, int64_t t, int64_t b,
+                       unsigned char *scratch)
+{
+    const nsasi_shape *sh = &r->p->sh;
+    const nsasi_layout lay = layout_of(sh);
+    const int64_t kv = r->kv[b];
     /* the kernel's in-batch position s = t - qstart is the query's position */
-    const int64_t qstart = t - pos;
+    const int64_t qstart = t - (kv - r->sq[b] + (t - r->qs[b]));
 #if SPA_FLOAT64_NSA_SELECT
     if (sh->dtype == SPA_FLOAT64) {
         spa_nsas_f64_args f;
         memset(&f, 0, sizeof f);
-        f.a = a;
-        f.k = (const double *)(const void *)kg, f.ks0 = sh->dp, f.ks1 = 0, f.ks2 = 1;
-        f.v = (const double *)(const void *)vg, f.vs0 = sh->dvp, f.vs1 = 0, f.vs2 = 1;
-        f.scale = e->scale;
-        SPA_K_NSA_SELECT_F64(&f, h, t, t + 1, qstart, 0, kv, (double *)(void *)scratch);
+        f.a = *a;
+        f.k = (const double *)(const void *)(scratch + lay.kg), f.ks0 = sh->dp, f.ks1 = 0, f.ks2 = 1;
+        f.v = (const double *)(const void *)(scratch + lay.vg), f.vs0 = sh->dvp, f.vs1 = 0, f.vs2 = 1;
+        f.scale = r->e->scale;
+        SPA_K_NSA_SELECT_F64(&f, n2, t, t + 1, qstart, 0, kv, (double *)(void *)scratch);
         return;
     }
 #endif
-    a.kf = (const float *)(const void *)kg, a.kfr = sh->dp;
-    a.vf = (const float *)(const void *)vg, a.vfr = sh->dvp;
-    spa_nsas_fwd_kernel *k = sh->dtype == SPA_FLOAT16    ? SPA_K_NSA_SELECT_F16
-                             : sh->dtype == SPA_BFLOAT16 ? SPA_K_NSA_SELECT_BF16
-                                                         : SPA_K_NSA_SELECT_F32;
-    k(&a, h, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
+    spa_nsas_args k = *a;
+    k.kf = (const float *)(const void *)(scratch + lay.kg), k.kfr = sh->dp;
+    k.vf = (const float *)(const void *)(scratch + lay.vg), k.vfr = sh->dvp;
+    spa_nsas_fwd_kernel *kern = sh->dtype == SPA_FLOAT16    ? SPA_K_NSA_SELECT_F16
+                                : sh->dtype == SPA_BFLOAT16 ? SPA_K_NSA_SELECT_BF16
+                                                            : SPA_K_NSA_SELECT_F32;
+    kern(&k, n2, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
 }
 
 static void run_block(void *arg, uint32_t blk)
@@ -349,7 +415,101 @@ static void run_block(void *arg, uint32_t blk)
         const int64_t t = u / p->sh.n2, h = u - t * p->sh.n2;
         while (t >= r->qs[b] + r->sq[b]) /* batches in order; t < T */
             b++;
-        run_unit(r, t, h, b, scratch);
+        spa_nsas_args a;
+        gather_slots(r, t, h, b, 0, p->sh.kc, scratch, &a);
+        run_kernel(r, &a, h, t, b, scratch);
+    }
+}
+
+/* The batch of token t: the last b with qs[b] <= t (a batch without
+ * queries shares its qs with the next, which wins). */
+static int64_t batch_of(const nsasi_run *r, int64_t t)
+{
+    int64_t lo = 0, hi = r->p->sh.batches - 1;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (r->qs[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Part blk % parts of unit u0 + blk / parts: its slots into its partial
+ * output, max and sum (the query rows of kv head h offset into a, so that
+ * the kernel runs as kv head 0). */
+static void run_part_block(void *arg, uint32_t blk)
+{
+    const nsasi_run *r = arg;
+    const nsasi_plan *p = r->p;
+    const nsasi_shape *sh = &p->sh;
+    const int64_t ru = (int64_t)blk / p->parts, part = (int64_t)blk - ru * p->parts, u = r->u0 + ru;
+    if (u >= p->units)
+        return;
+    const int64_t t = u / sh->n2, h = u - t * sh->n2, b = batch_of(r, t);
+    const int64_t j0 = part * p->kcp, j1 = j0 + p->kcp < sh->kc ? j0 + p->kcp : sh->kc;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
+    spa_nsas_args a;
+    gather_slots(r, t, h, b, j0, j1, scratch, &a);
+    const size_t es = elem_bytes(sh->dtype);
+    const int64_t pu = ru * p->parts + part, g = sh->g, dv = sh->dv, all = p->round * p->parts;
+    unsigned char *out = r->partial + (uint64_t)(pu * g * dv) * es;
+    unsigned char *mx = r->partial + (uint64_t)(all * g * dv + pu * g) * es;
+    unsigned char *sm = r->partial + (uint64_t)(all * g * (dv + 1) + pu * g) * es;
+    a.q = (const unsigned char *)a.q + (uint64_t)(h * g * a.qs1) * es;
+    a.o = out, a.os0 = 0, a.os1 = dv, a.os2 = 1;
+    a.mx = mx, a.ms0 = 0, a.ms1 = 1, a.ms2 = 0;
+    a.sm = sm, a.ss0 = 0, a.ss1 = 1, a.ss2 = 0;
+    run_kernel(r, &a, 0, t, b, scratch);
+}
+
+/* A partial value as double. */
+static double part_at(const unsigned char *base, int32_t dt, int64_t i)
+{
+    if (dt == SPA_FLOAT64)
+        return ((const double *)(const void *)base)[i];
+    return (double)((const float *)(const void *)base)[i];
+}
+
+/* Unit u0 + blk: its parts merged in part order, each weighted by
+ * l_p exp(m_p - M), M the largest max; a NaN max or sum makes the row NaN,
+ * as in one part; no part with a key: O = 0, as the kernel gives. */
+static void run_merge_block(void *arg, uint32_t blk)
+{
+    const nsasi_run *r = arg;
+    const nsasi_plan *p = r->p;
+    const nsasi_shape *sh = &p->sh;
+    const int64_t u = r->u0 + (int64_t)blk;
+    if (u >= p->units)
+        return;
+    const nsasi_exec *e = r->e;
+    const int64_t t = u / sh->n2, h = u - t * sh->n2, g = sh->g, dv = sh->dv, all = p->round * p->parts;
+    const int64_t pu0 = (int64_t)blk * p->parts;
+    for (int64_t l = 0; l < g; l++) {
+        double w[SPA_SELECT_INFER_PARTS_MAX], m = -HUGE_VAL, sum = 0.0;
+        for (int64_t k = 0; k < p->parts; k++) {
+            const double mk = part_at(r->partial, sh->dtype, all * g * dv + (pu0 + k) * g + l);
+            m = mk > m ? mk : m;
+        }
+        for (int64_t k = 0; k < p->parts; k++) {
+            const double mk = part_at(r->partial, sh->dtype, all * g * dv + (pu0 + k) * g + l);
+            const double lk = part_at(r->partial, sh->dtype, all * g * (dv + 1) + (pu0 + k) * g + l);
+            w[k] = lk == 0.0 ? 0.0 : lk * exp(mk - m); /* a part without keys: 0 */
+            sum += w[k];
+        }
+        const int64_t hq = h * g + l;
+        for (int64_t c = 0; c < dv; c++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < p->parts; k++)
+                acc += w[k] * part_at(r->partial, sh->dtype, ((pu0 + k) * g + l) * dv + c);
+            const double x = sum == 0.0 ? 0.0 : acc / sum;
+            const int64_t off = t * e->o.strides[0] + hq * e->o.strides[1] + c * e->o.strides[2];
+            if (sh->dtype == SPA_FLOAT64)
+                ((double *)e->o.data)[off] = x;
+            else
+                ((float *)e->o.data)[off] = (float)x;
+        }
     }
 }
 
@@ -372,7 +532,7 @@ spa_status spa_nsa_select_infer_phase2(void *workspace, uint64_t workspace_size,
     nsasi_run r;
     int64_t *sq, *kv, *qs;
     spa_ws_attach(&ws, workspace, e.head.ws_size);
-    carve(&ws, &p, &sq, &kv, &qs, &r.scratch);
+    carve(&ws, &p, &sq, &kv, &qs, &r.scratch, &r.partial);
     SPA_REQUIRE(!ws.overflow);
     SPA_TRY(check_seq(&e, &sh, sq, kv));
     for (int64_t b = 0, t = 0; b < sh.batches; t += sq[b], b++)
@@ -392,7 +552,15 @@ spa_status spa_nsa_select_infer_phase2(void *workspace, uint64_t workspace_size,
     r.args.scale = (float)e.scale;
     r.args.causal = 1;
     r.args.gathered = 1;
-    spa_run_blocks(&rn, run_block, &r, p.blocks);
+    if (p.parts == 1) {
+        spa_run_blocks(&rn, run_block, &r, p.blocks);
+        return SPA_OK;
+    }
+    for (r.u0 = 0; r.u0 < p.units; r.u0 += p.round) { /* the parts of a round's units, then their merges */
+        const int64_t n = p.units - r.u0 < p.round ? p.units - r.u0 : p.round;
+        spa_run_blocks(&rn, run_part_block, &r, (uint32_t)(n * p.parts));
+        spa_run_blocks(&rn, run_merge_block, &r, (uint32_t)n);
+    }
     return SPA_OK;
 }
 
