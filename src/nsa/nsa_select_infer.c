@@ -397,10 +397,13 @@ static void run_kernel(const nsasi_run *r, const spa_nsas_args *a, int64_t n2, i
     spa_nsas_args k = *a;
     k.kf = (const float *)(const void *)(scratch + lay.kg), k.kfr = sh->dp;
     k.vf = (const float *)(const void *)(scratch + lay.vg), k.vfr = sh->dvp;
-    spa_nsas_fwd_kernel *kern = sh->dtype == SPA_FLOAT16    ? SPA_K_NSA_SELECT_F16
-                                : sh->dtype == SPA_BFLOAT16 ? SPA_K_NSA_SELECT_BF16
-                                                            : SPA_K_NSA_SELECT_F32;
-    kern(&k, n2, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
+    /* direct calls: the stack bound (tools/stack.awk) follows them */
+    if (sh->dtype == SPA_FLOAT16)
+        SPA_K_NSA_SELECT_F16(&k, n2, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
+    else if (sh->dtype == SPA_BFLOAT16)
+        SPA_K_NSA_SELECT_BF16(&k, n2, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
+    else
+        SPA_K_NSA_SELECT_F32(&k, n2, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
 }
 
 static void run_block(void *arg, uint32_t blk)
