@@ -121,7 +121,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: headercheck insn edge-ws all shared python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: headercheck insn edge-ws all shared ort ort-check python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -276,6 +276,51 @@ python-bench:
 	@if $(PY_HAS_TORCH); then $(MAKE) --no-print-directory -s $(SHARED_LIB) && $(PY_RUN) python/bench.py $(OP); \
 	else echo "python-bench: skipped, "$(PY_SKIP); fi
 
+# ---- ONNX Runtime: libspattn_ort.so (ort/spattn_ort.c over the PIC objects
+# of the core; it exports RegisterCustomOps only) and its check: graphs the
+# binding exports (tests/ort/export_cases.py) run in ONNX Runtime and compared
+# with the PyTorch modules and float64 formulations (tests/ort/test_ort.c).
+# ONNX Runtime's header and runtime are fetched into $(BUILDROOT)/deps/ort by
+# tools/ort_deps.sh (nothing installed); where it cannot fetch them, or torch
+# does not import, the check says so and is skipped. Host target, no
+# sanitizers, with the binding's tests (PY_TESTS=1). ----
+ORT_DIR := $(BUILDROOT)/deps/ort
+ORT_LIB := $(B)/lib/libspattn_ort.so
+ORT_TEST := $(B)/ort/test_ort
+
+$(ORT_DIR)/include/onnxruntime_c_api.h: tools/ort_deps.sh
+	tools/ort_deps.sh $(ORT_DIR)
+
+$(B)/ort/spattn_ort.map:
+	@mkdir -p $(@D)
+	echo '{ global: RegisterCustomOps; local: *; };' > $@
+
+$(ORT_LIB): ort/spattn_ort.c $(ORT_DIR)/include/onnxruntime_c_api.h $(PIC_OBJ) $(B)/ort/spattn_ort.map $(wildcard include/spattn/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -fPIC -shared -I$(ORT_DIR)/include -Wl,--version-script=$(B)/ort/spattn_ort.map \
+	  -Wl,--no-undefined -Wl,-soname,libspattn_ort.so ort/spattn_ort.c $(PIC_OBJ) -o $@ -lpthread -lm
+
+$(ORT_TEST): tests/ort/test_ort.c $(ORT_DIR)/include/onnxruntime_c_api.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) -I$(ORT_DIR)/include $< -L$(ORT_DIR)/lib -l:libonnxruntime.so.1 \
+	  -Wl,-rpath,$(abspath $(ORT_DIR)/lib) -o $@ -lm
+
+ort: $(ORT_LIB)
+
+ort-check:
+ifeq ($(PY_HOSTED),)
+	@echo "ort-check: skipped on target $(TARGET)$(if $(SANITIZE), with sanitizers)"
+else ifeq ($(PY_TESTS),0)
+	@echo "ort-check: skipped (PY_TESTS=0)"
+else
+	@if ! $(PY_HAS_TORCH); then echo "ort-check: skipped, "$(PY_SKIP); \
+	elif ! $(MAKE) --no-print-directory $(ORT_DIR)/include/onnxruntime_c_api.h; then \
+	  echo "ort-check: skipped, ONNX Runtime could not be fetched (tools/ort_deps.sh: network, apt-get, curl)"; \
+	else $(MAKE) --no-print-directory $(ORT_LIB) $(ORT_TEST) $(SHARED_LIB) >/dev/null && \
+	  rm -rf $(B)/ort/cases && $(PY_RUN) tests/ort/export_cases.py $(B)/ort/cases && \
+	  $(ORT_TEST) $(abspath $(ORT_LIB)) $(B)/ort/cases/encoder $(B)/ort/cases/mmcv $(B)/ort/cases/op_f16; fi
+endif
+
 # ---- tests ----
 $(B)/tests/suites.inc: Makefile $(TEST_SUITE_SRC)
 	@mkdir -p $(@D)
@@ -359,6 +404,7 @@ check: deps
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
 	@$(MAKE) --no-print-directory python-check
+	@$(MAKE) --no-print-directory ort-check
 
 # ---- code size per op and worst-case stack of each phase (tools/size.sh) ----
 SIZE_HEADER := | target | op | text | data | bss | phase-1 stack | phase-2 stack |\n|---|---|---:|---:|---:|---:|---:|

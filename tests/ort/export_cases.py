@@ -1,0 +1,186 @@
+"""Graphs for `make ort-check`: exported by the binding's torch.onnx.export,
+with their inputs and two expected outputs, for tests/ort/test_ort.c to run
+in ONNX Runtime with libspattn_ort.so.
+
+  python3 tests/ort/export_cases.py OUTDIR
+
+Each case is OUTDIR/<case>/: model.onnx, one raw little-endian file per graph
+input (in the graph's input order), torch.bin (the PyTorch module's output,
+float32) and ref.bin (an independent float64 formulation: the module's own
+parameters in double, the deformable sampling by grid_sample, written as
+float64), and case.txt listing them:
+  input <name> <f32|f16|i64> <rank> <dims...>
+  output <f32|f16> <rank> <dims...>
+
+Cases: a Deformable-DETR encoder layer (spattn.MSDeformAttn, LayerNorm, FFN)
+at three levels with padding-free random inputs and random projections;
+mmcv's MultiScaleDeformableAttention module (batch_first); and the operator
+alone in float16.
+"""
+import os
+import sys
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python", "tests"))
+import spattn  # noqa: E402
+from refs import msda_ref  # noqa: E402
+
+SHAPES = torch.tensor([[12, 16], [6, 8], [3, 4]])
+STARTS = torch.tensor([0, 192, 240])
+KEYS = 252
+
+
+class EncoderLayer(torch.nn.Module):
+    """Deformable-DETR's DeformableTransformerEncoderLayer (post-norm, ReLU
+    FFN, no dropout at inference)."""
+
+    def __init__(self, d_model=64, d_ffn=128, n_levels=3, n_heads=4, n_points=4):
+        super().__init__()
+        self.self_attn = spattn.MSDeformAttn(d_model, n_levels, n_heads, n_points)
+        self.norm1 = torch.nn.LayerNorm(d_model)
+        self.linear1 = torch.nn.Linear(d_model, d_ffn)
+        self.linear2 = torch.nn.Linear(d_ffn, d_model)
+        self.norm2 = torch.nn.LayerNorm(d_model)
+
+    def forward(self, src, pos, reference_points, spatial_shapes, level_start_index):
+        src2 = self.self_attn(src + pos, reference_points, src, spatial_shapes, level_start_index)
+        src = self.norm1(src + src2)
+        return self.norm2(src + self.linear2(F.relu(self.linear1(src))))
+
+
+def msda_layer_ref(m, query, ref_points, flat, shapes, starts):
+    """MSDeformAttn.forward in float64, its sampling by grid_sample."""
+    n, lq, _ = query.shape
+    nh, nl, npt = m.n_heads, m.n_levels, m.n_points
+    value = F.linear(flat, m.value_proj.weight.double(), m.value_proj.bias.double())
+    value = value.view(n, flat.shape[1], nh, m.d_model // nh)
+    off = F.linear(query, m.sampling_offsets.weight.double(), m.sampling_offsets.bias.double())
+    off = off.view(n, lq, nh, nl, npt, 2)
+    w = F.linear(query, m.attention_weights.weight.double(), m.attention_weights.bias.double())
+    w = w.view(n, lq, nh, nl * npt).softmax(-1).view(n, lq, nh, nl, npt)
+    size = torch.stack([shapes[:, 1], shapes[:, 0]], -1).double()
+    loc = ref_points[:, :, None, :, None, :] + off / size[None, None, None, :, None, :]
+    out = msda_ref(value, shapes, starts, loc, w)
+    return F.linear(out, m.output_proj.weight.double(), m.output_proj.bias.double())
+
+
+def encoder_ref(layer, src, pos, ref_points, shapes, starts):
+    def ln(x, norm):
+        return F.layer_norm(x, x.shape[-1:], norm.weight.double(), norm.bias.double(), norm.eps)
+
+    src2 = msda_layer_ref(layer.self_attn, src + pos, ref_points, src, shapes, starts)
+    src = ln(src + src2, layer.norm1)
+    hidden = F.relu(F.linear(src, layer.linear1.weight.double(), layer.linear1.bias.double()))
+    return ln(src + F.linear(hidden, layer.linear2.weight.double(), layer.linear2.bias.double()),
+              layer.norm2)
+
+
+class MmcvCase(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = spattn.MultiScaleDeformableAttention(embed_dims=64, num_heads=4, num_levels=3,
+                                                         num_points=4, batch_first=True)
+
+    def forward(self, query, reference_points, spatial_shapes, level_start_index):
+        return self.attn(query, reference_points=reference_points, spatial_shapes=spatial_shapes,
+                         level_start_index=level_start_index)
+
+
+class OpCase(torch.nn.Module):
+    def forward(self, value, spatial_shapes, level_start_index, loc, attn):
+        return spattn.MSDeformAttnFunction.apply(value, spatial_shapes, level_start_index, loc,
+                                                 attn, 64)
+
+
+def randomise(module, g):
+    """Random projections (the initialisation's zero offset weights would
+    sample every query at its fan only)."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * (0.5 / p.shape[-1] ** 0.5))
+
+
+CODES = {torch.float32: "f32", torch.float16: "f16", torch.int64: "i64"}
+
+
+def write_case(out, name, module, names, args, expected, reference):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, tuple(args), os.path.join(d, "model.onnx"), opset_version=13,
+                          input_names=names, output_names=["out"],
+                          custom_opsets={"mmdeploy": 1})
+    lines = []
+    for n, a in zip(names, args):
+        a.detach().contiguous().numpy().tofile(os.path.join(d, n + ".bin"))
+        lines.append("input %s %s %d %s" % (n, CODES[a.dtype], a.dim(), " ".join(map(str, a.shape))))
+    expected.detach().contiguous().numpy().tofile(os.path.join(d, "torch.bin"))
+    reference.detach().double().contiguous().numpy().tofile(os.path.join(d, "ref.bin"))
+    lines.append("output %s %d %s" % (CODES[expected.dtype], expected.dim(),
+                                      " ".join(map(str, expected.shape))))
+    with open(os.path.join(d, "case.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main(out):
+    g = torch.Generator().manual_seed(3030)
+    torch.set_num_threads(1)
+    # Deformable-DETR's encoder layer
+    layer = EncoderLayer().eval()
+    randomise(layer, g)
+    src = torch.randn(2, KEYS, 64, generator=g)
+    pos = torch.randn(2, KEYS, 64, generator=g) * 0.1
+    ref = torch.rand(2, KEYS, 3, 2, generator=g)
+    with torch.no_grad():
+        got = layer(src, pos, ref, SHAPES, STARTS)
+        want = encoder_ref(layer, src.double(), pos.double(), ref.double(), SHAPES, STARTS)
+    write_case(out, "encoder", layer, ["src", "pos", "reference_points", "spatial_shapes",
+                                       "level_start_index"],
+               [src, pos, ref, SHAPES, STARTS], got, want)
+    # mmcv's module (dropout off at inference; identity = query)
+    mm = MmcvCase().eval()
+    randomise(mm, g)
+    query = torch.randn(2, KEYS, 64, generator=g)  # self-attention over the levels' pixels
+    ref = torch.rand(2, KEYS, 3, 2, generator=g)
+    with torch.no_grad():
+        got = mm(query, ref, SHAPES, STARTS)
+        a = mm.attn
+        value = F.linear(query.double(), a.value_proj.weight.double(), a.value_proj.bias.double())
+        layer_ref = msda_layer_ref_mmcv(a, query.double(), ref.double(), value)
+        want = layer_ref + query.double()
+    write_case(out, "mmcv", mm, ["query", "reference_points", "spatial_shapes", "level_start_index"],
+               [query, ref, SHAPES, STARTS], got, want)
+    # the operator alone, float16
+    v = torch.randn(1, KEYS, 2, 8, generator=g).half()
+    loc = torch.rand(1, 30, 2, 3, 2, 2, generator=g).half()
+    attn = torch.rand(1, 30, 2, 3, 2, generator=g).half()
+    with torch.no_grad():
+        got = OpCase()(v, SHAPES, STARTS, loc, attn)
+        want = msda_ref(v.double(), SHAPES, STARTS, loc.double(), attn.double())
+    write_case(out, "op_f16", OpCase(), ["value", "spatial_shapes", "level_start_index",
+                                         "sampling_locations", "attention_weights"],
+               [v, SHAPES, STARTS, loc, attn], got, want)
+
+
+def msda_layer_ref_mmcv(a, query, ref_points, value):
+    """mmcv's MultiScaleDeformableAttention.forward in float64 (its sampling
+    by grid_sample), before the identity is added."""
+    n, lq, _ = query.shape
+    nh, nl, npt = a.num_heads, a.num_levels, a.num_points
+    value = value.view(n, value.shape[1], nh, -1)
+    off = F.linear(query, a.sampling_offsets.weight.double(), a.sampling_offsets.bias.double())
+    off = off.view(n, lq, nh, nl, npt, 2)
+    w = F.linear(query, a.attention_weights.weight.double(), a.attention_weights.bias.double())
+    w = w.view(n, lq, nh, nl * npt).softmax(-1).view(n, lq, nh, nl, npt)
+    size = torch.stack([SHAPES[:, 1], SHAPES[:, 0]], -1).double()
+    loc = ref_points[:, :, None, :, None, :] + off / size[None, None, None, :, None, :]
+    out = msda_ref(value, SHAPES, STARTS, loc, w)
+    return F.linear(out, a.output_proj.weight.double(), a.output_proj.bias.double())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
