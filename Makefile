@@ -121,7 +121,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: headercheck insn edge-ws all shared ort ort-check python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: headercheck insn edge-ws all shared ort ort-check ort-bench python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -302,10 +302,20 @@ $(ORT_LIB): ort/spattn_ort.c $(ORT_DIR)/include/onnxruntime_c_api.h $(PIC_OBJ) $
 
 $(ORT_TEST): tests/ort/test_ort.c $(ORT_DIR)/include/onnxruntime_c_api.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) -I$(ORT_DIR)/include $< -L$(ORT_DIR)/lib -l:libonnxruntime.so.1 \
+	$(CC) $(CFLAGS_TEST) -D_POSIX_C_SOURCE=200809L -I$(ORT_DIR)/include $< -L$(ORT_DIR)/lib -l:libonnxruntime.so.1 \
 	  -Wl,-rpath,$(abspath $(ORT_DIR)/lib) -o $@ -lm
 
 ort: $(ORT_LIB)
+
+# The exported DETR encoder shape (tests/ort/export_cases.py --bench) in ONNX
+# Runtime: the operator alone and a whole encoder layer, as spattn's node and
+# lowered to GridSample, on 1 and 2 threads (ORT_BENCH_RUNS timed runs each).
+ORT_BENCH_RUNS ?= 5
+ort-bench: $(ORT_DIR)/include/onnxruntime_c_api.h
+	@$(MAKE) --no-print-directory $(ORT_LIB) $(ORT_TEST) $(SHARED_LIB) >/dev/null
+	@rm -rf $(B)/ort/bench && $(PY_RUN) tests/ort/export_cases.py --bench $(B)/ort/bench
+	@$(ORT_TEST) --bench $(ORT_BENCH_RUNS) $(abspath $(ORT_LIB)) \
+	  $(addprefix $(B)/ort/bench/,bench_op bench_op_grid_sample bench_encoder bench_encoder_grid_sample)
 
 ort-check:
 ifeq ($(PY_HOSTED),)
@@ -318,7 +328,7 @@ else
 	  echo "ort-check: skipped, ONNX Runtime could not be fetched (tools/ort_deps.sh: network, apt-get, curl)"; \
 	else $(MAKE) --no-print-directory $(ORT_LIB) $(ORT_TEST) $(SHARED_LIB) >/dev/null && \
 	  rm -rf $(B)/ort/cases && $(PY_RUN) tests/ort/export_cases.py $(B)/ort/cases && \
-	  $(ORT_TEST) $(abspath $(ORT_LIB)) $(B)/ort/cases/encoder $(B)/ort/cases/mmcv $(B)/ort/cases/op_f16; fi
+	  $(ORT_TEST) $(abspath $(ORT_LIB)) $(addprefix $(B)/ort/cases/,encoder encoder_grid_sample mmcv op_f16); fi
 endif
 
 # ---- tests ----

@@ -23,11 +23,12 @@ from .nsa import (nsa_compress, nsa_selected_attention, npu_nsa_select_attention
                   npu_nsa_compress_attention_infer, npu_nsa_compress_infer)
 
 _register_onnx_ops.register(_ops.NAMESPACE)
+onnx_export_mode = _register_onnx_ops.onnx_export_mode
 
 __all__ = ["ms_deform_attn", "MSDeformAttnFunction", "MSDeformAttn", "MultiScaleDeformableAttention",
            "MultiScaleDeformableAttnFunction", "multi_scale_deformable_attn_pytorch", "nsa_compress",
            "nsa_selected_attention", "npu_nsa_select_attention_infer", "npu_nsa_compress_attention_infer", "npu_nsa_compress_infer", "SpattnError", "release_workspace", "reuse_freed_memory",
-           "LIBRARY_PATH"]
+           "LIBRARY_PATH", "onnx_export_mode"]
 
 # the NSA layer (fla's parallel_nsa) and its two attention ops
 from .attention import nsa_compress_attention, sliding_window_attention  # noqa: E402

@@ -103,6 +103,38 @@ class TestOnnx(unittest.TestCase):
             export(SelectModule(), (q, k, k.clone(), topk))
 
 
+class TestGridSampleLowering(unittest.TestCase):
+    """spattn.onnx_export_mode("grid_sample"): standard operators only (run
+    and compared in ONNX Runtime by make ort-check)."""
+
+    @unittest.skipIf(onnx is None, "python3-onnx is not installed")
+    def test_standard_operators_only(self):
+        v, loc, attn = msda_inputs()
+        f = io.BytesIO()
+        with spattn.onnx_export_mode("grid_sample"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(MsdaModule(), (v, SHAPES, STARTS, loc, attn), f, opset_version=16)
+        model = onnx.load_from_string(f.getvalue())
+        ops = [n.op_type for n in model.graph.node]
+        self.assertEqual(ops.count("GridSample"), 2)  # one per level
+        self.assertTrue(all(n.domain in ("", "ai.onnx") for n in model.graph.node))
+        out = model.graph.output[0].type.tensor_type
+        self.assertEqual(out.elem_type, onnx.TensorProto.FLOAT)
+        self.assertEqual([d.dim_value for d in out.shape.dim], [1, 5, 16])
+        # and the default mode is back after the block
+        model = onnx.load_from_string(export(MsdaModule(), (v, SHAPES, STARTS, loc, attn)))
+        self.assertIn("MMCVMultiScaleDeformableAttention", [n.op_type for n in model.graph.node])
+
+    def test_refusals(self):
+        v, loc, attn = msda_inputs()
+        with self.assertRaisesRegex(RuntimeError, "needs opset_version >= 16"):
+            with spattn.onnx_export_mode("grid_sample"):
+                export(MsdaModule(), (v, SHAPES, STARTS, loc, attn))  # opset 13
+        with self.assertRaisesRegex(ValueError, "custom_op or grid_sample"):
+            with spattn.onnx_export_mode("gridsample"):
+                pass
+
+
 class TestSecondDerivative(unittest.TestCase):
     def assert_refuses_graph(self, out, inputs):
         with self.assertRaisesRegex(RuntimeError, "second derivatives are not implemented"):

@@ -3,6 +3,7 @@ with their inputs and two expected outputs, for tests/ort/test_ort.c to run
 in ONNX Runtime with libspattn_ort.so.
 
   python3 tests/ort/export_cases.py OUTDIR
+  python3 tests/ort/export_cases.py --bench OUTDIR    (make ort-bench's cases)
 
 Each case is OUTDIR/<case>/: model.onnx, one raw little-endian file per graph
 input (in the graph's input order), torch.bin (the PyTorch module's output,
@@ -13,7 +14,8 @@ float64), and case.txt listing them:
   output <f32|f16> <rank> <dims...>
 
 Cases: a Deformable-DETR encoder layer (spattn.MSDeformAttn, LayerNorm, FFN)
-at three levels with padding-free random inputs and random projections;
+at three levels with padding-free random inputs and random projections, as
+mmdeploy's node and lowered to GridSample (spattn.onnx_export_mode);
 mmcv's MultiScaleDeformableAttention module (batch_first); and the operator
 alone in float16.
 """
@@ -106,14 +108,15 @@ def randomise(module, g):
 CODES = {torch.float32: "f32", torch.float16: "f16", torch.int64: "i64"}
 
 
-def write_case(out, name, module, names, args, expected, reference):
+def write_case(out, name, module, names, args, expected, reference, mode="custom_op"):
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), spattn.onnx_export_mode(mode):
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, tuple(args), os.path.join(d, "model.onnx"), opset_version=13,
+        torch.onnx.export(module, tuple(args), os.path.join(d, "model.onnx"),
+                          opset_version=13 if mode == "custom_op" else 16,
                           input_names=names, output_names=["out"],
-                          custom_opsets={"mmdeploy": 1})
+                          custom_opsets={"mmdeploy": 1} if mode == "custom_op" else None)
     lines = []
     for n, a in zip(names, args):
         a.detach().contiguous().numpy().tofile(os.path.join(d, n + ".bin"))
@@ -138,9 +141,11 @@ def main(out):
     with torch.no_grad():
         got = layer(src, pos, ref, SHAPES, STARTS)
         want = encoder_ref(layer, src.double(), pos.double(), ref.double(), SHAPES, STARTS)
-    write_case(out, "encoder", layer, ["src", "pos", "reference_points", "spatial_shapes",
-                                       "level_start_index"],
-               [src, pos, ref, SHAPES, STARTS], got, want)
+    names = ["src", "pos", "reference_points", "spatial_shapes", "level_start_index"]
+    write_case(out, "encoder", layer, names, [src, pos, ref, SHAPES, STARTS], got, want)
+    # the same layer lowered to GridSample (no custom op)
+    write_case(out, "encoder_grid_sample", layer, names, [src, pos, ref, SHAPES, STARTS], got, want,
+               mode="grid_sample")
     # mmcv's module (dropout off at inference; identity = query)
     mm = MmcvCase().eval()
     randomise(mm, g)
@@ -182,5 +187,41 @@ def msda_layer_ref_mmcv(a, query, ref_points, value):
     return F.linear(out, a.output_proj.weight.double(), a.output_proj.bias.double())
 
 
+def bench(out):
+    """make ort-bench: the DETR encoder shape of bench/op_msda.c (batch 1, 8
+    heads of 32 channels, levels 100x150, 50x75, 25x38, 13x19, 4 points,
+    19947 queries and keys), the operator alone and a whole encoder layer
+    (d_model 256, FFN 1024), each as mmdeploy's node and lowered to
+    GridSample. Inputs and the PyTorch output only (no float64 formulation:
+    ref.bin holds the PyTorch output, widened)."""
+    g = torch.Generator().manual_seed(3031)
+    torch.set_num_threads(1)
+    shapes = torch.tensor([[100, 150], [50, 75], [25, 38], [13, 19]])
+    sizes = shapes[:, 0] * shapes[:, 1]
+    starts = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
+    keys = int(sizes.sum())
+    v = torch.rand(1, keys, 8, 32, generator=g) * 2 - 1
+    loc = torch.rand(1, keys, 8, 4, 4, 2, generator=g)
+    attn = torch.rand(1, keys, 8, 4, 4, generator=g)
+    names = ["value", "spatial_shapes", "level_start_index", "sampling_locations", "attention_weights"]
+    with torch.no_grad():
+        got = OpCase()(v, shapes, starts, loc, attn)
+    for mode, name in (("custom_op", "bench_op"), ("grid_sample", "bench_op_grid_sample")):
+        write_case(out, name, OpCase(), names, [v, shapes, starts, loc, attn], got, got, mode=mode)
+    layer = EncoderLayer(d_model=256, d_ffn=1024, n_levels=4, n_heads=8, n_points=4).eval()
+    randomise(layer, g)
+    src = torch.randn(1, keys, 256, generator=g)
+    pos = torch.randn(1, keys, 256, generator=g) * 0.1
+    ref = torch.rand(1, keys, 4, 2, generator=g)
+    names = ["src", "pos", "reference_points", "spatial_shapes", "level_start_index"]
+    with torch.no_grad():
+        got = layer(src, pos, ref, shapes, starts)
+    for mode, name in (("custom_op", "bench_encoder"), ("grid_sample", "bench_encoder_grid_sample")):
+        write_case(out, name, layer, names, [src, pos, ref, shapes, starts], got, got, mode=mode)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--bench":
+        bench(sys.argv[2])
+    else:
+        main(sys.argv[1])

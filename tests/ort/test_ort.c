@@ -4,6 +4,7 @@
  * and compares the output with the PyTorch module's and with the float64
  * formulation's:
  *   test_ort LIBSPATTN_ORT CASEDIR...
+ *   test_ort --bench RUNS LIBSPATTN_ORT CASEDIR...   (make ort-bench)
  * Passes when, for each case and thread count, |ort - ref| <= tol * max|ref|
  * (tol: 1e-5 for float32, 2e-3 for float16) and the outputs of the two
  * thread counts are bit-identical; prints the differences either way. */
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "onnxruntime_c_api.h"
 
@@ -103,9 +105,23 @@ static int read_case(const char *dir, arr *in, int *nin, arr *out)
     return 0;
 }
 
-/* One run of the case on `threads` intra-op threads; the output copied to *got. */
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The case on `threads` intra-op threads, run 1 + runs times (runs > 0: the
+ * median of the timed runs in *ms); the last output copied to *got. */
 static int run_case(OrtEnv *env, const char *lib, const char *dir, arr *in, int nin, const arr *out,
-                    int threads, void **got)
+                    int threads, int runs, double *ms, void **got)
 {
     OrtSessionOptions *so = NULL;
     OrtSession *sess = NULL;
@@ -126,9 +142,20 @@ static int run_case(OrtEnv *env, const char *lib, const char *dir, arr *in, int 
                     "CreateTensorWithDataAsOrtValue");
     }
     const char *oname = "out";
-    if (!bad)
+    double *t = calloc((size_t)runs + 1, sizeof(double));
+    for (int r = 0; r <= runs && !bad; r++) { /* run 0: the warm-up */
+        if (vout != NULL)
+            ort->ReleaseValue(vout), vout = NULL;
+        const double t0 = now_ms();
         bad = check(ort->Run(sess, NULL, names, (const OrtValue *const *)vin, (size_t)nin, &oname, 1, &vout),
                     "Run");
+        t[r] = now_ms() - t0;
+    }
+    if (!bad && runs > 0) {
+        qsort(t + 1, (size_t)runs, sizeof(double), cmp_double);
+        *ms = t[1 + runs / 2];
+    }
+    free(t);
     if (!bad) {
         OrtTensorTypeAndShapeInfo *info = NULL;
         size_t rank = 0, count = 0;
@@ -165,12 +192,73 @@ static int run_case(OrtEnv *env, const char *lib, const char *dir, arr *in, int 
     return bad;
 }
 
+static const char *base_name(const char *dir)
+{
+    const char *b = strrchr(dir, '/');
+    return b != NULL ? b + 1 : dir;
+}
+
+/* --bench: each case's median time on 1 and 2 threads, and each case X's
+ * against X_grid_sample's (the same model lowered to GridSample). */
+static int bench(OrtEnv *env, const char *lib, int runs, int ncase, char **dirs)
+{
+    double ms[64][2];
+    int failed = 0;
+    for (int c = 0; c < ncase && c < 64; c++) {
+        arr in[MAX_IN], out;
+        int nin = 0;
+        memset(in, 0, sizeof in), memset(&out, 0, sizeof out);
+        if (read_case(dirs[c], in, &nin, &out) != 0 || out.count == 0)
+            return 1;
+        char file[96];
+        for (int i = 0; i < nin; i++) {
+            snprintf(file, sizeof file, "%.63s.bin", in[i].name);
+            in[i].data = read_file(dirs[c], file, in[i].count * in[i].esize);
+        }
+        void *torch_out = read_file(dirs[c], "torch.bin", out.count * out.esize);
+        for (int th = 1; th <= 2; th++) {
+            void *got = NULL;
+            if (run_case(env, lib, dirs[c], in, nin, &out, th, runs, &ms[c][th - 1], &got) != 0)
+                return 1;
+            double scale = 0, err = 0;
+            for (size_t i = 0; i < out.count; i++) {
+                const double w = value_at(&out, torch_out, i);
+                scale = fmax(scale, fabs(w));
+                err = fmax(err, fabs(value_at(&out, got, i) - w));
+            }
+            free(got);
+            printf("ort_bench case=%s threads=%d median_ms=%.2f (|ort - torch| %.1e of max %.3g)\n",
+                   base_name(dirs[c]), th, ms[c][th - 1], err / scale, scale);
+            failed |= !(err <= 1e-4 * scale);
+        }
+        free(torch_out);
+        for (int i = 0; i < nin; i++)
+            free(in[i].data);
+    }
+    for (int c = 0; c < ncase && c < 64; c++)
+        for (int d = 0; d < ncase && d < 64; d++) {
+            char want[256];
+            snprintf(want, sizeof want, "%s_grid_sample", base_name(dirs[c]));
+            if (strcmp(base_name(dirs[d]), want) == 0)
+                for (int th = 0; th < 2; th++)
+                    printf("ort_bench %s threads=%d: spattn's node %.2f ms, GridSample lowering %.2f ms: %.1fx\n",
+                           base_name(dirs[c]), th + 1, ms[c][th], ms[d][th], ms[d][th] / ms[c][th]);
+        }
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
+    int runs = 0;
+    if (argc > 2 && strcmp(argv[1], "--bench") == 0) {
+        runs = atoi(argv[2]);
+        argc -= 2, argv += 2;
+    }
     if (argc < 3) {
-        fprintf(stderr, "usage: test_ort LIBSPATTN_ORT CASEDIR...\n");
+        fprintf(stderr, "usage: test_ort [--bench RUNS] LIBSPATTN_ORT CASEDIR...\n");
         return 2;
     }
+    const char *lib = argv[1];
     ort = OrtGetApiBase()->GetApi(17);
     if (ort == NULL) {
         fprintf(stderr, "test_ort: the runtime has no C API version 17\n");
@@ -180,6 +268,11 @@ int main(int argc, char **argv)
     OrtEnv *env = NULL;
     if (check(ort->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "spattn", &env), "CreateEnv"))
         return 1;
+    if (runs > 0) {
+        const int failed = bench(env, lib, runs, argc - 2, argv + 2);
+        ort->ReleaseEnv(env);
+        return failed;
+    }
     int failed = 0;
     for (int c = 2; c < argc; c++) {
         const char *dir = argv[c];
@@ -202,7 +295,7 @@ int main(int argc, char **argv)
         void *first = NULL;
         for (int threads = 1; threads <= 3; threads += 2) {
             void *got = NULL;
-            if (run_case(env, argv[1], dir, in, nin, &out, threads, &got) != 0) {
+            if (run_case(env, lib, dir, in, nin, &out, threads, 0, NULL, &got) != 0) {
                 failed = 1;
                 break;
             }
