@@ -38,12 +38,18 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 class SpattnError(RuntimeError):
     """A refusal of the library: status code, op, phase and the rule it broke."""
 
-    def __init__(self, op, phase, status, rule, context=""):
+    def __init__(self, op, phase, status, rule, context="", hint=""):
         self.op, self.phase, self.status = op, phase, status
-        self.rule, self.context = rule, context
+        self.rule, self.context, self.hint = rule, context, hint
         where = " (in %s)" % context if context else ""
-        super().__init__("%s (phase %d) refused with %d %s: %s%s"
-                         % (op, phase, status, STATUS_NAMES.get(status, "?"), rule, where))
+        said = "; %s" % hint if hint else ""
+        super().__init__("%s (phase %d) refused with %d %s: %s%s%s"
+                         % (op, phase, status, STATUS_NAMES.get(status, "?"), rule, where, said))
+
+    def with_hint(self, hint):
+        """The same refusal, with the binding's reading of the arguments
+        (which one, its shape, the shape expected) appended."""
+        return SpattnError(self.op, self.phase, self.status, self.rule, self.context, hint)
 
 
 class Tensor(ctypes.Structure):

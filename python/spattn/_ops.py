@@ -52,6 +52,52 @@ L.define("ms_deform_attn_backward(Tensor value, Tensor spatial_shapes, Tensor le
 _INDEX_DTYPES = (torch.int64, torch.int32)
 
 
+def _shape(t):
+    return str(tuple(t.shape))
+
+
+def _msda_hint(value, shapes, starts, loc, attn, grad_out=None):
+    """Which argument disagrees with which, in the names and shapes of
+    mmcv's signature: the first such reading, or "" (then the rule alone
+    says it)."""
+    bs, nk, nh, c = value.shape
+    if shapes.dim() != 2 or shapes.shape[1] != 2:
+        return "value_spatial_shapes has shape %s, expected (num_levels, 2)" % _shape(shapes)
+    nl = shapes.shape[0]
+    if starts.shape != (nl,):
+        return ("value_level_start_index has shape %s, expected (%d,): one start per level of "
+                "value_spatial_shapes %s" % (_shape(starts), nl, _shape(shapes)))
+    want = (bs, None, nh, nl, None, 2)
+    if any(w is not None and w != g for w, g in zip(want, loc.shape)):
+        return ("sampling_locations has shape %s, expected (%d, num_queries, %d, %d, num_points, 2) "
+                "from value %s and value_spatial_shapes %s"
+                % (_shape(loc), bs, nh, nl, _shape(value), _shape(shapes)))
+    if tuple(attn.shape) != tuple(loc.shape[:5]):
+        return ("attention_weights has shape %s, expected %s: sampling_locations' dims but the last"
+                % (_shape(attn), str(tuple(loc.shape[:5]))))
+    if grad_out is not None and tuple(grad_out.shape) != (bs, loc.shape[1], nh * c):
+        return "grad_output has shape %s, expected (%d, %d, %d)" % (_shape(grad_out), bs, loc.shape[1],
+                                                                     nh * c)
+    if shapes.numel() and starts.numel():
+        hw = [int(h) * int(w) for h, w in shapes.tolist()]
+        for lvl, (s0, n) in enumerate(zip(starts.tolist(), hw)):
+            if s0 < 0 or s0 + n > nk:
+                return ("level %d starts at row %d of value (value_level_start_index) and holds %d "
+                        "rows (value_spatial_shapes %s), past value's %d rows"
+                        % (lvl, s0, n, shapes[lvl].tolist(), nk))
+    return ""
+
+
+def _msda_call(symbol, ws, args, tensors):
+    try:
+        _lib.call(symbol, ws, args)
+    except _lib.SpattnError as e:
+        hint = _msda_hint(*tensors)
+        if not hint:
+            raise
+        raise e.with_hint(hint) from None
+
+
 @L.cpu("ms_deform_attn")
 def _msda_cpu(value, shapes, starts, loc, attn, im2col_step=64):
     # im2col_step: a CUDA batching knob of the original, kept for its signature
@@ -63,7 +109,8 @@ def _msda_cpu(value, shapes, starts, loc, attn, im2col_step=64):
     bs, _, nh, c = value.shape
     out = _lib.new_output((bs, loc.shape[1], nh * c), value.dtype)
     d = _lib.describe
-    _lib.call("spa_msda", _lib.msda_ws, (d(value), d(shapes), d(starts), d(loc), d(attn), d(out)))
+    _msda_call("spa_msda", _lib.msda_ws, (d(value), d(shapes), d(starts), d(loc), d(attn), d(out)),
+               (value, shapes, starts, loc, attn))
     return out
 
 
@@ -76,9 +123,9 @@ def _msda_backward_cpu(value, shapes, starts, loc, attn, grad_out):
     grad_loc = _lib.new_output(loc.shape, loc.dtype)
     grad_attn = _lib.new_output(attn.shape, attn.dtype)
     d = _lib.describe
-    _lib.call("spa_msda_grad", _lib.msda_grad_ws,
-              (d(value), d(shapes), d(starts), d(loc), d(attn), d(grad_out),
-               d(grad_value), d(grad_loc), d(grad_attn)))
+    _msda_call("spa_msda_grad", _lib.msda_grad_ws,
+               (d(value), d(shapes), d(starts), d(loc), d(attn), d(grad_out),
+                d(grad_value), d(grad_loc), d(grad_attn)), (value, shapes, starts, loc, attn, grad_out))
     return grad_value, grad_loc, grad_attn
 
 

@@ -51,6 +51,33 @@ class TestErrors(unittest.TestCase):
         a[3] = a[3][:, :, :1]  # heads of location disagree with value's
         self.assert_refused(lambda: spattn.ms_deform_attn(*a), "src/")
 
+    def test_msda_refusals_name_the_argument(self):
+        """The binding's reading appended: the argument, its shape, the one expected."""
+        a = msda_args()
+        a[4] = a[4][:, :16]
+        e = self.assert_refused(lambda: spattn.ms_deform_attn(*a),
+                                "attention_weights has shape (2, 16, 2, 2, 2), expected (2, 32, 2, 2, 2)")
+        self.assertIn("spa_tensor_dims_are(attn_weight", str(e))  # the rule stays
+        a = msda_args()
+        a[3] = a[3][:, :, :1]
+        self.assert_refused(lambda: spattn.ms_deform_attn(*a),
+                            "sampling_locations has shape (2, 32, 1, 2, 2, 2), expected "
+                            "(2, num_queries, 2, 2, num_points, 2) from value (2, 20, 2, 8)")
+        a = msda_args()
+        a[2] = a[2][:1]
+        self.assert_refused(lambda: spattn.ms_deform_attn(*a),
+                            "value_level_start_index has shape (1,), expected (2,)")
+        a = msda_args()
+        a[1] = torch.tensor([[6, 4], [2, 2]])
+        self.assert_refused(lambda: spattn.ms_deform_attn(*a),
+                            "level 0 starts at row 0 of value (value_level_start_index) and holds 24 rows")
+        a = msda_args()
+        for t in (a[0], a[3], a[4]):
+            t.requires_grad_()
+        out = spattn.ms_deform_attn(*a)
+        with self.assertRaisesRegex(SpattnError, r"grad_output has shape \(2, 32, 15\), expected \(2, 32, 16\)"):
+            torch.ops.spattn.ms_deform_attn_backward(*[t.detach() for t in a], out.detach()[..., :15])
+
     def test_nsa_refusals_name_rule(self):
         x, w = torch.rand(64, 2, 16), torch.rand(32, 2)
         self.assert_refused(lambda: spattn.nsa_compress(x, w, [64], 32, 48), "bs >= st")
