@@ -22,7 +22,7 @@ DESTDIR ?=
 VERSION := 0.1.0
 STAGE := $(B)/stage
 
-.PHONY: acl acl-check acl-examples acl-seeds acl-install-check install
+.PHONY: acl acl-check acl-examples acl-seeds acl-install-check cmake-install-check install
 
 $(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) $(filter %/half.h,$(SRC_H)) $(B)/gen/spa_isa.h $(ISA_H) $(ACL_HDR) $(wildcard include/spattn/*.h) $(CONFIG)
 	@mkdir -p $(@D)
@@ -56,7 +56,7 @@ else ifneq ($(TARGET),host)
 acl-check:
 	@echo "acl: C++ examples, seed pages and install check run on the host target only"
 else
-acl-check: acl-examples acl-seeds acl-install-check
+acl-check: acl-examples acl-seeds acl-install-check cmake-install-check
 endif
 
 acl-examples: $(ACL_LIB) $(LIB) $(RUNNER_LIB)
@@ -67,20 +67,46 @@ acl-seeds: $(ACL_LIB) $(LIB) $(RUNNER_LIB) $(SEEDCHECK)
 	@SEEDS="$(SEEDS)" CXX="$(ACL_CXX)" LDLIBS="$(ACL_LDLIBS)" CORE_LIB=$(LIB) NM=$(NM) \
 	  OUT=$(B)/seeds RUN="$(RUN)" SEEDCHECK=$(SEEDCHECK) tools/acl_seeds.sh
 
-# ---- installation: archives, every header, pkg-config files ----
+# ---- installation: archives, every header, pkg-config files (spattn,
+# spattn-runner, spattn-acl) and the CMake package (lib/cmake/spattn:
+# spattn::spattn, spattn::runner, spattn::acl), both carrying the target and
+# its compile flags ----
+INSTALL_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
+  -e 's|@VERSION_MAJOR@|$(firstword $(subst ., ,$(VERSION)))|' -e 's|@TARGET@|$(TARGET)|' \
+  -e 's|@TARGET_CFLAGS@|$(strip $(TARGET_CFLAGS))|'
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/spattn
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/spattn/*.h $(DESTDIR)$(PREFIX)/include/spattn/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/spattn.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn.pc
+	$(INSTALL_SED) tools/spattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn.pc
+	install -d $(DESTDIR)$(PREFIX)/lib/cmake/spattn
+	$(INSTALL_SED) tools/spattnConfig.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/spattn/spattnConfig.cmake
+	$(INSTALL_SED) tools/spattnConfigVersion.cmake.in \
+	  > $(DESTDIR)$(PREFIX)/lib/cmake/spattn/spattnConfigVersion.cmake
 ifneq ($(ACL_LIB),)
 	install -m 644 $(RUNNER_LIB) $(ACL_LIB) $(DESTDIR)$(PREFIX)/lib/
 	for d in acl aclnn aclnnop; do \
 	  install -d $(DESTDIR)$(PREFIX)/include/$$d && \
 	  install -m 644 include/$$d/*.h $(DESTDIR)$(PREFIX)/include/$$d/ || exit 1; done
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/spattn-acl.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-acl.pc
+	$(INSTALL_SED) tools/spattn-acl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-acl.pc
+	$(INSTALL_SED) tools/spattn-runner.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-runner.pc
+endif
+
+# A CMake project of a user (tests/cmake) finds the staged install with
+# find_package(spattn CONFIG) and runs an operator through spattn::spattn and
+# spattn::runner (host, no sanitizers; skipped where cmake is not installed).
+cmake-install-check:
+ifneq ($(SANITIZE),)
+	@echo "cmake-install-check: skipped with sanitizers (the consumer is built without them)"
+else
+	@if ! command -v cmake >/dev/null; then echo "cmake-install-check: skipped, no cmake (apt-get install cmake)"; \
+	else rm -rf $(STAGE)-cmake && \
+	  $(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(STAGE)-cmake) PREFIX=/opt/spattn >/dev/null && \
+	  cmake -S tests/cmake -B $(STAGE)-cmake/build -DCMAKE_C_COMPILER=$(CC) \
+	    -DCMAKE_PREFIX_PATH=$(abspath $(STAGE)-cmake)/opt/spattn >$(STAGE)-cmake/configure.log && \
+	  grep "spattn .* for target" $(STAGE)-cmake/configure.log | sed 's/^-- /cmake-install-check: /' && \
+	  cmake --build $(STAGE)-cmake/build >$(STAGE)-cmake/build.log && \
+	  $(STAGE)-cmake/build/msda_core && $(STAGE)-cmake/build/msda_runner; fi
 endif
 
 # The installed tree alone must be enough: stage an install under build/ and
