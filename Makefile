@@ -55,7 +55,9 @@ endif
 SRC_DIRS := src $(filter-out src/acl src/isa,$(patsubst %/,%,$(sort $(dir $(wildcard src/*/*.c src/*/*.h)))))
 SRC_H := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h))
 TEMPLATE_DIRS := templates $(filter-out templates/f64,$(patsubst %/,%,$(sort $(dir $(wildcard templates/*/*.m4)))))
-TEST_DIRS := tests $(filter-out tests/seeds,$(patsubst %/,%,$(sort $(dir $(wildcard tests/*/*.c tests/*/*.h)))))
+# tests/ort, tests/cmake: programs of their own checks (ort-check,
+# cmake-install-check, dtypes-check), not parts of the CUnit suite
+TEST_DIRS := tests $(filter-out tests/seeds tests/ort tests/cmake,$(patsubst %/,%,$(sort $(dir $(wildcard tests/*/*.c tests/*/*.h)))))
 
 WARN := -std=c11 -Wall -Wextra -Wconversion -Werror
 CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(LIB_CFLAGS) $(EXTRA_CFLAGS) -Iinclude $(addprefix -I,$(SRC_DIRS)) -I$(B)/gen
@@ -92,7 +94,12 @@ ISA_H := $(wildcard src/isa/*.h)
 
 GEN_C := $(foreach op,$(OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(B)/gen/$(op)_$(dt).c)) \
 	$(if $(filter f64,$(DTYPES)),$(foreach op,$(F64_OPS),$(B)/gen/$(op)_f64.c))
-GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h \
+ABSENT_HALF := $(filter-out $(DTYPES),f16 bf16)
+ifeq ($(filter f32,$(DTYPES)),)
+$(error DTYPES must include f32 (the kernels of every op; f16, bf16 and f64 are optional))
+endif
+GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(foreach dt,$(ABSENT_HALF),$(B)/gen/spa_kernels_absent_$(dt).h) \
+	$(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h \
 	$(B)/gen/spa_dtypes.h
 LIB_SRC := $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 # The rule behind every refusal site (tools/reasons.awk): each source with
@@ -121,7 +128,7 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: headercheck insn edge-ws all shared ort ort-check ort-bench python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: dtypes-check headercheck insn edge-ws all shared ort ort-check ort-bench python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
@@ -156,14 +163,23 @@ $(B)/gen/spa_kernels_%.h: gen/kernels.m4 $(M4_IN)
 	@mkdir -p $(@D)
 	$(M4) -DSPA_DT=$* -DSPA_OP=kernels $(M4_IN) $< > $@.tmp && mv $@.tmp $@
 
+# A half dtype left out of DTYPES (a firmware image that calls f32 only):
+# its kernel and tile names stand for the f32 ones, so the drivers compile
+# unchanged and carry no f16 / bf16 code, and phase 1 refuses the dtype
+# (spa_is_float_dtype: SPA_HAVE_F16 / SPA_HAVE_BF16 of spa_dtypes.h).
+$(B)/gen/spa_kernels_absent_%.h: $(B)/gen/spa_kernels_f32.h
+	@mkdir -p $(@D)
+	{ echo '/* Generated: $* is not in DTYPES; its names stand for the f32 kernels (never called). */'; \
+	  sed -n 's/^#define \([A-Z0-9_]*\)_F32\([ (].*\)*$$/#define \1_$(shell echo $* | tr a-z A-Z) \1_F32/p' $<; } > $@.tmp && mv $@.tmp $@
+
 $(B)/gen/spa_kernels.h: Makefile $(CONFIG)
 	@mkdir -p $(@D)
-	printf '/* Generated: every kernel of every dtype. */\n#include "spa_dtypes.h"\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)' > $@
+	printf '/* Generated: every kernel of every dtype. */\n#include "spa_dtypes.h"\n$(foreach dt,$(DTYPES),#include "spa_kernels_$(dt).h"\n)$(foreach dt,$(ABSENT_HALF),#include "spa_kernels_absent_$(dt).h"\n)' > $@
 
 # Which element types this build has kernels for (src/core/f64.h, the tests).
 $(B)/gen/spa_dtypes.h: Makefile $(CONFIG)
 	@mkdir -p $(@D)
-	printf '/* Generated: the element types of this build (DTYPES $(DTYPES)). */\n#define SPA_HAVE_F64 $(if $(filter f64,$(DTYPES)),1,0)\n' > $@
+	printf '/* Generated: the element types of this build (DTYPES $(DTYPES)). */\n#define SPA_HAVE_F64 $(if $(filter f64,$(DTYPES)),1,0)\n#define SPA_HAVE_F16 $(if $(filter f16,$(DTYPES)),1,0)\n#define SPA_HAVE_BF16 $(if $(filter bf16,$(DTYPES)),1,0)\n' > $@
 
 # The ISA layer the target's kernels use (src/isa/<isa>.h): included by
 # half.h, never by operator code.
@@ -410,11 +426,28 @@ headercheck:
 HEADERCHECK_HERE := $(and $(filter host,$(TARGET)),$(filter native,$(HOST_MARCH)),$(if $(SANITIZE),,1))
 check: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck) $(if $(HEADERCHECK_HERE),headercheck)
+	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck) $(if $(HEADERCHECK_HERE),headercheck dtypes-check)
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
 	@$(MAKE) --no-print-directory python-check
 	@$(MAKE) --no-print-directory ort-check
+
+# ---- DTYPES=f32 (a firmware image calling f32 operators alone): the archive
+# builds with no f16 / bf16 / f64 kernel (checked with nm), runs f32 and
+# refuses float16 and bfloat16 in phase 1 (tests/cmake/msda_ramp.c). Host,
+# native, no sanitizers: a separate tree under $(BUILDROOT)/f32-only. ----
+F32_ONLY_LIB := $(patsubst $(BUILDROOT)/%,$(BUILDROOT)/f32-only/%,$(LIB))
+dtypes-check:
+ifeq ($(HEADERCHECK_HERE),)
+	@echo "dtypes-check: runs in the host's native build"
+else
+	@$(MAKE) --no-print-directory -s BUILDROOT=$(BUILDROOT)/f32-only DTYPES=f32 $(F32_ONLY_LIB) >/dev/null
+	@n=$$($(NM) $(F32_ONLY_LIB) | grep -cE ' T spa_k_[a-z_]*_(f16|bf16|f64)_') || true; \
+	  echo "dtypes-check: DTYPES=f32 archive: $$n f16 / bf16 / f64 kernels, $$(wc -c < $(F32_ONLY_LIB)) bytes"; \
+	  [ "$$n" = 0 ]
+	@$(CC) $(CFLAGS_TEST) -DHALVES_REFUSED=1 tests/cmake/msda_ramp.c $(F32_ONLY_LIB) \
+	  -o $(dir $(F32_ONLY_LIB))msda_ramp -lm && $(dir $(F32_ONLY_LIB))msda_ramp
+endif
 
 # ---- code size per op and worst-case stack of each phase (tools/size.sh) ----
 SIZE_HEADER := | target | op | text | data | bss | phase-1 stack | phase-2 stack |\n|---|---|---:|---:|---:|---:|---:|

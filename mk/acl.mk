@@ -106,7 +106,7 @@ else
 	    -DCMAKE_PREFIX_PATH=$(abspath $(STAGE)-cmake)/opt/spattn >$(STAGE)-cmake/configure.log && \
 	  grep "spattn .* for target" $(STAGE)-cmake/configure.log | sed 's/^-- /cmake-install-check: /' && \
 	  cmake --build $(STAGE)-cmake/build >$(STAGE)-cmake/build.log && \
-	  $(STAGE)-cmake/build/msda_core && $(STAGE)-cmake/build/msda_runner; fi
+	  $(STAGE)-cmake/build/msda_ramp && $(STAGE)-cmake/build/msda_runner; fi
 endif
 
 # The installed tree alone must be enough: stage an install under build/ and

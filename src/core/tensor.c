@@ -1,5 +1,6 @@
 /* Tensor descriptors: 64-bit, overflow-checked sizes and spans. */
 #include "internal.h"
+#include "spa_dtypes.h"
 
 bool spa_mul_ok(int64_t a, int64_t b, int64_t *out)
 {
@@ -39,10 +40,13 @@ size_t spa_dtype_size(int32_t dtype)
     }
 }
 
+/* A float dtype this build has kernels for: f16 / bf16 only where DTYPES
+ * names them (a firmware build of f32 alone refuses them in phase 1);
+ * float64 is checked by each op against its SPA_FLOAT64_<OP> flag. */
 bool spa_is_float_dtype(int32_t dtype)
 {
-    return dtype == SPA_FLOAT32 || dtype == SPA_FLOAT16 || dtype == SPA_BFLOAT16 ||
-           dtype == SPA_FLOAT64;
+    return dtype == SPA_FLOAT32 || (dtype == SPA_FLOAT16 && SPA_HAVE_F16) ||
+           (dtype == SPA_BFLOAT16 && SPA_HAVE_BF16) || dtype == SPA_FLOAT64;
 }
 
 /* Largest element offset addressed, or -1 when the tensor is empty. */
