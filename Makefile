@@ -453,13 +453,13 @@ endif
 SIZE_HEADER := | target | op | text | data | bss | phase-1 stack | phase-2 stack |\n|---|---|---:|---:|---:|---:|---:|
 size: $(LIB)
 	@printf '$(SIZE_HEADER)\n'
-	@tools/size.sh $(TARGET) $(LIB) $(B)/obj '$(SIZE)' '$(NM)' '$(DTYPES)'
+	@tools/size.sh $(TARGET) $(LIB) $(B)/obj '$(SIZE)' '$(NM)' '$(DTYPES)' '$(CC) $(TARGET_CFLAGS)'
 
 # Targets with a stack budget (STACK_LIMIT in target.mk): phase 2 of every op
 # must stay under it (static call-graph bound; libc's memcpy/memset frames
 # are not in it: measured, they add under 64 bytes on Cortex-M7).
 stackcheck: $(LIB)
-	@tools/size.sh $(TARGET) $(LIB) $(B)/obj '$(SIZE)' '$(NM)' '$(DTYPES)' | awk -F'|' -v lim=$(STACK_LIMIT) ' \
+	@tools/size.sh $(TARGET) $(LIB) $(B)/obj '$(SIZE)' '$(NM)' '$(DTYPES)' '$(CC) $(TARGET_CFLAGS)' | awk -F'|' -v lim=$(STACK_LIMIT) ' \
 	  $$3 ~ /core|libspattn/ { next } \
 	  { op = $$3; gsub(/ /, "", op); s = $$8; gsub(/ /, "", s); \
 	    if (s == "?" || s == "n/a") { print "stackcheck: " op " phase 2 stack unknown (" s ")"; next } \

@@ -6,9 +6,12 @@
 # to nsa_compress_grad, nsa_compress_plan.o to nsa_compress), anything else
 # to "core" (tensors, workspace, executor, runner hand-off). Stack bytes come
 # from tools/stack.awk over GCC's call-graph files; "n/a" without them (clang).
-#   tools/size.sh TARGET LIB OBJDIR SIZE NM "DTYPES"
+# The compiler-runtime helpers the call graphs name without a frame (the
+# 64-bit division of 32-bit Arm) count with the stack tools/helper_stack.sh
+# reads off the target's libgcc.a ("CC CFLAGS", the optional 7th argument).
+#   tools/size.sh TARGET LIB OBJDIR SIZE NM "DTYPES" ["CC CFLAGS"]
 set -eu
-target=$1 lib=$2 objdir=$3 size=$4 nm=$5 dtypes=$6
+target=$1 lib=$2 objdir=$3 size=$4 nm=$5 dtypes=$6 cc=${7:-}
 here=$(dirname "$0")
 ops=$($nm -g --defined-only "$lib" | awk '$2 == "T" && $3 ~ /^spa_.*_get_workspace_size$/ {
     s = $3; sub(/^spa_/, "", s); sub(/_get_workspace_size$/, "", s); print s }' | sort -u | tr '\n' ' ')
@@ -18,7 +21,12 @@ for o in $(find "$objdir/src" "$objdir/gen" -name '*.o' 2>/dev/null); do
     [ -f "${o%.o}.ci" ] || cis=""
 done
 if [ -n "$cis" ]; then
-    stack=$(awk -v ops="$ops" -v dtypes="$dtypes" -f "$here/stack.awk" $cis)
+    names=$(cat $cis | sed -n 's/.*targetname: "\(__[a-z0-9_]*\)".*/\1/p' | grep -v '^__indirect_call$' | sort -u | tr '\n' ' ')
+    helpers=""
+    if [ -n "$names" ] && [ -n "$cc" ]; then
+        helpers=$("$here/helper_stack.sh" "$cc" $names)
+    fi
+    stack=$(awk -v ops="$ops" -v dtypes="$dtypes" -v helpers="$helpers" -f "$here/stack.awk" $cis)
 else
     stack=""
 fi

@@ -6,8 +6,15 @@
 # generated kernel) are resolved to every candidate: the functions of the
 # entry's file that nothing calls directly (its tasks) and the op's kernels
 # spa_k_<op>_<dt>_*. Runner and libc frames are the caller's and not counted
-# (memcpy/memset are compiler builtins here). Prints "op phase1 phase2" in
-# bytes; "?" where a frame is dynamic or the graph recurses.
+# (memcpy/memset are compiler builtins here); a compiler-runtime helper
+# (__aeabi_ldivmod, ...) counts as the -v helpers list gives it. Prints "op
+# phase1 phase2" in bytes; "?" where a frame is dynamic, the graph recurses
+# or a helper's stack is not in the list.
+BEGIN {  # helpers="name:bytes ...": the stack of the compiler-runtime helpers
+    nh = split(helpers, hs, " ")
+    for (i = 1; i <= nh; i++) { split(hs[i], kv, ":"); helper[kv[1]] = kv[2] + 0 }
+    helpers_given = helpers != ""
+}
 /^graph: \{ title: / {
     file = $0; sub(/^graph: \{ title: "/, "", file); sub(/".*$/, "", file)
 }
@@ -56,6 +63,10 @@ function worst(f, op, entry_file,   i, c, w, best, g) {
             w = worst(c, op, entry_file)
             if (w < 0) { delete onstack[f]; return -1 }
             if (w > best) best = w
+        } else if (c in helper) {  # a compiler-runtime helper (tools/helper_stack.sh)
+            if (helper[c] > best) best = helper[c]
+        } else if (c ~ /^__/ && c != "__indirect_call" && helpers_given) {
+            delete onstack[f]; return -1  # a helper whose stack is not known
         }
     }
     delete onstack[f]
