@@ -53,20 +53,27 @@ class EncoderLayer(torch.nn.Module):
         return self.norm2(src + self.linear2(F.relu(self.linear1(src))))
 
 
-def msda_layer_ref(m, query, ref_points, flat, shapes, starts):
-    """MSDeformAttn.forward in float64, its sampling by grid_sample."""
+def sampling_ref(m, query, ref_points, value, heads, levels, points, shapes, starts):
+    """The attention of Deformable-DETR's and mmcv's modules in float64 after
+    the value projection (value [N, keys, heads, C]): offsets and weights
+    from the query, locations from the reference points, sampling by
+    grid_sample, the output projection."""
     n, lq, _ = query.shape
-    nh, nl, npt = m.n_heads, m.n_levels, m.n_points
-    value = F.linear(flat, m.value_proj.weight.double(), m.value_proj.bias.double())
-    value = value.view(n, flat.shape[1], nh, m.d_model // nh)
     off = F.linear(query, m.sampling_offsets.weight.double(), m.sampling_offsets.bias.double())
-    off = off.view(n, lq, nh, nl, npt, 2)
+    off = off.view(n, lq, heads, levels, points, 2)
     w = F.linear(query, m.attention_weights.weight.double(), m.attention_weights.bias.double())
-    w = w.view(n, lq, nh, nl * npt).softmax(-1).view(n, lq, nh, nl, npt)
+    w = w.view(n, lq, heads, levels * points).softmax(-1).view(n, lq, heads, levels, points)
     size = torch.stack([shapes[:, 1], shapes[:, 0]], -1).double()
     loc = ref_points[:, :, None, :, None, :] + off / size[None, None, None, :, None, :]
     out = msda_ref(value, shapes, starts, loc, w)
     return F.linear(out, m.output_proj.weight.double(), m.output_proj.bias.double())
+
+
+def msda_layer_ref(m, query, ref_points, flat, shapes, starts):
+    """MSDeformAttn.forward in float64."""
+    value = F.linear(flat, m.value_proj.weight.double(), m.value_proj.bias.double())
+    value = value.view(flat.shape[0], flat.shape[1], m.n_heads, m.d_model // m.n_heads)
+    return sampling_ref(m, query, ref_points, value, m.n_heads, m.n_levels, m.n_points, shapes, starts)
 
 
 def encoder_ref(layer, src, pos, ref_points, shapes, starts):
@@ -172,19 +179,11 @@ def main(out):
 
 
 def msda_layer_ref_mmcv(a, query, ref_points, value):
-    """mmcv's MultiScaleDeformableAttention.forward in float64 (its sampling
-    by grid_sample), before the identity is added."""
-    n, lq, _ = query.shape
-    nh, nl, npt = a.num_heads, a.num_levels, a.num_points
-    value = value.view(n, value.shape[1], nh, -1)
-    off = F.linear(query, a.sampling_offsets.weight.double(), a.sampling_offsets.bias.double())
-    off = off.view(n, lq, nh, nl, npt, 2)
-    w = F.linear(query, a.attention_weights.weight.double(), a.attention_weights.bias.double())
-    w = w.view(n, lq, nh, nl * npt).softmax(-1).view(n, lq, nh, nl, npt)
-    size = torch.stack([SHAPES[:, 1], SHAPES[:, 0]], -1).double()
-    loc = ref_points[:, :, None, :, None, :] + off / size[None, None, None, :, None, :]
-    out = msda_ref(value, SHAPES, STARTS, loc, w)
-    return F.linear(out, a.output_proj.weight.double(), a.output_proj.bias.double())
+    """mmcv's MultiScaleDeformableAttention.forward in float64, before the
+    identity is added (value: the projected query)."""
+    value = value.view(value.shape[0], value.shape[1], a.num_heads, -1)
+    return sampling_ref(a, query, ref_points, value, a.num_heads, a.num_levels, a.num_points, SHAPES,
+                        STARTS)
 
 
 def bench(out):
