@@ -78,6 +78,12 @@ typedef struct nsasi_plan {
     uint64_t scratch_bytes; /* per block: the kernel's scratch, the gathered rows, the slots */
 } nsasi_plan;
 
+/* The slots one block gathers at most: a part's, or the unit's. */
+static int64_t block_slots(const nsasi_plan *p)
+{
+    return p->parts > 1 ? p->kcp : p->sh.kc;
+}
+
 /* The rules that read no array contents. */
 static spa_status check_args(const nsasi_exec *e, nsasi_shape *sh)
 {
@@ -205,19 +211,20 @@ static uint64_t round64(uint64_t x)
     return (x + 63u) / 64u * 64u;
 }
 
-static nsasi_layout layout_of(const nsasi_shape *sh)
+/* The scratch of a block gathering at most kc slots. */
+static nsasi_layout layout_of(const nsasi_shape *sh, int64_t kc)
 {
-    const uint64_t rows = (uint64_t)sh->kc * (uint64_t)sh->bs, es = elem_bytes(sh->dtype);
+    const uint64_t rows = (uint64_t)kc * (uint64_t)sh->bs, es = elem_bytes(sh->dtype);
     uint64_t kernel; /* kc <= 4096, bs <= 4096, dims <= 768, gp <= 128: no overflow */
     if (sh->dtype == SPA_FLOAT64)
-        kernel = 8u * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(sh->g, sh->d, sh->dv, sh->kc, sh->bs);
+        kernel = 8u * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(sh->g, sh->d, sh->dv, kc, sh->bs);
     else /* qt [dp][GP], scores [K*bs][GP], out [dvp][GP], max and sum [GP] */
         kernel = 4u * (uint64_t)(sh->dp * sh->gp + (int64_t)rows * sh->gp + sh->dvp * sh->gp + 2 * sh->gp);
     nsasi_layout l;
     l.kg = round64(kernel);
     l.vg = l.kg + round64(rows * (uint64_t)sh->dp * es);
     l.slots = l.vg + round64(rows * (uint64_t)sh->dvp * es);
-    l.sink = l.slots + round64(4u * (uint64_t)sh->kc);
+    l.sink = l.slots + round64(4u * (uint64_t)kc);
     l.bytes = l.sink + 64u;
     return l;
 }
@@ -239,16 +246,17 @@ static void make_plan(const nsasi_shape *sh, nsasi_plan *p)
     p->sh = *sh;
     p->units = sh->t * sh->n2;
     p->parts = parts_of(sh);
-    p->scratch_bytes = layout_of(sh).bytes;
     if (p->parts > 1) {
         p->kcp = (sh->kc + p->parts - 1) / p->parts;
         p->parts = (sh->kc + p->kcp - 1) / p->kcp; /* no empty last part */
+        p->scratch_bytes = layout_of(sh, p->kcp).bytes; /* a part's slots only */
         p->round = SPA_SELECT_INFER_BLOCKS_MAX / p->parts;
         p->round = p->round < p->units ? p->round : p->units;
         p->per_block = 1;
         p->blocks = (uint32_t)(p->round * p->parts); /* a block per part of a round's units */
         return;
     }
+    p->scratch_bytes = layout_of(sh, sh->kc).bytes;
     p->per_block = (p->units + SPA_SELECT_INFER_BLOCKS_MAX - 1) / SPA_SELECT_INFER_BLOCKS_MAX;
     if (p->per_block < 1)
         p->per_block = 1;
@@ -335,7 +343,7 @@ static void gather_slots(const nsasi_run *r, int64_t t, int64_t h, int64_t b, in
     const int64_t kv = r->kv[b];
     const int64_t pos = kv - r->sq[b] + (t - r->qs[b]); /* the query's position */
     const int64_t nblk = (kv + sh->bs - 1) / sh->bs;
-    const nsasi_layout lay = layout_of(sh);
+    const nsasi_layout lay = layout_of(sh, block_slots(r->p));
     unsigned char *kg = scratch + lay.kg, *vg = scratch + lay.vg;
     int32_t *slots = (int32_t *)(void *)(scratch + lay.slots);
     void *sink = scratch + lay.sink;
@@ -378,7 +386,7 @@ static void run_kernel(const nsasi_run *r, const spa_nsas_args *a, int64_t n2, i
                        unsigned char *scratch)
 {
     const nsasi_shape *sh = &r->p->sh;
-    const nsasi_layout lay = layout_of(sh);
+    const nsasi_layout lay = layout_of(sh, block_slots(r->p));
     const int64_t kv = r->kv[b];
     /* the kernel's in-batch position s = t - qstart is the query's position */
     const int64_t qstart = t - (kv - r->sq[b] + (t - r->qs[b]));
