@@ -362,6 +362,56 @@ def _heads_view(name, t, heads):
     return t.unflatten(-1, (heads, t.shape[-1] // heads))
 
 
+def _infer_queries(query, layout, layouts, said, head_num, actual_seq_qlen, kv_name, batches):
+    """The inference ops' query in one of its layouts as [T, N1, D] and each
+    batch's query count: BSND / BSH (S queries in every batch, the batch
+    count that of the kv lengths named kv_name) or TND (actual_seq_qlen, or
+    one query per batch)."""
+    if layout not in layouts:
+        raise ValueError("spattn: layout must be %s, got %r" % (said, layout))
+    if layout == "TND":
+        _lib.check_tensor("query", query, 3)
+        q = query
+        counts = list(actual_seq_qlen) if actual_seq_qlen is not None else [1] * batches
+    else:
+        if layout == "BSH":
+            _lib.check_tensor("query", query, 3)
+            query = _heads_view("query", query, head_num)
+        _lib.check_tensor("query", query, 4)
+        if query.shape[0] != batches:
+            raise ValueError("spattn: query has %d batches, %s %d" % (query.shape[0], kv_name, batches))
+        per = query.shape[1]
+        if actual_seq_qlen is not None and any(int(x) != per for x in actual_seq_qlen):
+            raise ValueError("spattn: with layout %s every batch has S = %d queries; "
+                             "actual_seq_qlen says %s" % (layout, per, list(actual_seq_qlen)))
+        counts = [per] * batches
+        q = query.reshape(batches * per, query.shape[2], query.shape[3])
+    if q.shape[1] != head_num:
+        raise ValueError("spattn: query has %d heads, head_num is %d" % (q.shape[1], head_num))
+    return q, counts
+
+
+def _infer_cache(key, value, key_value_head_num, block_table, page_block_size):
+    """The inference ops' key and value caches as [pages or B, rows, N2, D]
+    ([.., N2 * D] viewed by heads), checked against the head count and, with
+    a block table, the page size."""
+    if key.dim() == 3:
+        key = _heads_view("key", key, key_value_head_num)
+    if value.dim() == 3:
+        value = _heads_view("value", value, key_value_head_num)
+    _lib.check_tensor("key", key, 4)
+    _lib.check_tensor("value", value, 4)
+    if key.shape[2] != key_value_head_num:
+        raise ValueError("spattn: key has %d heads, key_value_head_num is %d"
+                         % (key.shape[2], key_value_head_num))
+    if block_table is not None:
+        _lib.check_tensor("block_table", block_table, 2, (torch.int32,))
+        if key.shape[1] != page_block_size:
+            raise ValueError("spattn: key's pages hold %d rows, page_block_size is %d"
+                             % (key.shape[1], page_block_size))
+    return key, value
+
+
 @L.cpu("nsa_select_attention_infer")
 def _select_infer_cpu(query, key, value, topk, scale_value, head_num, key_value_head_num,
                       select_block_size, select_block_count, page_block_size, layout="BSND",
@@ -376,51 +426,20 @@ def _select_infer_cpu(query, key, value, topk, scale_value, head_num, key_value_
     for name, t in (("query", query), ("key", key), ("value", value)):
         _lib.check_tensor(name, t)
     topk = _indices_any_rank(topk)
-    batches = len(actual_seq_kvlen)
+    q, counts = _infer_queries(query, layout, ("BSND", "BSH", "TND"), "BSND, BSH or TND", head_num,
+                               actual_seq_qlen, "actual_seq_kvlen", len(actual_seq_kvlen))
     if layout in ("BSND", "BSH"):
-        if layout == "BSH":
-            _lib.check_tensor("query", query, 3)
-            query = _heads_view("query", query, head_num)
-        _lib.check_tensor("query", query, 4)
-        if query.shape[0] != batches:
-            raise ValueError("spattn: query has %d batches, actual_seq_kvlen %d"
-                             % (query.shape[0], batches))
-        per = query.shape[1]
-        if actual_seq_qlen is not None and any(int(x) != per for x in actual_seq_qlen):
-            raise ValueError("spattn: with layout %s every batch has S = %d queries; "
-                             "actual_seq_qlen says %s" % (layout, per, list(actual_seq_qlen)))
-        counts = [per] * batches
-        q = query.reshape(batches * per, query.shape[2], query.shape[3])
+        per, batches = query.shape[1], len(counts)
         if topk.dim() == 3 and per == 1:
             topk = topk.unsqueeze(1)
         _lib.check_tensor("topk_indices", topk, 4, (torch.int32,))
         topk = topk.reshape(batches * per, topk.shape[2], topk.shape[3])
-    elif layout == "TND":
-        _lib.check_tensor("query", query, 3)
-        q = query
-        counts = list(actual_seq_qlen) if actual_seq_qlen is not None else [1] * batches
-        _lib.check_tensor("topk_indices", topk, 3, (torch.int32,))
     else:
-        raise ValueError("spattn: layout must be BSND, BSH or TND, got %r" % (layout,))
-    if q.shape[1] != head_num:
-        raise ValueError("spattn: query has %d heads, head_num is %d" % (q.shape[1], head_num))
-    if key.dim() == 3:
-        key = _heads_view("key", key, key_value_head_num)
-    if value.dim() == 3:
-        value = _heads_view("value", value, key_value_head_num)
-    _lib.check_tensor("key", key, 4)
-    _lib.check_tensor("value", value, 4)
-    if key.shape[2] != key_value_head_num:
-        raise ValueError("spattn: key has %d heads, key_value_head_num is %d"
-                         % (key.shape[2], key_value_head_num))
+        _lib.check_tensor("topk_indices", topk, 3, (torch.int32,))
+    key, value = _infer_cache(key, value, key_value_head_num, block_table, page_block_size)
     if topk.shape[-1] != select_block_count:
         raise ValueError("spattn: topk_indices has %d slots, select_block_count is %d"
                          % (topk.shape[-1], select_block_count))
-    if block_table is not None:
-        _lib.check_tensor("block_table", block_table, 2, (torch.int32,))
-        if key.shape[1] != page_block_size:
-            raise ValueError("spattn: key's pages hold %d rows, page_block_size is %d"
-                             % (key.shape[1], page_block_size))
     out = _lib.new_output((q.shape[0], head_num, value.shape[3]), q.dtype)
     sq, keep_q = _lib.int_array([int(x) for x in counts])
     skv, keep_kv = _lib.int_array([int(x) for x in actual_seq_kvlen])
@@ -484,40 +503,9 @@ def _cattn_infer_cpu(query, key, value, scale_value, head_num, key_value_head_nu
                          "sequence's length")
     for name, t in (("query", query), ("key", key), ("value", value)):
         _lib.check_tensor(name, t)
-    batches = len(actual_cmp_seq_kvlen)
-    if layout == "BSND":
-        _lib.check_tensor("query", query, 4)
-        if query.shape[0] != batches:
-            raise ValueError("spattn: query has %d batches, actual_cmp_seq_kvlen %d"
-                             % (query.shape[0], batches))
-        per = query.shape[1]
-        if actual_seq_qlen is not None and any(int(x) != per for x in actual_seq_qlen):
-            raise ValueError("spattn: with layout BSND every batch has S = %d queries; "
-                             "actual_seq_qlen says %s" % (per, list(actual_seq_qlen)))
-        counts = [per] * batches
-        q = query.reshape(batches * per, query.shape[2], query.shape[3])
-    elif layout == "TND":
-        _lib.check_tensor("query", query, 3)
-        q = query
-        counts = list(actual_seq_qlen) if actual_seq_qlen is not None else [1] * batches
-    else:
-        raise ValueError("spattn: layout must be TND or BSND, got %r" % (layout,))
-    if q.shape[1] != head_num:
-        raise ValueError("spattn: query has %d heads, head_num is %d" % (q.shape[1], head_num))
-    if key.dim() == 3:
-        key = _heads_view("key", key, key_value_head_num)
-    if value.dim() == 3:
-        value = _heads_view("value", value, key_value_head_num)
-    _lib.check_tensor("key", key, 4)
-    _lib.check_tensor("value", value, 4)
-    if key.shape[2] != key_value_head_num:
-        raise ValueError("spattn: key has %d heads, key_value_head_num is %d"
-                         % (key.shape[2], key_value_head_num))
-    if block_table is not None:
-        _lib.check_tensor("block_table", block_table, 2, (torch.int32,))
-        if key.shape[1] != page_block_size:
-            raise ValueError("spattn: key's pages hold %d rows, page_block_size is %d"
-                             % (key.shape[1], page_block_size))
+    q, counts = _infer_queries(query, layout, ("BSND", "TND"), "TND or BSND", head_num, actual_seq_qlen,
+                               "actual_cmp_seq_kvlen", len(actual_cmp_seq_kvlen))
+    key, value = _infer_cache(key, value, key_value_head_num, block_table, page_block_size)
     out = _lib.new_output((q.shape[0], head_num, value.shape[3]), q.dtype)
     topk = _lib.new_output((q.shape[0], key_value_head_num, select_block_count), torch.int32)
     sq, keep_q = _lib.int_array([int(x) for x in counts])
