@@ -119,6 +119,31 @@ def _locations(reference_points: Tensor, offsets: Tensor, shapes: Tensor, npt: i
     raise ValueError("spattn: the last dimension of reference_points must be 2 or 4")
 
 
+def _init_parameters(m: nn.Module, n_heads: int, n_levels: int, n_points: int):
+    """Deformable-DETR's and mmcv's initialisation of the layer's parameters:
+    the sampling offsets start as a fan (_grid_bias), zero attention weights
+    (uniform after the softmax), Xavier-uniform projections with zero bias."""
+    nn.init.zeros_(m.sampling_offsets.weight)
+    with torch.no_grad():
+        m.sampling_offsets.bias.copy_(_grid_bias(n_heads, n_levels, n_points))
+    nn.init.zeros_(m.attention_weights.weight)
+    nn.init.zeros_(m.attention_weights.bias)
+    for proj in (m.value_proj, m.output_proj):
+        nn.init.xavier_uniform_(proj.weight)
+        nn.init.zeros_(proj.bias)
+
+
+def _attend(value: Tensor, offsets: Tensor, logits: Tensor, reference_points: Tensor, shapes: Tensor,
+            level_start_index: Tensor, nh: int, nl: int, npt: int, im2col_step: int) -> Tensor:
+    """Both modules' attention after their projections: value [N, Lin, nh, C],
+    the offsets and weight logits of each query, the locations from the
+    reference points, the operator; [N, Lq, nh * C]."""
+    n, lq = offsets.shape[0], offsets.shape[1]
+    weights = logits.view(n, lq, nh, nl * npt).softmax(-1).view(n, lq, nh, nl, npt)
+    loc = _locations(reference_points, offsets.view(n, lq, nh, nl, npt, 2), shapes, npt)
+    return MSDeformAttnFunction.apply(value, shapes, _index(level_start_index), loc, weights, im2col_step)
+
+
 class MSDeformAttn(nn.Module):
     """The multi-scale deformable attention layer of Deformable-DETR (same
     constructor, forward signature and parameter names, so its checkpoints
@@ -146,15 +171,7 @@ class MSDeformAttn(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        # Offsets start as a fan (_grid_bias); uniform attention weights.
-        nn.init.zeros_(self.sampling_offsets.weight)
-        with torch.no_grad():
-            self.sampling_offsets.bias.copy_(_grid_bias(self.n_heads, self.n_levels, self.n_points))
-        nn.init.zeros_(self.attention_weights.weight)
-        nn.init.zeros_(self.attention_weights.bias)
-        for proj in (self.value_proj, self.output_proj):
-            nn.init.xavier_uniform_(proj.weight)
-            nn.init.zeros_(proj.bias)
+        _init_parameters(self, self.n_heads, self.n_levels, self.n_points)
 
     @torch.jit.unused
     def _reset_parameters(self):
@@ -167,7 +184,7 @@ class MSDeformAttn(nn.Module):
                 input_level_start_index: Tensor,
                 input_padding_mask: Optional[Tensor] = None) -> Tensor:
         shapes = _index(input_spatial_shapes)
-        n, lq = query.shape[0], query.shape[1]
+        n = query.shape[0]
         lin = input_flatten.shape[1]
         nh, nl, npt = self.n_heads, self.n_levels, self.n_points
         _check_keys(shapes, lin, "input_flatten")
@@ -175,12 +192,8 @@ class MSDeformAttn(nn.Module):
         if input_padding_mask is not None:
             value = value.masked_fill(input_padding_mask[..., None], 0.0)
         value = value.view(n, lin, nh, self.d_model // nh)
-        offsets = self.sampling_offsets(query).view(n, lq, nh, nl, npt, 2)
-        weights = self.attention_weights(query).view(n, lq, nh, nl * npt).softmax(-1)
-        weights = weights.view(n, lq, nh, nl, npt)
-        loc = _locations(reference_points, offsets, shapes, npt)
-        out = MSDeformAttnFunction.apply(value, shapes, _index(input_level_start_index), loc,
-                                         weights, self.im2col_step)
+        out = _attend(value, self.sampling_offsets(query), self.attention_weights(query), reference_points,
+                      shapes, input_level_start_index, nh, nl, npt, self.im2col_step)
         return self.output_proj(out)
 
 
@@ -224,16 +237,8 @@ class MultiScaleDeformableAttention(nn.Module):
 
     @torch.jit.unused
     def init_weights(self):
-        """mmcv's default initialisation: the offsets' fan (_grid_bias), zero
-        attention weights, Xavier-uniform projections with zero bias."""
-        nn.init.zeros_(self.sampling_offsets.weight)
-        with torch.no_grad():
-            self.sampling_offsets.bias.copy_(_grid_bias(self.num_heads, self.num_levels, self.num_points))
-        nn.init.zeros_(self.attention_weights.weight)
-        nn.init.zeros_(self.attention_weights.bias)
-        for proj in (self.value_proj, self.output_proj):
-            nn.init.xavier_uniform_(proj.weight)
-            nn.init.zeros_(proj.bias)
+        """mmcv's default initialisation (_init_parameters)."""
+        _init_parameters(self, self.num_heads, self.num_levels, self.num_points)
         self._is_init = True
 
     def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
@@ -254,7 +259,7 @@ class MultiScaleDeformableAttention(nn.Module):
             query = query.permute(1, 0, 2)
             value = value.permute(1, 0, 2)
         shapes = _index(spatial_shapes)
-        bs, nq = query.shape[0], query.shape[1]
+        bs = query.shape[0]
         nv = value.shape[1]
         _check_keys(shapes, nv, "value")
         nh, nl, npt = self.num_heads, self.num_levels, self.num_points
@@ -262,12 +267,8 @@ class MultiScaleDeformableAttention(nn.Module):
         if key_padding_mask is not None:
             value = value.masked_fill(key_padding_mask[..., None], 0.0)
         value = value.view(bs, nv, nh, -1)
-        offsets = self.sampling_offsets(query).view(bs, nq, nh, nl, npt, 2)
-        weights = self.attention_weights(query).view(bs, nq, nh, nl * npt).softmax(-1)
-        weights = weights.view(bs, nq, nh, nl, npt)
-        loc = _locations(reference_points, offsets, shapes, npt)
-        out = MultiScaleDeformableAttnFunction.apply(value, shapes, _index(level_start_index), loc,
-                                                     weights, self.im2col_step)
+        out = _attend(value, self.sampling_offsets(query), self.attention_weights(query), reference_points,
+                      shapes, level_start_index, nh, nl, npt, self.im2col_step)
         out = self.output_proj(out)
         if not self.batch_first:
             out = out.permute(1, 0, 2)
