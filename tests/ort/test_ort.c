@@ -86,9 +86,9 @@ static int read_case(const char *dir, arr *in, int *nin, arr *out)
         return -1;
     *nin = 0;
     while (fscanf(f, "%15s", kind) == 1) {
-        arr *a = strcmp(kind, "input") == 0 ? &in[(*nin)++] : out;
-        if (*nin > MAX_IN)
+        if (strcmp(kind, "input") == 0 && *nin == MAX_IN)
             return -1;
+        arr *a = strcmp(kind, "input") == 0 ? &in[(*nin)++] : out;
         if (a != out && fscanf(f, "%63s", a->name) != 1)
             return -1;
         if (fscanf(f, "%7s %lld", a->type, (long long *)&a->rank) != 2 || a->rank < 0 || a->rank > MAX_RANK)
@@ -103,6 +103,30 @@ static int read_case(const char *dir, arr *in, int *nin, arr *out)
     }
     fclose(f);
     return 0;
+}
+
+/* A case: case.txt, every input's file and the PyTorch output (torch.bin);
+ * -1 when case.txt is unreadable or names no output. */
+static int load_case(const char *dir, arr *in, int *nin, arr *out, void **torch_out)
+{
+    memset(in, 0, MAX_IN * sizeof *in), memset(out, 0, sizeof *out);
+    *nin = 0;
+    if (read_case(dir, in, nin, out) != 0 || out->count == 0)
+        return -1;
+    char file[96];
+    for (int i = 0; i < *nin; i++) {
+        snprintf(file, sizeof file, "%.63s.bin", in[i].name);
+        in[i].data = read_file(dir, file, in[i].count * in[i].esize);
+    }
+    *torch_out = read_file(dir, "torch.bin", out->count * out->esize);
+    return 0;
+}
+
+static void free_case(arr *in, int nin, void *torch_out)
+{
+    for (int i = 0; i < nin; i++)
+        free(in[i].data);
+    free(torch_out);
 }
 
 static double now_ms(void)
@@ -206,16 +230,10 @@ static int bench(OrtEnv *env, const char *lib, int runs, int ncase, char **dirs)
     int failed = 0;
     for (int c = 0; c < ncase && c < 64; c++) {
         arr in[MAX_IN], out;
-        int nin = 0;
-        memset(in, 0, sizeof in), memset(&out, 0, sizeof out);
-        if (read_case(dirs[c], in, &nin, &out) != 0 || out.count == 0)
+        int nin;
+        void *torch_out;
+        if (load_case(dirs[c], in, &nin, &out, &torch_out) != 0)
             return 1;
-        char file[96];
-        for (int i = 0; i < nin; i++) {
-            snprintf(file, sizeof file, "%.63s.bin", in[i].name);
-            in[i].data = read_file(dirs[c], file, in[i].count * in[i].esize);
-        }
-        void *torch_out = read_file(dirs[c], "torch.bin", out.count * out.esize);
         for (int th = 1; th <= 2; th++) {
             void *got = NULL;
             if (run_case(env, lib, dirs[c], in, nin, &out, th, runs, &ms[c][th - 1], &got) != 0)
@@ -231,9 +249,7 @@ static int bench(OrtEnv *env, const char *lib, int runs, int ncase, char **dirs)
                    base_name(dirs[c]), th, ms[c][th - 1], err / scale, scale);
             failed |= !(err <= 1e-4 * scale);
         }
-        free(torch_out);
-        for (int i = 0; i < nin; i++)
-            free(in[i].data);
+        free_case(in, nin, torch_out);
     }
     for (int c = 0; c < ncase && c < 64; c++)
         for (int d = 0; d < ncase && d < 64; d++) {
@@ -277,19 +293,13 @@ int main(int argc, char **argv)
     for (int c = 2; c < argc; c++) {
         const char *dir = argv[c];
         arr in[MAX_IN], out;
-        int nin = 0;
-        memset(in, 0, sizeof in), memset(&out, 0, sizeof out);
-        if (read_case(dir, in, &nin, &out) != 0 || out.count == 0) {
+        int nin;
+        void *torch_out;
+        if (load_case(dir, in, &nin, &out, &torch_out) != 0) {
             fprintf(stderr, "test_ort: %s/case.txt unreadable\n", dir);
             failed = 1;
             continue;
         }
-        char file[96];
-        for (int i = 0; i < nin; i++) {
-            snprintf(file, sizeof file, "%.63s.bin", in[i].name);
-            in[i].data = read_file(dir, file, in[i].count * in[i].esize);
-        }
-        void *torch_out = read_file(dir, "torch.bin", out.count * out.esize);
         double *ref = read_file(dir, "ref.bin", out.count * sizeof(double));
         const double tol = strcmp(out.type, "f32") == 0 ? 1e-5 : 2e-3;
         void *first = NULL;
@@ -322,9 +332,8 @@ int main(int argc, char **argv)
             else
                 free(got);
         }
-        free(first), free(torch_out), free(ref);
-        for (int i = 0; i < nin; i++)
-            free(in[i].data);
+        free(first), free(ref);
+        free_case(in, nin, torch_out);
     }
     ort->ReleaseEnv(env);
     printf("test_ort: %s\n", failed ? "FAILED" : "all cases passed");
