@@ -32,7 +32,7 @@ struct spa_pool_state {
     unsigned nworkers;
     unsigned long generation;
     atomic_ulong published; /* generation, readable without the lock (spinning) */
-    atomic_uint busy; /* workers still inside the current job */
+    atomic_ulong busy; /* workers still inside the current job */
     int stop;
     /* the current job */
     spa_task_fn task;
@@ -58,28 +58,18 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-/* Spins up to SPA_POOL_SPIN_US while *word == value; whether it changed. */
-static int spin_while_ulong(atomic_ulong *word, unsigned long value)
+/* Spins up to SPA_POOL_SPIN_US until (*word == value) == equal: a new
+ * job's generation (equal 0: until it differs from the last seen), or no
+ * worker left in the job (busy, equal 1: until 0). */
+static void spin_until(atomic_ulong *word, unsigned long value, int equal)
 {
     const double end = now_us() + SPA_POOL_SPIN_US;
     for (;;) {
         for (int i = 0; i < 256; i++)
-            if (atomic_load_explicit(word, memory_order_acquire) != value)
-                return 1;
+            if ((atomic_load_explicit(word, memory_order_acquire) == value) == equal)
+                return;
         if (now_us() > end)
-            return 0;
-    }
-}
-
-static int spin_while_busy(atomic_uint *busy)
-{
-    const double end = now_us() + SPA_POOL_SPIN_US;
-    for (;;) {
-        for (int i = 0; i < 256; i++)
-            if (atomic_load_explicit(busy, memory_order_acquire) == 0)
-                return 1;
-        if (now_us() > end)
-            return 0;
+            return;
     }
 }
 
@@ -88,7 +78,7 @@ static void *worker_main(void *arg)
     spa_pool_impl *p = arg;
     unsigned long seen = 0;
     for (;;) {
-        spin_while_ulong(&p->published, seen);
+        spin_until(&p->published, seen, 0);
         pthread_mutex_lock(&p->lock);
         while (!p->stop && p->generation == seen)
             pthread_cond_wait(&p->wake, &p->lock);
@@ -98,7 +88,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->lock);
         take_tasks(p);
         pthread_mutex_lock(&p->lock);
-        if (atomic_fetch_sub(&p->busy, 1u) == 1u)
+        if (atomic_fetch_sub(&p->busy, 1ul) == 1ul)
             pthread_cond_signal(&p->settled);
         pthread_mutex_unlock(&p->lock);
     }
@@ -126,13 +116,13 @@ static void pool_run(void *ctx, spa_task_fn task, void *arg, uint32_t n)
     p->arg = arg;
     p->n = n;
     atomic_store(&p->next, 0u);
-    atomic_store(&p->busy, p->nworkers);
+    atomic_store(&p->busy, (unsigned long)p->nworkers);
     p->generation++;
     atomic_store_explicit(&p->published, p->generation, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     take_tasks(p);
-    spin_while_busy(&p->busy);
+    spin_until(&p->busy, 0, 1);
     pthread_mutex_lock(&p->lock);
     while (atomic_load(&p->busy) > 0)
         pthread_cond_wait(&p->settled, &p->lock);
@@ -158,7 +148,7 @@ int spa_pool_start(spa_pool *pool, unsigned threads)
     pthread_cond_init(&p->settled, NULL);
     atomic_init(&p->next, 0u);
     atomic_init(&p->published, 0ul);
-    atomic_init(&p->busy, 0u);
+    atomic_init(&p->busy, 0ul);
     for (unsigned i = 0; i < p->nworkers; i++) {
         if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
             p->nworkers = i;
