@@ -11,15 +11,21 @@
  * cache read but its selected rows. So a call costs O(T * N2 * K * bs), not
  * O(L): a decode step at a 128k context reads what one at 8k reads.
  *
- * Parts (f32 and f64): a decode step has one unit per kv head, often one, so
- * a unit's slots are split into parts of about SPA_SELECT_INFER_PART_ROWS
- * rows, each run as its own block into an f32 / f64 partial output with its
- * softmax max and sum; a second pass merges a unit's parts in part order
- * (the log-sum-exp rule, in double). The split depends on K and bs only, so
- * the result is the same whatever the runner, its threads and T (a decode
- * step gives the bits of the chunk's row). f16 / bf16 keep one part: their
- * P is rounded to the dtype after dividing by the whole row's sum, which a
- * part does not know.
+ * Parts: a decode step has one unit per kv head, often one, so a unit's
+ * slots are split into parts of about SPA_SELECT_INFER_PART_ROWS rows, each
+ * run as its own block. The split depends on K and bs only, so the result is
+ * the same whatever the runner, its threads and T (a decode step gives the
+ * bits of the chunk's row).
+ * - f32 and f64: each part writes an f32 / f64 partial output with its
+ *   softmax max and sum; a second pass merges a unit's parts in part order
+ *   (the log-sum-exp rule, in double).
+ * - f16 and bf16 (G <= 32): their P is rounded to the dtype after dividing
+ *   by the whole row's sum, which a part does not know, so a part runs
+ *   twice on its block's scratch (spa_nsas_args.split): first its scores,
+ *   max and sum; then, with the row's max M and sum L from every part's
+ *   (in double, part order), P = exp(z' - m_p) exp(m_p - M) / L rounded to
+ *   the dtype and its P V as f32; a third pass adds a unit's parts in part
+ *   order (in double) and rounds once to the dtype.
  *
  * Validation: phase 1 and phase 2 both check every argument, the sequence
  * arrays (copied in phase 2) and every topk index and block-table entry the
@@ -230,9 +236,14 @@ static nsasi_layout layout_of(const nsasi_shape *sh, int64_t kc)
 }
 
 /* Parts per unit: from K and bs alone (never T or the runner). */
+static bool is_half(const nsasi_shape *sh)
+{
+    return sh->dtype != SPA_FLOAT32 && sh->dtype != SPA_FLOAT64;
+}
+
 static int64_t parts_of(const nsasi_shape *sh)
 {
-    if (sh->dtype != SPA_FLOAT32 && sh->dtype != SPA_FLOAT64)
+    if (is_half(sh) && sh->g > 32) /* the split's scores are one chunk of heads */
         return 1;
     int64_t parts = sh->kc * sh->bs / SPA_SELECT_INFER_PART_ROWS; /* kc, bs <= 4096 */
     parts = parts < SPA_SELECT_INFER_PARTS_MAX ? parts : SPA_SELECT_INFER_PARTS_MAX;
@@ -332,6 +343,17 @@ typedef struct nsasi_run {
     spa_nsas_args args; /* the kernel arguments every unit starts from */
 } nsasi_run;
 
+/* The kernel arguments for the kc slots gather_slots left in scratch. */
+static void slot_args(const nsasi_run *r, int64_t kc, unsigned char *scratch, spa_nsas_args *a)
+{
+    const nsasi_layout lay = layout_of(&r->p->sh, block_slots(r->p));
+    *a = r->args;
+    a->idx = (const int32_t *)(const void *)(scratch + lay.slots), a->is0 = 0, a->is1 = 0, a->is2 = 1;
+    a->kc = kc;
+    a->mx = scratch + lay.sink, a->ms0 = a->ms1 = a->ms2 = 0;
+    a->sm = scratch + lay.sink, a->ss0 = a->ss1 = a->ss2 = 0;
+}
+
 /* Slots j0 .. j1-1 of unit (t, h) of batch b: the checked slots, then their
  * rows into scratch; *a: the kernel arguments for them. */
 static void gather_slots(const nsasi_run *r, int64_t t, int64_t h, int64_t b, int64_t j0, int64_t j1,
@@ -346,7 +368,6 @@ static void gather_slots(const nsasi_run *r, int64_t t, int64_t h, int64_t b, in
     const nsasi_layout lay = layout_of(sh, block_slots(r->p));
     unsigned char *kg = scratch + lay.kg, *vg = scratch + lay.vg;
     int32_t *slots = (int32_t *)(void *)(scratch + lay.slots);
-    void *sink = scratch + lay.sink;
     const int32_t *idx = (const int32_t *)e->topk.data + t * e->topk.strides[0] + h * e->topk.strides[1];
     int64_t n = 0;
     for (int64_t j = j0; j < j1; j++) {
@@ -372,11 +393,7 @@ static void gather_slots(const nsasi_run *r, int64_t t, int64_t h, int64_t b, in
         }
         n++;
     }
-    *a = r->args;
-    a->idx = slots, a->is0 = 0, a->is1 = 0, a->is2 = 1;
-    a->kc = j1 - j0;
-    a->mx = sink, a->ms0 = a->ms1 = a->ms2 = 0;
-    a->sm = sink, a->ss0 = a->ss1 = a->ss2 = 0;
+    slot_args(r, j1 - j0, scratch, a);
 }
 
 /* The kernel on the rows gather_slots left in scratch: token t against
@@ -450,6 +467,31 @@ static int64_t batch_of(const nsasi_run *r, int64_t t)
 /* Part blk % parts of unit u0 + blk / parts: its slots into its partial
  * output, max and sum (the query rows of kv head h offset into a, so that
  * the kernel runs as kv head 0). */
+/* Where part `part` of round unit ru keeps its output [g][dv], max [g] and
+ * sum [g] (the kernel's element; f32 for the half dtypes). */
+static unsigned char *partial_at(const nsasi_run *r, int64_t ru, int64_t part, int which)
+{
+    const nsasi_plan *p = r->p;
+    const size_t es = elem_bytes(p->sh.dtype);
+    const int64_t pu = ru * p->parts + part, g = p->sh.g, dv = p->sh.dv, all = p->round * p->parts;
+    const int64_t at = which == 0 ? pu * g * dv : which == 1 ? all * g * dv + pu * g : all * g * (dv + 1) + pu * g;
+    return r->partial + (uint64_t)at * es;
+}
+
+/* The arguments of part `part` of round unit ru: its query rows (kv head h
+ * offset into a, so that the kernel runs as kv head 0), its partials. */
+static void part_args(const nsasi_run *r, int64_t ru, int64_t part, int64_t h, spa_nsas_args *a)
+{
+    const int64_t g = r->p->sh.g;
+    a->q = (const unsigned char *)a->q + (uint64_t)(h * g * a->qs1) * spa_dtype_size(r->p->sh.dtype);
+    a->o = partial_at(r, ru, part, 0), a->os0 = 0, a->os1 = r->p->sh.dv, a->os2 = 1;
+    a->mx = partial_at(r, ru, part, 1), a->ms0 = 0, a->ms1 = 1, a->ms2 = 0;
+    a->sm = partial_at(r, ru, part, 2), a->ss0 = 0, a->ss1 = 1, a->ss2 = 0;
+}
+
+/* Part blk % parts of unit u0 + blk / parts: its slots into its partial
+ * output, max and sum (a half dtype: its max and sum, the scores kept in
+ * its scratch for run_finish_block). */
 static void run_part_block(void *arg, uint32_t blk)
 {
     const nsasi_run *r = arg;
@@ -463,15 +505,45 @@ static void run_part_block(void *arg, uint32_t blk)
     unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
     spa_nsas_args a;
     gather_slots(r, t, h, b, j0, j1, scratch, &a);
-    const size_t es = elem_bytes(sh->dtype);
-    const int64_t pu = ru * p->parts + part, g = sh->g, dv = sh->dv, all = p->round * p->parts;
-    unsigned char *out = r->partial + (uint64_t)(pu * g * dv) * es;
-    unsigned char *mx = r->partial + (uint64_t)(all * g * dv + pu * g) * es;
-    unsigned char *sm = r->partial + (uint64_t)(all * g * (dv + 1) + pu * g) * es;
-    a.q = (const unsigned char *)a.q + (uint64_t)(h * g * a.qs1) * es;
-    a.o = out, a.os0 = 0, a.os1 = dv, a.os2 = 1;
-    a.mx = mx, a.ms0 = 0, a.ms1 = 1, a.ms2 = 0;
-    a.sm = sm, a.ss0 = 0, a.ss1 = 1, a.ss2 = 0;
+    part_args(r, ru, part, h, &a);
+    a.split = is_half(sh) ? SPA_NSAS_SPLIT_STATS : 0;
+    run_kernel(r, &a, 0, t, b, scratch);
+}
+
+/* A half dtype's part blk (as run_part_block), again on its scratch: with
+ * the row's max M and sum L from every part's statistics (double, part
+ * order; the same in each part), its P rounded and its P V into its
+ * partial output. */
+static void run_finish_block(void *arg, uint32_t blk)
+{
+    const nsasi_run *r = arg;
+    const nsasi_plan *p = r->p;
+    const nsasi_shape *sh = &p->sh;
+    const int64_t ru = (int64_t)blk / p->parts, part = (int64_t)blk - ru * p->parts, u = r->u0 + ru;
+    if (u >= p->units)
+        return;
+    const int64_t t = u / sh->n2, h = u - t * sh->n2, b = batch_of(r, t);
+    const int64_t j0 = part * p->kcp, j1 = j0 + p->kcp < sh->kc ? j0 + p->kcp : sh->kc;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
+    float pscale[32] = {0.0f}; /* g <= 32; padded lanes 0 */
+    for (int64_t l = 0; l < sh->g; l++) {
+        double m = -HUGE_VAL, sum = 0.0;
+        for (int64_t k = 0; k < p->parts; k++) {
+            const double mk = ((const float *)(const void *)partial_at(r, ru, k, 1))[l];
+            m = mk > m ? mk : m;
+        }
+        for (int64_t k = 0; k < p->parts; k++) {
+            const double mk = ((const float *)(const void *)partial_at(r, ru, k, 1))[l];
+            const double lk = ((const float *)(const void *)partial_at(r, ru, k, 2))[l];
+            sum += lk == 0.0 ? 0.0 : lk * exp(mk - m); /* a part without keys: 0 */
+        }
+        const double mp = ((const float *)(const void *)partial_at(r, ru, part, 1))[l];
+        pscale[l] = sum == 0.0 ? 0.0f : (float)(exp(mp - m) / sum); /* NaN stays NaN */
+    }
+    spa_nsas_args a;
+    slot_args(r, j1 - j0, scratch, &a);
+    part_args(r, ru, part, h, &a);
+    a.split = SPA_NSAS_SPLIT_FINISH, a.pscale = pscale;
     run_kernel(r, &a, 0, t, b, scratch);
 }
 
@@ -510,16 +582,21 @@ static void run_merge_block(void *arg, uint32_t blk)
             sum += w[k];
         }
         const int64_t hq = h * g + l;
+        const bool half = is_half(sh); /* the parts are normalised: their sum */
         for (int64_t c = 0; c < dv; c++) {
             double acc = 0.0;
             for (int64_t k = 0; k < p->parts; k++)
-                acc += w[k] * part_at(r->partial, sh->dtype, ((pu0 + k) * g + l) * dv + c);
-            const double x = sum == 0.0 ? 0.0 : acc / sum;
+                acc += (half ? 1.0 : w[k]) * part_at(r->partial, sh->dtype, ((pu0 + k) * g + l) * dv + c);
+            const double x = half ? acc : sum == 0.0 ? 0.0 : acc / sum;
             const int64_t off = t * e->o.strides[0] + hq * e->o.strides[1] + c * e->o.strides[2];
             if (sh->dtype == SPA_FLOAT64)
                 ((double *)e->o.data)[off] = x;
-            else
+            else if (sh->dtype == SPA_FLOAT32)
                 ((float *)e->o.data)[off] = (float)x;
+            else if (sh->dtype == SPA_BFLOAT16)
+                ((uint16_t *)e->o.data)[off] = spa_f32_to_bf16((float)x);
+            else
+                ((uint16_t *)e->o.data)[off] = spa_f32_to_f16((float)x);
         }
     }
 }
@@ -570,6 +647,8 @@ spa_status spa_nsa_select_infer_phase2(void *workspace, uint64_t workspace_size,
     for (r.u0 = 0; r.u0 < p.units; r.u0 += p.round) { /* the parts of a round's units, then their merges */
         const int64_t n = p.units - r.u0 < p.round ? p.units - r.u0 : p.round;
         spa_run_blocks(&rn, run_part_block, &r, (uint32_t)(n * p.parts));
+        if (is_half(&sh))
+            spa_run_blocks(&rn, run_finish_block, &r, (uint32_t)(n * p.parts));
         spa_run_blocks(&rn, run_merge_block, &r, (uint32_t)n);
     }
     return SPA_OK;

@@ -47,7 +47,19 @@ typedef struct spa_nsas_args {
                    * blocks one token selects, its n-th selected slot at rows
                    * n * bs (f64: k / v the same way); idx still gives their
                    * positions in the sequence */
+    int split; /* the decode path's parts of a half-dtype row, whose P is
+                * rounded after dividing by the whole row's sum, which a part
+                * does not know (G <= 32: one chunk of heads): 0, the whole
+                * row; SPA_NSAS_SPLIT_STATS, the part's scores, its max and
+                * sum into mx / sm (f32, per head), st = exp(z' - m) kept in
+                * the scratch; SPA_NSAS_SPLIT_FINISH, with the same scratch,
+                * P = st * pscale rounded to the dtype and the part's P Vsel
+                * into o as f32 [G][Dv] (os0 0, os1 Dv, os2 1) */
+    const float *pscale; /* SPA_NSAS_SPLIT_FINISH: per head lane, exp(m - M) / L
+                          * with M, L the whole row's max and sum */
 } spa_nsas_args;
+
+enum { SPA_NSAS_SPLIT_STATS = 1, SPA_NSAS_SPLIT_FINISH = 2 };
 
 /* Forward: query tokens [t0, t1) of kv head n2, all in the batch whose
  * queries start at token qstart and whose KV (kvlen rows) starts at kernel

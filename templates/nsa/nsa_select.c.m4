@@ -62,6 +62,18 @@ static NSAS_TAIL_PATH void nsas_o_tail(SPA_T *orow, const float *ot, int64_t gp,
     NSAS_VSTORE_TAIL(orow, spa_vf_gather(ot, gp), n);
 }
 
+/* A part's share of a row (spa_nsas_args.split): its output of nothing
+ * selected, and its statistics. */
+static void nsas_part_zero(float *po, int64_t dv)
+{
+    for (int64_t e = 0; e < dv; e++)
+        po[e] = 0.0f;
+}
+static void nsas_part_stats(float *m, float *l, float mv, float lv)
+{
+    *m = mv, *l = lv;
+}
+
 enum { TK = NSAS_TK };
 /* The rows of one call of the micro-kernels: TK, or a whole block where the
  * layer takes no prefetch hints (SPA_ISA_PREFETCH 0: the chunks only pace
@@ -119,9 +131,15 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
         int64_t sel = 0; /* selected (not padding) slots */
         for (int64_t i = 0; i < KC; i++)
             sel += ir[i * a->is2] >= 0;
-        if (sel == 0) { /* nothing selected: O = 0, max -FLT_MAX, sum 0 */
+        if (sel == 0) { /* nothing selected: O = 0, max -FLT_MAX, sum 0 (a part: its share) */
             for (ptrdiff_t g = 0; g < g_; g++) {
                 const int64_t h = h2 * G + g;
+                if (a->split == SPA_NSAS_SPLIT_FINISH)
+                    nsas_part_zero((float *)a->o + t * a->os0 + h * a->os1, DV);
+                if (a->split == SPA_NSAS_SPLIT_STATS)
+                    nsas_part_stats(mx + t * a->ms0 + h * a->ms1, sm + t * a->ss0 + h * a->ss1, -FLT_MAX, 0.0f);
+                if (a->split != 0)
+                    continue;
                 SPA_T *orow = o + t * a->os0 + h * a->os1;
                 for (int64_t e = 0; e < DV; e++)
                     orow[e * a->os2] = SPA_STORE(0.0f);
@@ -137,48 +155,59 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
         /* the heads in chunks of at most 32 (the micro-kernels' lanes), in order */
         for (int64_t h0 = 0; h0 < G; h0 += HC) {
             const ptrdiff_t nh = (ptrdiff_t)(G - h0 < HC ? G - h0 : HC);
-            if (nh < (ptrdiff_t)HC) /* a last, partial chunk: the lanes past it zero, as for a small G */
-                for (int64_t i = 0; i < DP; i++)
-                    for (ptrdiff_t g = nh; g < (ptrdiff_t)HC; g++)
-                        qt[i * GP + g] = 0.0f;
-            for (ptrdiff_t g = 0; g < nh; g++) {
-                const SPA_T *qr = q + t * a->qs0 + (h2 * G + h0 + g) * a->qs1;
-                if (a->qs2 == 1) {
-                    for (ptrdiff_t d = 0; d < d_full; d += SPA_VL)
-                        spa_vf_scatter(qt + d * gp_ + g, GP, SPA_VLOAD(qr + d));
-                    if (d_full < d_) /* zero-filled: the tail rows of qt stay 0 */
-                        nsas_q_tail(qt + d_full * gp_ + g, GP, qr + d_full, d_ - d_full);
-                } else
-                    for (int64_t d = 0; d < D; d++)
-                        qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
-            }
-            /* z' = scale * Q Kselᵀ in index order (duplicates included), MASKVAL
-             * (-FLT_MAX) where key position p > s, -inf past the batch's KV;
-             * m = the row max. Selected block n of the unit at rows n * BS. */
-            for (int64_t l = 0; l < GP; l++)
-                mrow[l] = -FLT_MAX;
-            for (int64_t i = 0, n = 0; i < KC; i++) {
-                if (ir[i * a->is2] < 0)
-                    continue;
-                const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
-                const float *kb = kh + (a->gathered ? n * BS : kstart + p0) * a->kfr;
-                const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
-                const int64_t inside = kvlen - p0 < BS ? kvlen - p0 : BS;
-                for (int64_t j0 = 0; j0 < BS; j0 += CH) {
-                    const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
-                    spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1);
-                    spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, inside - j0, qt, DP, GP,
-                                        a->scale, st + (n * BS + j0) * GP, mrow, &pf);
-                    spa_nsas_pf_rest(&pf);
-                }
-                n++;
-            }
             const int64_t KB = sel * BS;
-            /* P = exp(z' - m) / l, as exp(z' - m) times one reciprocal per head */
-            NSAS_EXP_SUM()(st, KB, GP, mrow, lrow);
             float inv[32];
-            for (int64_t l = 0; l < GP; l++)
-                inv[l] = 1.0f / lrow[l];
+            if (a->split != SPA_NSAS_SPLIT_FINISH) { /* scores, max, exp and sum; a part's finish has them */
+                if (nh < (ptrdiff_t)HC) /* a last, partial chunk: the lanes past it zero, as for a small G */
+                    for (int64_t i = 0; i < DP; i++)
+                        for (ptrdiff_t g = nh; g < (ptrdiff_t)HC; g++)
+                            qt[i * GP + g] = 0.0f;
+                for (ptrdiff_t g = 0; g < nh; g++) {
+                    const SPA_T *qr = q + t * a->qs0 + (h2 * G + h0 + g) * a->qs1;
+                    if (a->qs2 == 1) {
+                        for (ptrdiff_t d = 0; d < d_full; d += SPA_VL)
+                            spa_vf_scatter(qt + d * gp_ + g, GP, SPA_VLOAD(qr + d));
+                        if (d_full < d_) /* zero-filled: the tail rows of qt stay 0 */
+                            nsas_q_tail(qt + d_full * gp_ + g, GP, qr + d_full, d_ - d_full);
+                    } else
+                        for (int64_t d = 0; d < D; d++)
+                            qt[d * GP + g] = SPA_LOAD(qr[d * a->qs2]);
+                }
+                /* z' = scale * Q Kselᵀ in index order (duplicates included), MASKVAL
+                 * (-FLT_MAX) where key position p > s, -inf past the batch's KV;
+                 * m = the row max. Selected block n of the unit at rows n * BS. */
+                for (int64_t l = 0; l < GP; l++)
+                    mrow[l] = -FLT_MAX;
+                for (int64_t i = 0, n = 0; i < KC; i++) {
+                    if (ir[i * a->is2] < 0)
+                        continue;
+                    const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
+                    const float *kb = kh + (a->gathered ? n * BS : kstart + p0) * a->kfr;
+                    const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
+                    const int64_t inside = kvlen - p0 < BS ? kvlen - p0 : BS;
+                    for (int64_t j0 = 0; j0 < BS; j0 += CH) {
+                        const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
+                        spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1);
+                        spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, inside - j0, qt, DP, GP,
+                                            a->scale, st + (n * BS + j0) * GP, mrow, &pf);
+                        spa_nsas_pf_rest(&pf);
+                    }
+                    n++;
+                }
+                /* P = exp(z' - m) / l, as exp(z' - m) times one reciprocal per head */
+                NSAS_EXP_SUM()(st, KB, GP, mrow, lrow);
+                for (int64_t l = 0; l < GP; l++)
+                    inv[l] = 1.0f / lrow[l];
+                if (a->split == SPA_NSAS_SPLIT_STATS) { /* a part's statistics; st stays for its finish */
+                    for (ptrdiff_t g = 0; g < nh; g++) {
+                        const int64_t h = h2 * G + h0 + g;
+                        nsas_part_stats(mx + t * a->ms0 + h * a->ms1, sm + t * a->ss0 + h * a->ss1, mrow[g], lrow[g]);
+                    }
+                    continue;
+                }
+            } else /* the row's 1/L, times exp(m - M) of this part's exps */
+                for (int64_t l = 0; l < GP; l++)
+                    inv[l] = a->pscale[l];
 m4_ifelse(SPA_DT, `f32', `m4_dnl
             /* f32 P needs no rounding: 1/l is applied to O instead, sparing a pass over P */
 ', `m4_dnl
@@ -207,6 +236,12 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
 ')m4_dnl
             for (ptrdiff_t g = 0; g < nh; g++) {
                 const int64_t h = h2 * G + h0 + g;
+                if (a->split == SPA_NSAS_SPLIT_FINISH) { /* a part's output, f32 */
+                    float *po = (float *)a->o + t * a->os0 + h * a->os1;
+                    for (ptrdiff_t e = 0; e < dv_; e++)
+                        po[e] = ot[e * gp_ + g];
+                    continue;
+                }
                 SPA_T *orow = o + t * a->os0 + h * a->os1;
                 if (a->os2 == 1) {
                     for (ptrdiff_t e = 0; e < dv_full; e += SPA_VL)

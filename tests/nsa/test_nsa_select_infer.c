@@ -254,8 +254,9 @@ static void test_deterministic(void)
         case_draw(&c, i, &r);
         c.b = 2, c.sq[0] = c.len[0] < 3 ? c.len[0] : 3, c.sq[1] = 1, c.len[1] = 1 + c.len[1];
         c.sq_null = false, c.t = c.sq[0] + c.sq[1];
-        if (i == 0 || i == 3) /* a unit in parts, f32 and f64 (parts merged: the same bits on every runner) */
-            c.kc = 12, c.bs = 64;
+        /* a unit in parts (f32 / f64 merged; f16 / bf16 in two passes): the
+         * same bits on every runner */
+        c.kc = 12, c.bs = 64;
         nsasi_io io;
         io_make(&io, &c, &r);
         CU_ASSERT_EQUAL(run(&c, &io, 0, 0), SPA_OK);
@@ -271,12 +272,14 @@ static void test_deterministic(void)
 
 /* One decode step per token, each at its own cache length, equals the
  * last row of a call over the whole chunk (bottom-right alignment). */
-static void test_decode_equals_chunk(void)
+static void decode_equals_chunk(spa_dtype dt)
 {
     rng r = rng_seed(2903);
     nsasi_case c;
     case_draw(&c, 0, &r);
-    c.dt = SPA_FLOAT32, c.b = 1, c.len[0] = 150, c.sq[0] = 4, c.t = 4, c.sq_null = false, c.paged = true;
+    if (c.n1 / c.n2 > 32) /* a half dtype's parts: G <= 32 */
+        c.n1 = 16, c.n2 = 1;
+    c.dt = dt, c.b = 1, c.len[0] = 150, c.sq[0] = 4, c.t = 4, c.sq_null = false, c.paged = true;
     c.page = 16, c.bs = 64, c.kc = 8; /* 512 rows: two parts (the same split whatever T) */
     nsasi_io io;
     io_make(&io, &c, &r);
@@ -286,10 +289,10 @@ static void test_decode_equals_chunk(void)
         nsasi_case one = c;
         one.sq[0] = 1, one.len[0] = c.len[0] - 3 + i, one.t = 1;
         ttensor q1 = io.q, i1 = io.topk, o1;
-        q1.t.dims[0] = 1, q1.t.data = (char *)io.q.t.data + (size_t)(i * io.q.t.strides[0]) * 4;
+        q1.t.dims[0] = 1, q1.t.data = (char *)io.q.t.data + (size_t)(i * io.q.t.strides[0]) * (dt == SPA_FLOAT32 ? 4u : 2u);
         i1.t.dims[0] = 1, i1.t.data = (int32_t *)io.topk.t.data + i * io.topk.t.strides[0];
         const int64_t od[3] = {1, c.n1, c.dv};
-        tt_make(&o1, SPA_FLOAT32, 3, od, false, &r);
+        tt_make(&o1, dt, 3, od, false, &r);
         spa_int_array sq = {one.sq, 1}, len = {one.len, 1};
         uint64_t size;
         spa_executor ex;
@@ -320,6 +323,12 @@ static void test_decode_equals_chunk(void)
         tt_free(&o1);
     }
     io_free(&io);
+}
+
+static void test_decode_equals_chunk(void)
+{
+    decode_equals_chunk(SPA_FLOAT32);
+    decode_equals_chunk(SPA_BFLOAT16); /* its parts in two passes */
 }
 
 /* Refusals: 161001 for NULL, 161002 for each rule, before anything is written. */
