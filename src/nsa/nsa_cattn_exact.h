@@ -15,14 +15,15 @@
 
 /* The keys a token at in-batch position s (sequence position s +
  * pos_shift) sees: one past the last visible key (0: none, a fully masked
- * row). */
+ * row), counted from key key0 (a part of the inference op's keys; its
+ * driver gives every part a visible key of every token). */
 static inline int64_t spa_nsca_visible_end(const spa_nsca_args *a, int64_t s, int64_t ncmp)
 {
     int64_t end = ncmp;
     if (a->causal) {
         const int64_t lim = s + a->pos_shift - a->cmp_block + 1;
-        end = lim < 0 ? 0 : lim / a->cmp_stride + 1;
-        end = end < ncmp ? end : ncmp;
+        end = lim < 0 ? 0 : lim / a->cmp_stride + 1 - a->key0;
+        end = end < 0 ? 0 : end < ncmp ? end : ncmp;
     }
     if (a->mask != NULL) {
         const uint8_t *mr = a->mask + s * a->mask_cols;

@@ -51,6 +51,18 @@ typedef struct spa_nsca_args {
     int infer_sel;     /* the inference op's selection (spa_nsca_nsel,
                         * spa_nsca_importance): its block count and forced blocks */
     int stats_batch_major; /* softmaxMax / Sum in CANN's physical order (nsa_cattn_acl.h) */
+    /* The inference op's parts (nsa_compress_attention_infer.c): a unit's
+     * keys split into parts, each run twice on its block's scratch, for one
+     * lane group of one chunk of heads. split SPA_NSAS_SPLIT_STATS: the
+     * part's scores, max and sum per lane into part_m / part_l, st kept;
+     * SPA_NSAS_SPLIT_FINISH: with pscale (per lane, exp(m - M) / L of the
+     * row's M and L), the part's P summed over each token's heads into
+     * part_colsum [ncmp][TQP] and its P V into part_o [lanes][dv] (f32).
+     * The kernel neither writes o, the statistics nor the top-K then. */
+    int split;
+    int64_t key0; /* the part's first key: its rows are keys key0 .. key0 + ncmp - 1 */
+    const float *pscale;
+    float *part_m, *part_l, *part_o, *part_colsum;
     float scale;
     double scale64;
 } spa_nsca_args;

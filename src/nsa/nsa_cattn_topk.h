@@ -71,4 +71,29 @@ static inline void spa_nsca_topk(const double *imp, int64_t n, int64_t k, double
         out[i * os] = i < have ? topi[i] : -1;
 }
 
+/* The importance of the nsel selection blocks of a token and its top-K
+ * into out[i * os]: cs, P summed over the token's heads, key j at
+ * cs[j * pitch]; tm, its topk-mask row or NULL; imp [nsel], topv / topi
+ * [K]: scratch. The terms in the spec's order (m, then n, ascending), each
+ * loop clipped to the keys that exist: the ratios of the blocks to d may
+ * be far larger than the keys (a block of 2^62 tokens). */
+static inline void spa_nsca_token_topk(const spa_nsca_args *a, const float *cs, int64_t pitch, int64_t ncmp,
+                                       const uint8_t *tm, double *imp, double *topv, int32_t *topi,
+                                       int32_t *out, int64_t os)
+{
+    const int64_t M = a->msel, NN = a->nn, nsel = spa_nsca_nsel(a, ncmp);
+    for (int64_t j = 0; j < nsel; j++) {
+        float acc = 0.0f;
+        const int64_t top = M * (j + 1);
+        int64_t m0 = top - (ncmp - 1) - (NN - 1);
+        for (int64_t m = m0 > 0 ? m0 : 0; m < M && top - m >= 0; m++) {
+            const int64_t b = top - m, n0 = b - (ncmp - 1), n1 = b < NN - 1 ? b : NN - 1;
+            for (int64_t n = n0 > 0 ? n0 : 0; n <= n1; n++)
+                acc += cs[(b - n) * pitch];
+        }
+        imp[j] = spa_nsca_importance(a, tm, j, nsel, (double)acc);
+    }
+    spa_nsca_topk(imp, nsel, a->kc, topv, topi, out, os);
+}
+
 #endif

@@ -11,17 +11,36 @@
  * forced in (spa_nsca_args.infer_sel). So a call reads the C_b compressed
  * rows of each batch once: O(C), which a decode step must read anyway.
  *
+ * Parts (f32, f16, bf16, one lane group of at most 32 heads per unit): a
+ * decode step has one unit per kv head, often one, and reads every
+ * compressed key, so a unit's keys are split into parts of R keys (R from
+ * the longest batch, at least SPA_CATTN_INFER_PART_KEYS), each its own
+ * block, run twice on its scratch (spa_nsca_args.split): its scores, max
+ * and sum; then, with the row's max M and sum L from every part's (double,
+ * part order), its P (exp(z' - m_p) exp(m_p - M) / L, rounded for the half
+ * dtypes), its share of the importance sums and its P V. A third pass per
+ * unit adds the parts' outputs in part order (double, one rounding to the
+ * dtype) and ranks the blocks (spa_nsca_token_topk, as the kernel does).
+ * Every token of a unit sees a key of every part (the parts end before the
+ * first query's visible end; the last takes the rest), so a part never
+ * meets a fully masked row that the whole would not. The split depends on
+ * the length arrays only: the same bits whatever the runner and threads.
+ *
  * Validation: phase 1 and phase 2 both check every argument, the length
  * arrays (copied in phase 2) and every table entry the call will use. The
  * units read each page number once more as they gather and take a row
  * whose entry has changed since as zeros (never an access outside the
  * cache). */
+#include <math.h>
 #include <string.h>
 
 #include "f64.h"
+#include "half.h"
 #include "internal.h"
 #include "nsa_cache_rows.h"
 #include "nsa_cattn_kernel.h"
+#include "nsa_cattn_topk.h"
+#include "nsa_select_kernel.h"
 #include "nsa_select_plan.h"
 #include "spa_kernels.h"
 #include "spattn/nsa_infer.h"
@@ -29,6 +48,14 @@
 /* Blocks per call at most (each owns a scratch in the workspace). */
 #ifndef SPA_CATTN_INFER_BLOCKS_MAX
 #define SPA_CATTN_INFER_BLOCKS_MAX 16
+#endif
+
+/* Keys per part at least, and parts per unit at most. */
+#ifndef SPA_CATTN_INFER_PART_KEYS
+#define SPA_CATTN_INFER_PART_KEYS 512
+#endif
+#ifndef SPA_CATTN_INFER_PARTS_MAX
+#define SPA_CATTN_INFER_PARTS_MAX 8
 #endif
 
 /* The largest block and stride: (C - 1) d + l stays far from overflow. */
@@ -50,6 +77,7 @@ _Static_assert(sizeof(nscai_exec) <= SPA_EXECUTOR_BYTES - SPA_REFUSAL_BYTES, "ex
 typedef struct nscai_shape {
     int64_t t, n1, n2, g, hc, tq, gp, d, dv, dp, dvp, batches, pages, page_size, kv_cap;
     int64_t max_sq, max_cmp, max_sel;
+    int64_t max_hidden; /* the most keys of a batch its first query does not see */
     int32_t dtype;
 } nscai_shape;
 
@@ -65,6 +93,8 @@ typedef struct nscai_plan {
     int64_t units, per_block; /* units: (batch, kv head) pairs */
     uint32_t blocks;
     nscai_layout lay;
+    /* parts > 1: keys per part, kernel rows of a part's scratch, units per round */
+    int64_t parts, part_keys, part_rows, round;
 } nscai_plan;
 
 static spa_nsca_fwd_kernel *kernel_for(int32_t dtype)
@@ -147,6 +177,17 @@ static spa_status check_args(const nscai_exec *e, nscai_shape *sh)
     return SPA_OK;
 }
 
+/* The keys the first of s queries of a batch of c compressed keys and
+ * length len sees (spa_nsca_visible_end at its position len - s). */
+static int64_t first_visible(const nscai_exec *e, int64_t s, int64_t c, int64_t len)
+{
+    if (!e->causal)
+        return c;
+    const int64_t lim = len - s - e->l + 1; /* s <= len, l <= 2^30 */
+    const int64_t end = lim < 0 ? 0 : lim / e->st + 1;
+    return end < c ? end : c;
+}
+
 /* Batch b's query count, compressed keys and length, read once each; they
  * go to the copies when given (phase 2's trusted arrays). Sets max_*, the
  * lane grouping and the selection count of sh. */
@@ -154,7 +195,7 @@ static spa_status check_seq(const nscai_exec *e, nscai_shape *sh, int64_t *sq_co
                             int64_t *sel_copy)
 {
     int64_t total = 0;
-    sh->max_sq = sh->max_cmp = 0;
+    sh->max_sq = sh->max_cmp = sh->max_hidden = 0;
     for (int64_t b = 0; b < sh->batches; b++) {
         const int64_t s = e->has_sq ? e->sq.data[b] : 1, c = e->scmp.data[b];
         const int64_t len = e->has_sel ? e->ssel.data[b] : 0;
@@ -165,6 +206,8 @@ static spa_status check_seq(const nscai_exec *e, nscai_shape *sh, int64_t *sq_co
         SPA_REQUIRE(spa_add_ok(total, s, &total));
         sh->max_sq = s > sh->max_sq ? s : sh->max_sq;
         sh->max_cmp = c > sh->max_cmp ? c : sh->max_cmp;
+        const int64_t hidden = c - first_visible(e, s, c, len);
+        sh->max_hidden = hidden > sh->max_hidden ? hidden : sh->max_hidden;
         if (sq_copy != NULL)
             sq_copy[b] = s, cmp_copy[b] = c, sel_copy[b] = len;
     }
@@ -223,11 +266,37 @@ static nscai_layout layout_of(const nscai_shape *sh, int64_t kc)
     return l;
 }
 
+/* Parts per unit (1: the whole unit in one block) and keys per part. */
+static int64_t parts_of(const nscai_shape *sh, int64_t *keys)
+{
+    *keys = 0;
+    if (sh->dtype == SPA_FLOAT64 || sh->g > 32 || sh->max_sq > 32 / sh->g) /* one lane group per unit */
+        return 1;
+    int64_t r = (sh->max_cmp + SPA_CATTN_INFER_PARTS_MAX - 1) / SPA_CATTN_INFER_PARTS_MAX;
+    r = (r + 15) / 16 * 16;
+    *keys = r > SPA_CATTN_INFER_PART_KEYS ? r : SPA_CATTN_INFER_PART_KEYS;
+    const int64_t parts = (sh->max_cmp + *keys - 1) / *keys;
+    return parts > 1 ? parts : 1;
+}
+
 static void make_plan(const nscai_shape *sh, int64_t kc, nscai_plan *p)
 {
     memset(p, 0, sizeof *p);
     p->sh = *sh;
     p->units = sh->batches * sh->n2;
+    p->parts = parts_of(sh, &p->part_keys);
+    if (p->parts > 1) {
+        /* a part's rows: its keys, the last one's also those its first query does not see */
+        p->part_rows = p->part_keys + (sh->max_hidden + 15) / 16 * 16;
+        nscai_shape part = *sh;
+        part.max_cmp = p->part_rows;
+        p->lay = layout_of(&part, kc);
+        p->round = SPA_CATTN_INFER_BLOCKS_MAX / p->parts > 1 ? SPA_CATTN_INFER_BLOCKS_MAX / p->parts : 1;
+        p->round = p->round < p->units ? p->round : p->units;
+        p->per_block = 1;
+        p->blocks = (uint32_t)(p->round * p->parts);
+        return;
+    }
     p->per_block = (p->units + SPA_CATTN_INFER_BLOCKS_MAX - 1) / SPA_CATTN_INFER_BLOCKS_MAX;
     if (p->per_block < 1)
         p->per_block = 1;
@@ -235,20 +304,44 @@ static void make_plan(const nscai_shape *sh, int64_t kc, nscai_plan *p)
     p->lay = layout_of(sh, kc);
 }
 
-/* The workspace: the length copies, then a scratch per block. */
-static void carve(spa_ws *ws, const nscai_plan *p, int64_t **arr, unsigned char **scratch)
+/* Parts > 1, per unit of a round: a merge scratch of the importance sums
+ * [max_cmp][TQP] (f32), the importance [max_sel], the top-K values [K]
+ * (doubles) and slots [K]; per (unit, part) of a round: its output
+ * [gp][dv], max [gp] and sum [gp] (f32). */
+static uint64_t merge_bytes(const nscai_plan *p, int64_t kc)
+{
+    const uint64_t tqp = p->sh.tq <= 16 ? 16u : 32u;
+    return round64(4u * (uint64_t)p->sh.max_cmp * tqp) + round64(8u * (uint64_t)(p->sh.max_sel + kc)) +
+           round64(4u * (uint64_t)kc);
+}
+
+static uint64_t partial_floats(const nscai_plan *p)
+{
+    return (uint64_t)p->sh.gp * (uint64_t)(p->sh.dv + 2);
+}
+
+/* The workspace: the length copies, a scratch per block, the parts' merge
+ * scratch and partials. */
+static void carve(spa_ws *ws, const nscai_plan *p, int64_t kc, int64_t **arr, unsigned char **scratch,
+                  unsigned char **merge, float **partial)
 {
     *arr = spa_ws_take(ws, 4u * (uint64_t)p->sh.batches, sizeof(int64_t)); /* sq, cmp, sel, qs */
     *scratch = spa_ws_take(ws, (uint64_t)p->blocks, p->lay.bytes);
+    *merge = NULL, *partial = NULL;
+    if (p->parts > 1) {
+        *merge = spa_ws_take(ws, (uint64_t)p->round, merge_bytes(p, kc));
+        *partial = spa_ws_take(ws, (uint64_t)(p->round * p->parts) * partial_floats(p), sizeof(float));
+    }
 }
 
-static uint64_t planned_bytes(const nscai_plan *p)
+static uint64_t planned_bytes(const nscai_plan *p, int64_t kc)
 {
     spa_ws ws;
     int64_t *a;
-    unsigned char *s;
+    unsigned char *s, *m;
+    float *f;
     spa_ws_plan(&ws);
-    carve(&ws, p, &a, &s);
+    carve(&ws, p, kc, &a, &s, &m, &f);
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
 }
 
@@ -261,7 +354,7 @@ static spa_status phase1(const nscai_exec *in, uint64_t *workspace_size, spa_exe
     SPA_TRY(check_table(&e, &sh, NULL));
     nscai_plan p;
     make_plan(&sh, e.kc, &p);
-    e.head.ws_size = planned_bytes(&p);
+    e.head.ws_size = planned_bytes(&p, e.kc);
     SPA_REQUIRE(e.head.ws_size > 0);
     *workspace_size = e.head.ws_size;
     spa_exec_seal(executor, &e, sizeof e, SPA_OP_NSA_CATTN_INFER);
@@ -272,10 +365,40 @@ typedef struct nscai_run {
     const nscai_exec *e;
     const nscai_plan *p;
     const int64_t *sq, *cmp, *sel, *qs; /* trusted: per batch */
-    unsigned char *scratch;
+    unsigned char *scratch, *merge;
+    float *partial;
+    int64_t u0; /* parts > 1: the round's first unit */
     spa_nsca_fwd_kernel *kernel;
     spa_nsca_args args; /* the kernel arguments every unit starts from */
 } nscai_run;
+
+/* Compressed rows c0 .. c1-1 of batch b, head h, into the scratch's key
+ * and value rows from row 0 (f32 kernels: rounded up to 16 rows, zeros). */
+static void gather_rows(const nscai_run *r, int64_t b, int64_t h, int64_t c0, int64_t c1, unsigned char *scratch)
+{
+    const nscai_exec *e = r->e;
+    const nscai_shape *sh = &r->p->sh;
+    const nscai_layout *lay = &r->p->lay;
+    const bool f64 = sh->dtype == SPA_FLOAT64;
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    const int64_t kp = f64 ? sh->d : sh->dp, vp = f64 ? sh->dv : sh->dvp;
+    const int64_t rows = f64 ? c1 - c0 : (c1 - c0 + 15) / 16 * 16; /* f32 kernels read whole groups of 16 */
+    unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t p = c0 + i;
+        void *kd = kg + (uint64_t)(i * kp) * es, *vd = vg + (uint64_t)(i * vp) * es;
+        const int64_t pg = p < c1 ? spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p)
+                                  : -1;
+        if (pg < 0) { /* past the keys, or a table entry rewritten since phase 2 checked it */
+            spa_nsa_zero_row(kd, kp, sh->dtype);
+            spa_nsa_zero_row(vd, vp, sh->dtype);
+            continue;
+        }
+        const int64_t in_page = e->has_table ? p % sh->page_size : p;
+        spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, kp, kd);
+        spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, vp, vd);
+    }
+}
 
 /* Unit (b, h): the batch's compressed rows of head h, then the kernel on its queries. */
 static void run_unit(const nscai_run *r, int64_t b, int64_t h, unsigned char *scratch)
@@ -287,23 +410,8 @@ static void run_unit(const nscai_run *r, int64_t b, int64_t h, unsigned char *sc
     if (nq == 0)
         return;
     const bool f64 = sh->dtype == SPA_FLOAT64;
-    const size_t es = f64 ? sizeof(double) : sizeof(float);
-    const int64_t kp = f64 ? sh->d : sh->dp, vp = f64 ? sh->dv : sh->dvp;
-    const int64_t rows = f64 ? c : (c + 15) / 16 * 16; /* f32 kernels read whole groups of 16 */
     unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
-    for (int64_t p = 0; p < rows; p++) {
-        void *kd = kg + (uint64_t)(p * kp) * es, *vd = vg + (uint64_t)(p * vp) * es;
-        const int64_t pg = p < c ? spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p)
-                                 : -1;
-        if (pg < 0) { /* past the batch's keys, or a table entry rewritten since phase 2 checked it */
-            spa_nsa_zero_row(kd, kp, sh->dtype);
-            spa_nsa_zero_row(vd, vp, sh->dtype);
-            continue;
-        }
-        const int64_t in_page = e->has_table ? p % sh->page_size : p;
-        spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, kp, kd);
-        spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, vp, vd);
-    }
+    gather_rows(r, b, h, 0, c, scratch);
     spa_nsca_args a = r->args;
     a.mx = scratch + lay->sink, a.ms0 = a.ms1 = a.ms2 = 0;
     a.sm = scratch + lay->sink, a.ss0 = a.ss1 = a.ss2 = 0;
@@ -332,6 +440,144 @@ static void run_block(void *arg, uint32_t blk)
     }
 }
 
+/* The unit of block blk of a round and its part: batch b, kv head h, keys
+ * [c0, c1) of its n parts; false where the block has no part to run. */
+static bool part_of_block(const nscai_run *r, uint32_t blk, int64_t *ru, int64_t *b, int64_t *h, int64_t *k,
+                          int64_t *c0, int64_t *c1, int64_t *n)
+{
+    const nscai_plan *p = r->p;
+    *ru = (int64_t)blk / p->parts, *k = (int64_t)blk - *ru * p->parts;
+    const int64_t u = r->u0 + *ru;
+    if (u >= p->units)
+        return false;
+    *b = u / p->sh.n2, *h = u - *b * p->sh.n2;
+    const int64_t nq = r->sq[*b], c = r->cmp[*b];
+    const int64_t vis = first_visible(r->e, nq, c, r->sel[*b]);
+    *n = vis > 0 ? (vis + p->part_keys - 1) / p->part_keys : 1; /* every part ends before vis */
+    if (nq == 0 || c == 0 || *k >= *n)
+        return false;
+    *c0 = *k * p->part_keys, *c1 = *k == *n - 1 ? c : *c0 + p->part_keys;
+    return true;
+}
+
+/* Where part k of round unit ru keeps its output [gp][dv], max and sum [gp]. */
+static float *part_out(const nscai_run *r, int64_t ru, int64_t k, int which)
+{
+    const nscai_plan *p = r->p;
+    float *base = r->partial + (uint64_t)(ru * p->parts + k) * partial_floats(p);
+    const int64_t gp = p->sh.gp, dv = p->sh.dv;
+    return which == 0 ? base : which == 1 ? base + gp * dv : base + gp * (dv + 1);
+}
+
+/* The importance sums of round unit ru [max_cmp][TQP]. */
+static float *unit_colsum(const nscai_run *r, int64_t ru)
+{
+    return (float *)(void *)(r->merge + (uint64_t)ru * merge_bytes(r->p, r->e->kc));
+}
+
+/* The kernel on part k (keys [c0, c1)) of unit (b, h), gathered in scratch. */
+static void run_part_kernel(const nscai_run *r, spa_nsca_args *a, int64_t b, int64_t h, int64_t c0, int64_t c1,
+                            unsigned char *scratch)
+{
+    const nscai_shape *sh = &r->p->sh;
+    const nscai_layout *lay = &r->p->lay;
+    const int64_t nq = r->sq[b], q0 = r->qs[b];
+    a->mx = scratch + lay->sink, a->ms0 = a->ms1 = a->ms2 = 0;
+    a->sm = scratch + lay->sink, a->ss0 = a->ss1 = a->ss2 = 0;
+    a->pos_shift = r->e->causal ? r->sel[b] - nq : 0;
+    a->key0 = c0;
+    a->kf = (const float *)(const void *)(scratch + lay->kg), a->kfr = sh->dp;
+    a->vf = (const float *)(const void *)(scratch + lay->vg), a->vfr = sh->dvp;
+    r->kernel(a, h, q0, q0 + nq, q0, q0 + nq, 0, c1 - c0, (float *)(void *)scratch);
+}
+
+/* Parts, first pass: a part's rows, then its scores, max and sum. */
+static void run_cpart_block(void *arg, uint32_t blk)
+{
+    const nscai_run *r = arg;
+    int64_t ru, b, h, k, c0, c1, n;
+    if (!part_of_block(r, blk, &ru, &b, &h, &k, &c0, &c1, &n))
+        return;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->lay.bytes;
+    gather_rows(r, b, h, c0, c1, scratch);
+    spa_nsca_args a = r->args;
+    a.split = SPA_NSAS_SPLIT_STATS;
+    a.part_m = part_out(r, ru, k, 1), a.part_l = part_out(r, ru, k, 2);
+    run_part_kernel(r, &a, b, h, c0, c1, scratch);
+}
+
+/* Parts, second pass: with the row's M and L (every part's statistics in
+ * part order, double; the same in each part), the part's P, its importance
+ * sums and its P V. */
+static void run_cfinish_block(void *arg, uint32_t blk)
+{
+    const nscai_run *r = arg;
+    int64_t ru, b, h, k, c0, c1, n;
+    if (!part_of_block(r, blk, &ru, &b, &h, &k, &c0, &c1, &n))
+        return;
+    const int64_t lanes = r->sq[b] * r->p->sh.g; /* <= 32: one lane group */
+    float pscale[32] = {0.0f};
+    for (int64_t l = 0; l < lanes; l++) {
+        double m = -HUGE_VAL, sum = 0.0;
+        for (int64_t j = 0; j < n; j++)
+            m = part_out(r, ru, j, 1)[l] > m ? part_out(r, ru, j, 1)[l] : m;
+        for (int64_t j = 0; j < n; j++) {
+            const double lj = part_out(r, ru, j, 2)[l];
+            sum += lj == 0.0 ? 0.0 : lj * exp((double)part_out(r, ru, j, 1)[l] - m);
+        }
+        /* NaN stays NaN; L = 0 (every score -inf) gives 0 * inf, NaN, as in one block */
+        pscale[l] = (float)(exp((double)part_out(r, ru, k, 1)[l] - m) / sum);
+    }
+    unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->lay.bytes;
+    spa_nsca_args a = r->args;
+    a.split = SPA_NSAS_SPLIT_FINISH;
+    a.pscale = pscale;
+    a.part_o = part_out(r, ru, k, 0);
+    a.part_colsum = unit_colsum(r, ru) + c0 * (r->p->sh.tq <= 16 ? 16 : 32);
+    run_part_kernel(r, &a, b, h, c0, c1, scratch);
+}
+
+/* Parts, third pass per unit: the parts' outputs added in part order
+ * (double, one rounding to the dtype), then each token's top-K. */
+static void run_cmerge_block(void *arg, uint32_t blk)
+{
+    const nscai_run *r = arg;
+    const nscai_plan *p = r->p;
+    const nscai_exec *e = r->e;
+    const int64_t ru = (int64_t)blk, u = r->u0 + ru;
+    if (u >= p->units)
+        return;
+    const int64_t b = u / p->sh.n2, h = u - b * p->sh.n2, nq = r->sq[b], c = r->cmp[b], q0 = r->qs[b];
+    const int64_t g = p->sh.g, dv = p->sh.dv, tqp = p->sh.tq <= 16 ? 16 : 32;
+    if (nq == 0)
+        return;
+    const int64_t vis = first_visible(e, nq, c, r->sel[b]);
+    const int64_t n = c == 0 ? 0 : vis > 0 ? (vis + p->part_keys - 1) / p->part_keys : 1;
+    for (int64_t l = 0; l < nq * g; l++) {
+        const int64_t t = q0 + l / g, hq = h * g + l % g;
+        for (int64_t x = 0; x < dv; x++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < n; k++)
+                acc += (double)part_out(r, ru, k, 0)[l * dv + x];
+            const int64_t off = t * e->o.strides[0] + hq * e->o.strides[1] + x * e->o.strides[2];
+            if (p->sh.dtype == SPA_FLOAT32)
+                ((float *)e->o.data)[off] = (float)acc;
+            else if (p->sh.dtype == SPA_BFLOAT16)
+                ((uint16_t *)e->o.data)[off] = spa_f32_to_bf16((float)acc);
+            else
+                ((uint16_t *)e->o.data)[off] = spa_f32_to_f16((float)acc);
+        }
+    }
+    float *colsum = unit_colsum(r, ru);
+    double *imp = (double *)(void *)((unsigned char *)colsum + round64(4u * (uint64_t)p->sh.max_cmp * (uint64_t)tqp));
+    double *topv = imp + p->sh.max_sel;
+    int32_t *topi = (int32_t *)(void *)((unsigned char *)imp + round64(8u * (uint64_t)(p->sh.max_sel + e->kc)));
+    for (int64_t i = 0; i < nq; i++)
+        spa_nsca_token_topk(&r->args, colsum + i, tqp, c, NULL, imp, topv, topi,
+                            (int32_t *)e->topk.data + (q0 + i) * e->topk.strides[0] + h * e->topk.strides[1],
+                            e->topk.strides[2]);
+}
+
 spa_status spa_nsa_cattn_infer_phase2(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                                       const spa_runner *runner)
 {
@@ -349,18 +595,18 @@ spa_status spa_nsa_cattn_infer_phase2(void *workspace, uint64_t workspace_size, 
     SPA_TRY(check_seq(&e, &sh, NULL, NULL, NULL));
     nscai_plan p;
     make_plan(&sh, e.kc, &p);
-    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
+    SPA_REQUIRE(planned_bytes(&p, e.kc) == e.head.ws_size);
     spa_ws ws;
     nscai_run r;
     int64_t *arr;
     spa_ws_attach(&ws, workspace, e.head.ws_size);
-    carve(&ws, &p, &arr, &r.scratch);
+    carve(&ws, &p, e.kc, &arr, &r.scratch, &r.merge, &r.partial);
     SPA_REQUIRE(!ws.overflow);
     int64_t *sq = arr, *cmp = arr + sh.batches, *sel = arr + 2 * sh.batches, *qs = arr + 3 * sh.batches;
     nscai_shape again = sh;
     SPA_TRY(check_seq(&e, &again, sq, cmp, sel));
     SPA_REQUIRE(again.max_cmp <= sh.max_cmp && again.max_sq <= sh.max_sq && again.tq == sh.tq &&
-                again.gp == sh.gp /* the arrays changed during the call */);
+                again.gp == sh.gp && again.max_hidden <= sh.max_hidden /* the arrays changed during the call */);
     SPA_TRY(check_table(&e, &sh, cmp));
     for (int64_t b = 0, t = 0; b < sh.batches; t += sq[b], b++)
         qs[b] = t;
@@ -377,14 +623,23 @@ spa_status spa_nsa_cattn_infer_phase2(void *workspace, uint64_t workspace_size, 
     a->d = sh.d, a->dv = sh.dv, a->dp = sh.dp, a->dvp = sh.dvp;
     a->cmp_block = e.l, a->cmp_stride = e.st, a->msel = e.ls / e.st, a->nn = e.l / e.st;
     a->kc = e.kc;
-    a->rows_max = (sh.max_cmp + 15) / 16 * 16;
+    a->rows_max = p.parts > 1 ? p.part_rows : (sh.max_cmp + 15) / 16 * 16;
     a->sel_max = sh.max_sel;
     a->n1 = sh.n1;
     a->causal = (int)e.causal;
     a->infer_sel = 1;
     a->scale = (float)e.scale;
     a->scale64 = e.scale;
-    spa_run_blocks(&rn, run_block, &r, p.blocks);
+    if (p.parts == 1) {
+        spa_run_blocks(&rn, run_block, &r, p.blocks);
+        return SPA_OK;
+    }
+    for (r.u0 = 0; r.u0 < p.units; r.u0 += p.round) { /* a round's parts twice, then its units' merges */
+        const int64_t n = p.units - r.u0 < p.round ? p.units - r.u0 : p.round;
+        spa_run_blocks(&rn, run_cpart_block, &r, (uint32_t)(n * p.parts));
+        spa_run_blocks(&rn, run_cfinish_block, &r, (uint32_t)(n * p.parts));
+        spa_run_blocks(&rn, run_cmerge_block, &r, (uint32_t)n);
+    }
     return SPA_OK;
 }
 

@@ -122,6 +122,21 @@ SPA_NSCA_COLD static void exact_pv(const spa_nsca_args *a, const float *vb, cons
     }
 }
 
+/* Whether a key some token does not attend holds a NaN or an infinity in
+ * its value row (the test of the scoring pass, for a part's finish). */
+static int masked_nonfinite(const spa_nsca_args *a, const float *vb, int64_t R, int64_t tg, int64_t qstart,
+                            int64_t nt, const int64_t *vend, int64_t ncmp)
+{
+    for (int64_t j = 0; j < R && j < ncmp; j++)
+        for (int64_t i = 0; i < nt; i++)
+            if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
+                if (spa_nsca_row_nonfinite(vb + j * a->vfr, a->dvp))
+                    return 1;
+                break;
+            }
+    return 0;
+}
+
 void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                  int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
 {
@@ -178,72 +193,83 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                     }
                 continue;
             }
-            if (lanes < GP) /* lanes past the group: zero (the tail rows past D stay 0) */
-                for (int64_t x = 0; x < DP * GP; x++)
-                    qt[x] = 0.0f;
-            for (int64_t i = 0; i < nt; i++)
-                for (int64_t g = 0; g < nh; g++)
-                    lane_in(qt + i * nh + g, GP, q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1,
-                            a->qs2, D);
-            scores_rows(kb, a->kfr, R, qt, DP, GP, st);
             int exact = 0; /* take the exact forms (exact_colsum, exact_pv) */
-            /* z' = scale * s, MASKVAL where masked, -inf past the keys, and
-             * the max of each lane: whole rows of lanes where no token of the
-             * group masks the key, lane by lane otherwise */
-            {
-                const spa_vf sv = spa_vf_set1(a->scale);
-                for (int64_t l = 0; l < GP; l += SPA_VL)
-                    spa_vf_store(mrow + l, spa_vf_set1(-FLT_MAX));
-                for (int64_t j = 0; j < R; j++) {
-                    float *row = st + j * GP;
-                    int clean = j < ncmp;
-                    for (int64_t i = 0; i < nt && clean; i++)
-                        clean = !spa_nsca_masked(a, tg + i - qstart, j, vend[i]);
-                    if (clean) {
-                        for (int64_t l = 0; l < GP; l += SPA_VL) {
-                            const spa_vf z = spa_vf_mul(sv, spa_vf_load(row + l));
-                            spa_vf_store(row + l, z);
-                            spa_vf_store(mrow + l, spa_vf_max(spa_vf_load(mrow + l), z));
+            if (a->split != SPA_NSAS_SPLIT_FINISH) { /* scores, max, exp and sum; a part's finish has them */
+                if (lanes < GP) /* lanes past the group: zero (the tail rows past D stay 0) */
+                    for (int64_t x = 0; x < DP * GP; x++)
+                        qt[x] = 0.0f;
+                for (int64_t i = 0; i < nt; i++)
+                    for (int64_t g = 0; g < nh; g++)
+                        lane_in(qt + i * nh + g, GP, q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1,
+                                a->qs2, D);
+                scores_rows(kb, a->kfr, R, qt, DP, GP, st);
+                /* z' = scale * s, MASKVAL where masked, -inf past the keys, and
+                 * the max of each lane: whole rows of lanes where no token of the
+                 * group masks the key, lane by lane otherwise */
+                {
+                    const spa_vf sv = spa_vf_set1(a->scale);
+                    for (int64_t l = 0; l < GP; l += SPA_VL)
+                        spa_vf_store(mrow + l, spa_vf_set1(-FLT_MAX));
+                    for (int64_t j = 0; j < R; j++) {
+                        float *row = st + j * GP;
+                        int clean = j < ncmp;
+                        for (int64_t i = 0; i < nt && clean; i++)
+                            clean = !spa_nsca_masked(a, tg + i - qstart, j, vend[i]);
+                        if (clean) {
+                            for (int64_t l = 0; l < GP; l += SPA_VL) {
+                                const spa_vf z = spa_vf_mul(sv, spa_vf_load(row + l));
+                                spa_vf_store(row + l, z);
+                                spa_vf_store(mrow + l, spa_vf_max(spa_vf_load(mrow + l), z));
+                            }
+                            continue;
                         }
-                        continue;
-                    }
-                    /* a key past some token's visible end: its value must
-                     * not reach that token's lanes (exact_pv); the rows past
-                     * the batch's keys are the packing's zeros */
-                    for (int64_t i = 0; i < nt && !exact && j < ncmp; i++)
-                        if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
-                            exact = spa_nsca_row_nonfinite(vb + j * a->vfr, DVP);
-                            break;
-                        }
-                    /* per token: its heads in whole vectors, then one by one */
-                    for (int64_t i = 0; i < nt; i++) {
-                        const int masked = spa_nsca_masked(a, tg + i - qstart, j, vend[i]);
-                        const float fill = spa_nsca_fill(j, vend[i], ncmp);
-                        const int scaled = j < ncmp && !masked;
-                        int64_t g = 0;
-                        for (; g + SPA_VL <= nh; g += SPA_VL) {
-                            const int64_t l = i * nh + g;
-                            const spa_vf z = scaled ? spa_vf_mul(sv, spa_vf_load(row + l)) : spa_vf_set1(fill);
-                            spa_vf_store(row + l, z);
-                            spa_vf_store(mrow + l, spa_vf_max(spa_vf_load(mrow + l), z));
-                        }
-                        for (; g < nh; g++) {
-                            const int64_t l = i * nh + g;
-                            const float z = scaled ? a->scale * row[l] : fill;
-                            row[l] = z;
-                            mrow[l] = z > mrow[l] ? z : mrow[l];
+                        /* a key past some token's visible end: its value must
+                         * not reach that token's lanes (exact_pv); the rows past
+                         * the batch's keys are the packing's zeros */
+                        for (int64_t i = 0; i < nt && !exact && j < ncmp; i++)
+                            if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
+                                exact = spa_nsca_row_nonfinite(vb + j * a->vfr, DVP);
+                                break;
+                            }
+                        /* per token: its heads in whole vectors, then one by one */
+                        for (int64_t i = 0; i < nt; i++) {
+                            const int masked = spa_nsca_masked(a, tg + i - qstart, j, vend[i]);
+                            const float fill = spa_nsca_fill(j, vend[i], ncmp);
+                            const int scaled = j < ncmp && !masked;
+                            int64_t g = 0;
+                            for (; g + SPA_VL <= nh; g += SPA_VL) {
+                                const int64_t l = i * nh + g;
+                                const spa_vf z = scaled ? spa_vf_mul(sv, spa_vf_load(row + l)) : spa_vf_set1(fill);
+                                spa_vf_store(row + l, z);
+                                spa_vf_store(mrow + l, spa_vf_max(spa_vf_load(mrow + l), z));
+                            }
+                            for (; g < nh; g++) {
+                                const int64_t l = i * nh + g;
+                                const float z = scaled ? a->scale * row[l] : fill;
+                                row[l] = z;
+                                mrow[l] = z > mrow[l] ? z : mrow[l];
+                            }
                         }
                     }
                 }
+                for (int64_t l = lanes; l < GP; l++) { /* padded lanes: finite, never stored */
+                    mrow[l] = 0.0f;
+                    for (int64_t j = 0; j < R; j++)
+                        st[j * GP + l] = 0.0f;
+                }
+                NSAS_EXP_SUM()(st, R, GP, mrow, lrow);
+                for (int64_t l = 0; l < GP; l++)
+                    inv[l] = 1.0f / lrow[l];
+                if (a->split == SPA_NSAS_SPLIT_STATS) { /* a part's statistics; st stays for its finish */
+                    for (int64_t l = 0; l < lanes; l++)
+                        a->part_m[l] = mrow[l], a->part_l[l] = lrow[l];
+                    continue;
+                }
+            } else { /* the row's 1/L, times exp(m - M) of this part's exps */
+                exact = masked_nonfinite(a, vb, R, tg, qstart, nt, vend, ncmp);
+                for (int64_t l = 0; l < GP; l++)
+                    inv[l] = a->pscale[l];
             }
-            for (int64_t l = lanes; l < GP; l++) { /* padded lanes: finite, never stored */
-                mrow[l] = 0.0f;
-                for (int64_t j = 0; j < R; j++)
-                    st[j * GP + l] = 0.0f;
-            }
-            NSAS_EXP_SUM()(st, R, GP, mrow, lrow);
-            for (int64_t l = 0; l < GP; l++)
-                inv[l] = 1.0f / lrow[l];
             /* a NaN row (or all its scores -inf): 0 * 1/l is NaN (the padded
              * lanes' 1/l is finite) */
             exact = exact || spa_nsca_row_nonfinite(inv, GP);
@@ -272,6 +298,9 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 spa_nsas_pf none = spa_nsas_pf_rows(NULL, 0, 0, 0);
                 spa_nsas_rows_add(st, R, GP, sel, lanes, TQP, colsum, &none);
             }
+            if (a->split == SPA_NSAS_SPLIT_FINISH) /* the part's keys of the unit's importance sums */
+                for (int64_t x = 0; x < ncmp * TQP; x++) /* past R: the zeros of colsum */
+                    a->part_colsum[x] = colsum[x];
 m4_ifelse(SPA_DT, `f32', `m4_dnl
             /* f32 P needs no rounding: 1/l is applied to O instead */
 ', `m4_dnl
@@ -284,6 +313,12 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                 exact_pv(a, vb, st, R, GP, vend, tg, qstart, nt, nh, ncmp, DV, ot);
             else
                 pv_rows(vb, a->vfr, R, st, DVP, GP, ot);
+            if (a->split == SPA_NSAS_SPLIT_FINISH) { /* the part's output, f32 */
+                for (int64_t l = 0; l < lanes; l++)
+                    for (int64_t e = 0; e < DV; e++)
+                        a->part_o[l * DV + e] = ot[e * GP + l] * m4_ifelse(SPA_DT, `f32', `inv[l]', `1.0f');
+                continue;
+            }
             for (int64_t i = 0; i < nt; i++)
                 for (int64_t g = 0; g < nh; g++) {
                     const int64_t t = tg + i, h = h2 * G + h0 + g, l = i * nh + g;
@@ -293,27 +328,14 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                     stat_out(sm + t * ss0 + h * ss1, a->ss2, lrow[l]);
                 }
         }
+        if (a->split) /* a part: its driver ranks the blocks */
+            continue;
         /* importance and top-K per token */
-        const int64_t M = a->msel, NN = a->nn, nsel = spa_nsca_nsel(a, ncmp);
         for (int64_t i = 0; i < nt; i++) {
             const int64_t t = tg + i, s = t - qstart;
-            const float *cs = colsum + i;
             const uint8_t *tm = a->tmask != NULL ? a->tmask + s * a->tmask_cols : NULL;
-            for (int64_t j = 0; j < nsel; j++) {
-                /* the terms of the spec in its order (m, then n, ascending),
-                 * each loop clipped to the keys that exist: the ratios of the blocks to d
-                 * may be far larger than the keys (a block of 2^62 tokens) */
-                float acc = 0.0f;
-                const int64_t top = M * (j + 1);
-                int64_t m0 = top - (ncmp - 1) - (NN - 1);
-                for (int64_t m = m0 > 0 ? m0 : 0; m < M && top - m >= 0; m++) {
-                    const int64_t b = top - m, n0 = b - (ncmp - 1), n1 = b < NN - 1 ? b : NN - 1;
-                    for (int64_t n = n0 > 0 ? n0 : 0; n <= n1; n++)
-                        acc += cs[(b - n) * TQP];
-                }
-                imp[j] = spa_nsca_importance(a, tm, j, nsel, (double)acc);
-            }
-            spa_nsca_topk(imp, nsel, a->kc, topv, topi, a->topk + t * a->ts0 + h2 * a->ts1, a->ts2);
+            spa_nsca_token_topk(a, colsum + i, TQP, ncmp, tm, imp, topv, topi, a->topk + t * a->ts0 + h2 * a->ts1,
+                                a->ts2);
         }
     }
 }

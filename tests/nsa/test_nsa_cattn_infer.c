@@ -59,7 +59,10 @@ static void case_draw(nscai_case *c, int i, rng *r)
     c->len_null = !c->causal && rng_int(r, 0, 1);
     c->b = rng_int(r, 1, NSCAI_MAX_B);
     for (int64_t b = 0; b < c->b; b++) {
-        c->cmp[b] = rng_int(r, 0, 5) == 0 ? rng_int(r, 0, 4) : rng_int(r, 1, TEST_SIZE(200, 60));
+        /* now and then past 2 parts of keys (the units split) */
+        c->cmp[b] = rng_int(r, 0, 5) == 0   ? rng_int(r, 0, 4)
+                    : rng_int(r, 0, 9) == 0 ? rng_int(r, TEST_SIZE(1030, 40), TEST_SIZE(2600, 80))
+                                            : rng_int(r, 1, TEST_SIZE(200, 60));
         c->sq[b] = c->sq_null ? 1 : rng_int(r, 0, 4);
         /* the sequence the compressed keys summarise, the queries its newest
          * tokens; now and then longer, or shorter than the keys cover */
@@ -278,13 +281,13 @@ static void test_random(void)
 static void test_decode_shapes(void)
 {
     rng r = rng_seed(3102);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) { /* 4, 5: keys in parts */
         nscai_case c;
         case_draw(&c, 0, &r);
         c.dt = i % 2 ? SPA_BFLOAT16 : SPA_FLOAT32, c.b = 1, c.n1 = 16, c.n2 = 1, c.d = 128, c.dv = 128;
         c.l = i < 2 ? 64 : 32, c.st = i < 2 ? 64 : 16, c.ls = 64, c.kc = 16, c.page = 64, c.paged = true;
         c.causal = 1, c.sq_null = false, c.len_null = false, c.strided = false;
-        c.cmp[0] = TEST_SIZE(300, 90) + i, c.sq[0] = 1, c.t = 1;
+        c.cmp[0] = (i < 4 ? TEST_SIZE(300, 90) : TEST_SIZE(2300, 150)) + i, c.sq[0] = 1, c.t = 1;
         c.len[0] = (c.cmp[0] - 1) * c.st + c.l + i;
         nscai_io io;
         io_make(&io, &c, &r);
@@ -304,9 +307,14 @@ static void test_decode_shapes(void)
 static void test_deterministic(void)
 {
     rng r = rng_seed(3103);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         nscai_case c;
         case_draw(&c, i, &r);
+        if (i >= 4) { /* keys in parts: a few queries of G 4 and 8 over one batch */
+            c.dt = i == 4 ? SPA_FLOAT32 : SPA_FLOAT16, c.n2 = 1, c.n1 = i == 4 ? 4 : 8, c.b = 1;
+            c.cmp[0] = TEST_SIZE(1500, 100), c.sq[0] = 3, c.t = 3, c.sq_null = false, c.causal = 1;
+            c.len_null = false, c.len[0] = (c.cmp[0] - 1) * c.st + c.l;
+        }
         nscai_io io;
         io_make(&io, &c, &r);
         CU_ASSERT_EQUAL(run(&c, &io, 0, 0), SPA_OK);
