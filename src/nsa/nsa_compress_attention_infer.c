@@ -97,19 +97,26 @@ typedef struct nscai_plan {
     int64_t parts, part_keys, part_rows, round;
 } nscai_plan;
 
-static spa_nsca_fwd_kernel *kernel_for(int32_t dtype)
+/* The dtype's kernel, called directly: the stack bound (tools/stack.awk)
+ * follows direct calls. */
+static void call_kernel(int32_t dtype, const spa_nsca_args *a, int64_t h2, int64_t q0, int64_t q1, int64_t ncmp,
+                        float *scratch)
 {
     switch (dtype) {
     case SPA_FLOAT16:
-        return SPA_K_NSA_COMPRESS_ATTENTION_F16;
+        SPA_K_NSA_COMPRESS_ATTENTION_F16(a, h2, q0, q1, q0, q1, 0, ncmp, scratch);
+        return;
     case SPA_BFLOAT16:
-        return SPA_K_NSA_COMPRESS_ATTENTION_BF16;
+        SPA_K_NSA_COMPRESS_ATTENTION_BF16(a, h2, q0, q1, q0, q1, 0, ncmp, scratch);
+        return;
 #if SPA_HAVE_F64
     case SPA_FLOAT64:
-        return SPA_K_NSA_COMPRESS_ATTENTION_F64;
+        SPA_K_NSA_COMPRESS_ATTENTION_F64(a, h2, q0, q1, q0, q1, 0, ncmp, scratch);
+        return;
 #endif
     default:
-        return SPA_K_NSA_COMPRESS_ATTENTION_F32;
+        SPA_K_NSA_COMPRESS_ATTENTION_F32(a, h2, q0, q1, q0, q1, 0, ncmp, scratch);
+        return;
     }
 }
 
@@ -368,9 +375,31 @@ typedef struct nscai_run {
     unsigned char *scratch, *merge;
     float *partial;
     int64_t u0; /* parts > 1: the round's first unit */
-    spa_nsca_fwd_kernel *kernel;
-    spa_nsca_args args; /* the kernel arguments every unit starts from */
 } nscai_run;
+
+/* The kernel arguments every unit starts from (built where they are used:
+ * a copy in the run would add its bytes to phase 2's stack frame, under
+ * every task's). */
+static void base_args(const nscai_run *r, spa_nsca_args *a)
+{
+    const nscai_exec *e = r->e;
+    const nscai_shape *sh = &r->p->sh;
+    memset(a, 0, sizeof *a);
+    a->q = e->q.data, a->qs0 = e->q.strides[0], a->qs1 = e->q.strides[1], a->qs2 = e->q.strides[2];
+    a->o = e->o.data, a->os0 = e->o.strides[0], a->os1 = e->o.strides[1], a->os2 = e->o.strides[2];
+    a->topk = e->topk.data, a->ts0 = e->topk.strides[0], a->ts1 = e->topk.strides[1], a->ts2 = e->topk.strides[2];
+    a->g = sh->g, a->hc = sh->hc, a->tq = sh->tq, a->gp = sh->gp;
+    a->d = sh->d, a->dv = sh->dv, a->dp = sh->dp, a->dvp = sh->dvp;
+    a->cmp_block = e->l, a->cmp_stride = e->st, a->msel = e->ls / e->st, a->nn = e->l / e->st;
+    a->kc = e->kc;
+    a->rows_max = r->p->parts > 1 ? r->p->part_rows : (sh->max_cmp + 15) / 16 * 16;
+    a->sel_max = sh->max_sel;
+    a->n1 = sh->n1;
+    a->causal = (int)e->causal;
+    a->infer_sel = 1;
+    a->scale = (float)e->scale;
+    a->scale64 = e->scale;
+}
 
 /* Compressed rows c0 .. c1-1 of batch b, head h, into the scratch's key
  * and value rows from row 0 (f32 kernels: rounded up to 16 rows, zeros). */
@@ -412,7 +441,8 @@ static void run_unit(const nscai_run *r, int64_t b, int64_t h, unsigned char *sc
     const bool f64 = sh->dtype == SPA_FLOAT64;
     unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
     gather_rows(r, b, h, 0, c, scratch);
-    spa_nsca_args a = r->args;
+    spa_nsca_args a;
+    base_args(r, &a);
     a.mx = scratch + lay->sink, a.ms0 = a.ms1 = a.ms2 = 0;
     a.sm = scratch + lay->sink, a.ss0 = a.ss1 = a.ss2 = 0;
     a.pos_shift = e->causal ? r->sel[b] - nq : 0;
@@ -424,7 +454,7 @@ static void run_unit(const nscai_run *r, int64_t b, int64_t h, unsigned char *sc
         a.vf = (const float *)(const void *)vg, a.vfr = sh->dvp;
     }
     const int64_t q0 = r->qs[b];
-    r->kernel(&a, h, q0, q0 + nq, q0, q0 + nq, 0, c, (float *)(void *)scratch);
+    call_kernel(sh->dtype, &a, h, q0, q0 + nq, c, (float *)(void *)scratch);
 }
 
 static void run_block(void *arg, uint32_t blk)
@@ -488,7 +518,7 @@ static void run_part_kernel(const nscai_run *r, spa_nsca_args *a, int64_t b, int
     a->key0 = c0;
     a->kf = (const float *)(const void *)(scratch + lay->kg), a->kfr = sh->dp;
     a->vf = (const float *)(const void *)(scratch + lay->vg), a->vfr = sh->dvp;
-    r->kernel(a, h, q0, q0 + nq, q0, q0 + nq, 0, c1 - c0, (float *)(void *)scratch);
+    call_kernel(sh->dtype, a, h, q0, q0 + nq, c1 - c0, (float *)(void *)scratch);
 }
 
 /* Parts, first pass: a part's rows, then its scores, max and sum. */
@@ -500,7 +530,8 @@ static void run_cpart_block(void *arg, uint32_t blk)
         return;
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->lay.bytes;
     gather_rows(r, b, h, c0, c1, scratch);
-    spa_nsca_args a = r->args;
+    spa_nsca_args a;
+    base_args(r, &a);
     a.split = SPA_NSAS_SPLIT_STATS;
     a.part_m = part_out(r, ru, k, 1), a.part_l = part_out(r, ru, k, 2);
     run_part_kernel(r, &a, b, h, c0, c1, scratch);
@@ -529,7 +560,8 @@ static void run_cfinish_block(void *arg, uint32_t blk)
         pscale[l] = (float)(exp((double)part_out(r, ru, k, 1)[l] - m) / sum);
     }
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->lay.bytes;
-    spa_nsca_args a = r->args;
+    spa_nsca_args a;
+    base_args(r, &a);
     a.split = SPA_NSAS_SPLIT_FINISH;
     a.pscale = pscale;
     a.part_o = part_out(r, ru, k, 0);
@@ -572,8 +604,10 @@ static void run_cmerge_block(void *arg, uint32_t blk)
     double *imp = (double *)(void *)((unsigned char *)colsum + round64(4u * (uint64_t)p->sh.max_cmp * (uint64_t)tqp));
     double *topv = imp + p->sh.max_sel;
     int32_t *topi = (int32_t *)(void *)((unsigned char *)imp + round64(8u * (uint64_t)(p->sh.max_sel + e->kc)));
+    spa_nsca_args a;
+    base_args(r, &a);
     for (int64_t i = 0; i < nq; i++)
-        spa_nsca_token_topk(&r->args, colsum + i, tqp, c, NULL, imp, topv, topi,
+        spa_nsca_token_topk(&a, colsum + i, tqp, c, NULL, imp, topv, topi,
                             (int32_t *)e->topk.data + (q0 + i) * e->topk.strides[0] + h * e->topk.strides[1],
                             e->topk.strides[2]);
 }
@@ -613,23 +647,6 @@ spa_status spa_nsa_cattn_infer_phase2(void *workspace, uint64_t workspace_size, 
     if (sh.t == 0)
         return SPA_OK;
     r.e = &e, r.p = &p, r.sq = sq, r.cmp = cmp, r.sel = sel, r.qs = qs;
-    r.kernel = kernel_for(sh.dtype);
-    spa_nsca_args *a = &r.args;
-    memset(a, 0, sizeof *a);
-    a->q = e.q.data, a->qs0 = e.q.strides[0], a->qs1 = e.q.strides[1], a->qs2 = e.q.strides[2];
-    a->o = e.o.data, a->os0 = e.o.strides[0], a->os1 = e.o.strides[1], a->os2 = e.o.strides[2];
-    a->topk = e.topk.data, a->ts0 = e.topk.strides[0], a->ts1 = e.topk.strides[1], a->ts2 = e.topk.strides[2];
-    a->g = sh.g, a->hc = sh.hc, a->tq = sh.tq, a->gp = sh.gp;
-    a->d = sh.d, a->dv = sh.dv, a->dp = sh.dp, a->dvp = sh.dvp;
-    a->cmp_block = e.l, a->cmp_stride = e.st, a->msel = e.ls / e.st, a->nn = e.l / e.st;
-    a->kc = e.kc;
-    a->rows_max = p.parts > 1 ? p.part_rows : (sh.max_cmp + 15) / 16 * 16;
-    a->sel_max = sh.max_sel;
-    a->n1 = sh.n1;
-    a->causal = (int)e.causal;
-    a->infer_sel = 1;
-    a->scale = (float)e.scale;
-    a->scale64 = e.scale;
     if (p.parts == 1) {
         spa_run_blocks(&rn, run_block, &r, p.blocks);
         return SPA_OK;
