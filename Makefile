@@ -70,17 +70,18 @@ STACK_INFO := $(if $(findstring clang,$(notdir $(CC))),-fstack-usage,-fcallgraph
 
 # Objects depend on the tools and flags they were built with, so that
 # `make CC=clang check` after `make check` rebuilds instead of reusing.
-CONFIG_ID := $(CC) | $(ISA) | $(DTYPES) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TEST_LDFLAGS) $(TEST_LDLIBS)
+CONFIG_ID := $(CC) | $(ISA) | $(DTYPES) | $(OPS) | $(REASONS) | $(CFLAGS_LIB) | $(CFLAGS_TEST) | $(TEST_LDFLAGS) $(TEST_LDLIBS)
 CONFIG := $(B)/config.id
 $(shell mkdir -p $(B) && { [ -f $(CONFIG) ] && [ "$$(cat $(CONFIG))" = '$(CONFIG_ID)' ] || printf '%s\n' '$(CONFIG_ID)' > $(CONFIG); })
 
+include mk/ops.mk
 OP_TEMPLATES := $(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/*.c.m4))
-OPS := $(notdir $(OP_TEMPLATES:.c.m4=))
+KERNEL_OPS := $(filter $(OPS_KERNELS),$(notdir $(OP_TEMPLATES:.c.m4=)))
 # The ops with a float64 path: one template each in templates/f64/, expanded
 # per ISA against the layer's spa_vd part, with its declarations in
 # gen/tiles/f64/<op>.m4 (the f32-compute tiles of gen/tiles/ do not apply).
 F64_TEMPLATES := $(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/f64/*.c.m4))
-F64_OPS := $(notdir $(F64_TEMPLATES:.c.m4=))
+F64_OPS := $(filter $(OPS_F64),$(notdir $(F64_TEMPLATES:.c.m4=)))
 # PITCH_CONSTANTS 0 (a target.mk's choice: the sanitizer builds): no
 # constant-pitch copies of the select tiles (templates/nsa/nsa_select_mk.m4).
 PITCH_CONSTANTS ?= 1
@@ -92,7 +93,7 @@ M4_IN_F64 := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 template
 M4_INC_F64 := $(filter-out %.c.m4,$(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/f64/*.m4)))
 ISA_H := $(wildcard src/isa/*.h)
 
-GEN_C := $(foreach op,$(OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(B)/gen/$(op)_$(dt).c)) \
+GEN_C := $(foreach op,$(KERNEL_OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(B)/gen/$(op)_$(dt).c)) \
 	$(if $(filter f64,$(DTYPES)),$(foreach op,$(F64_OPS),$(B)/gen/$(op)_f64.c))
 ABSENT_HALF := $(filter-out $(DTYPES),f16 bf16)
 ifeq ($(filter f32,$(DTYPES)),)
@@ -100,8 +101,9 @@ $(error DTYPES must include f32 (the kernels of every op; f16, bf16 and f64 are 
 endif
 GEN_H := $(foreach dt,$(DTYPES),$(B)/gen/spa_kernels_$(dt).h) $(foreach dt,$(ABSENT_HALF),$(B)/gen/spa_kernels_absent_$(dt).h) \
 	$(B)/gen/spa_kernels.h $(B)/gen/spa_isa.h \
-	$(B)/gen/spa_dtypes.h
-LIB_SRC := $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
+	$(B)/gen/spa_dtypes.h $(B)/gen/spa_ops.h
+# src/core, and the drivers of the ops built (mk/ops.mk)
+LIB_SRC := $(sort $(wildcard src/core/*.c) $(OPS_SRC))
 # The rule behind every refusal site (tools/reasons.awk): each source with
 # a site (an SPA_REQUIRE or SPA_TRY) is compiled with its number, SPA_SRC_ID
 # (31 at most: the sites travel in 15 bits), and the table maps (number,
@@ -118,11 +120,13 @@ LIB := $(B)/lib/libspattn.a
 RUNNER_LIB := $(B)/lib/libspattn_runner.a
 RUNNER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard runner/*.c))
 # aclnn compatibility layer (mk/acl.mk): hosted targets only
-ACL_LIB := $(if $(HAVE_PTHREAD),$(B)/lib/libspattn_acl.a)
+ACL_LIB := $(if $(HAVE_PTHREAD),$(if $(BUILT_OPS_ALL),$(B)/lib/libspattn_acl.a))
 
 TEST_SRC := $(foreach d,$(TEST_DIRS),$(wildcard $(d)/*.c))
-TEST_OBJ := $(TEST_SRC:%.c=$(B)/obj/%.o)
-TEST_SUITE_SRC := $(foreach f,$(TEST_SRC),$(if $(filter test_%.c,$(notdir $(f))),$(f)))
+TEST_SUITE_SRC := $(foreach f,$(TEST_SRC),$(if $(filter test_%.c,$(notdir $(f))),$(if $(call suite_built,$(patsubst test_%.c,%,$(notdir $(f)))),$(f))))
+# the helpers and the suites of the ops built
+TEST_SKIPPED_SRC := $(foreach f,$(TEST_SRC),$(if $(filter test_%.c,$(notdir $(f))),$(if $(filter $(f),$(TEST_SUITE_SRC)),,$(f))))
+TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(filter-out $(TEST_SKIPPED_SRC),$(TEST_SRC)))
 TEST_SUITES := $(patsubst test_%.c,%,$(notdir $(TEST_SUITE_SRC)))
 TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
@@ -145,7 +149,7 @@ $(B)/gen/$(1)_$(2).c: $(filter %/$(1).c.m4,$(OP_TEMPLATES)) $(M4_IN) $(M4_INC)
 	@mkdir -p $$(@D)
 	$(M4) -DSPA_DT=$(2) -DSPA_OP=$(1) $(M4_IN) $$< > $$@.tmp && mv $$@.tmp $$@
 endef
-$(foreach op,$(OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(eval $(call gen_rules,$(op),$(dt)))))
+$(foreach op,$(KERNEL_OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(eval $(call gen_rules,$(op),$(dt)))))
 
 # float64: templates/<family>/f64/<op>.c.m4 against the f64 tile declarations.
 define gen_rules_f64
@@ -181,6 +185,14 @@ $(B)/gen/spa_dtypes.h: Makefile $(CONFIG)
 	@mkdir -p $(@D)
 	printf '/* Generated: the element types of this build (DTYPES $(DTYPES)). */\n#define SPA_HAVE_F64 $(if $(filter f64,$(DTYPES)),1,0)\n#define SPA_HAVE_F16 $(if $(filter f16,$(DTYPES)),1,0)\n#define SPA_HAVE_BF16 $(if $(filter bf16,$(DTYPES)),1,0)\n' > $@
 
+# The operators of this build (OPS, mk/ops.mk): SPA_BUILT_<OP> 1 or 0.
+$(B)/gen/spa_ops.h: Makefile mk/ops.mk $(CONFIG)
+	@mkdir -p $(@D)
+	printf '/* Generated: the operators of this build (OPS $(OPS)). */\n' > $@.tmp
+	$(foreach o,$(ALL_OPS),printf '#define SPA_BUILT_%s %d\n' $(shell echo $(o) | tr a-z A-Z) $(if $(filter $(o),$(OPS)),1,0) >> $@.tmp;)
+	printf '#define SPA_BUILT_ALL %d\n' $(if $(BUILT_OPS_ALL),1,0) >> $@.tmp
+	mv $@.tmp $@
+
 # The ISA layer the target's kernels use (src/isa/<isa>.h): included by
 # half.h, never by operator code.
 $(B)/gen/spa_isa.h: Makefile $(CONFIG)
@@ -193,9 +205,12 @@ $(B)/obj/src/%.o: src/%.c $(GEN_H) $(SRC_H) $(wildcard include/spattn/*.h) $(ISA
 	@rm -f $(@:.o=.ci) $(@:.o=.su)
 	$(CC) $(CFLAGS_LIB) -DSPA_SRC_ID=$(SRC_ID_$<) $(STACK_INFO) -c $< -o $@
 
-$(REASONS_C): $(LIB_SRC) tools/reasons.awk $(SRC_LIST)
+# REASONS=0 (flash-tight firmware): no rule texts; spa_executor_reason then
+# answers the status's generic text, the codes stay as they are.
+REASONS ?= 1
+$(REASONS_C): $(LIB_SRC) tools/reasons.awk $(SRC_LIST) $(CONFIG)
 	@mkdir -p $(@D)
-	awk -v line_bits=10 -f tools/reasons.awk $(SITE_SRC) > $@.tmp && mv $@.tmp $@
+	$(if $(filter 0,$(REASONS)),printf '/* Generated (REASONS=0): no rule texts. */\n#include <stddef.h>\n#include <stdint.h>\n\nconst char *spa_site_text(uint32_t site);\n\nconst char *spa_site_text(uint32_t site)\n{\n    (void)site;\n    return NULL;\n}\n' > $@.tmp,awk -v line_bits=10 -f tools/reasons.awk $(SITE_SRC) > $@.tmp) && mv $@.tmp $@
 
 $(B)/obj/gen/%.o: $(B)/gen/%.c $(B)/gen/spa_isa.h $(SRC_H) $(ISA_H) $(CONFIG)
 	@mkdir -p $(@D)
@@ -437,6 +452,7 @@ check: deps
 # refuses float16 and bfloat16 in phase 1 (tests/cmake/msda_ramp.c). Host,
 # native, no sanitizers: a separate tree under $(BUILDROOT)/f32-only. ----
 F32_ONLY_LIB := $(patsubst $(BUILDROOT)/%,$(BUILDROOT)/f32-only/%,$(LIB))
+OPS_ONLY_LIB := $(patsubst $(BUILDROOT)/%,$(BUILDROOT)/ops-only/%,$(LIB))
 dtypes-check:
 ifeq ($(HEADERCHECK_HERE),)
 	@echo "dtypes-check: runs in the host's native build"
@@ -447,6 +463,13 @@ else
 	  [ "$$n" = 0 ]
 	@$(CC) $(CFLAGS_TEST) -DHALVES_REFUSED=1 tests/cmake/msda_ramp.c $(F32_ONLY_LIB) \
 	  -o $(dir $(F32_ONLY_LIB))msda_ramp -lm && $(dir $(F32_ONLY_LIB))msda_ramp
+	@$(MAKE) --no-print-directory -s BUILDROOT=$(BUILDROOT)/ops-only DTYPES=f32 OPS="nsa_select msda" $(OPS_ONLY_LIB) >/dev/null
+	@k=$$($(NM) $(OPS_ONLY_LIB) | grep -E ' T spa_k_' | grep -cvE ' T spa_k_(msda|nsa_select)_f32_') || true; \
+	  d=$$($(NM) $(OPS_ONLY_LIB) | grep -cE ' T spa_[a-z_]*_phase2$$') || true; \
+	  echo "ops-check: OPS=\"nsa_select msda\" DTYPES=f32 archive: $$k other kernels, $$d phase-2 drivers (2 wanted), $$(wc -c < $(OPS_ONLY_LIB)) bytes"; \
+	  [ "$$k" = 0 ] && [ "$$d" = 2 ]
+	@$(CC) $(CFLAGS_TEST) -DHALVES_REFUSED=1 -DABSENT_REFUSED=1 tests/cmake/msda_ramp.c $(OPS_ONLY_LIB) \
+	  -o $(dir $(OPS_ONLY_LIB))msda_ramp -lm && $(dir $(OPS_ONLY_LIB))msda_ramp
 endif
 
 # ---- code size per op and worst-case stack of each phase (tools/size.sh) ----

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The step-time table of a .ci/run log, in the README's form:
+# The step-time table of a .ci/run log, in the form of docs/testing.md (CI):
 #   bash .ci/run 2>&1 | tee ci.log; tools/ci_table.sh ci.log
 # (each step ends with a line "==== <step>: <s>s (total <s>s)").
 set -eu

@@ -3,7 +3,7 @@
  * Two calls each, as every spattn operator (spattn/nsa.h). The cache is read
  * in place through a block table: a call reads the blocks its queries select
  * and nothing else of the cache, so its cost does not grow with the context.
- * Normative semantics: README "NSA inference". */
+ * Normative semantics: docs/operators.md, "NSA inference". */
 #ifndef SPATTN_NSA_INFER_H
 #define SPATTN_NSA_INFER_H
 

@@ -13,9 +13,10 @@ TARGET_CFLAGS := -O2 $(ARCH_FLAGS) -fno-math-errno
 # attention (its per-block scratch and grad partials live in the workspace).
 # Compressed-attention decode splits its keys in parts of 32 (not 512): a
 # board has no second core to share them, but the suites then run the split
-# on its kernels at the sizes they draw here.
+# on its kernels at the sizes they draw here. A section per function and
+# object: a firmware linking with --gc-sections keeps only what it calls.
 LIB_CFLAGS := -ffreestanding -fbuiltin -DSPA_SELECT_BLOCKS_MAX=4 -DSPA_SELECT_PARTIAL_BYTES=1048576 \
-  -DSPA_CATTN_INFER_PART_KEYS=32
+  -DSPA_CATTN_INFER_PART_KEYS=32 -ffunction-sections -fdata-sections
 # -Wno-format for the tests only: newlib's int32_t (spa_status) is `long`,
 # which the suites print with %d; harmless here (both 32-bit, passed alike)
 # and format strings stay checked on the hosted targets, where it is `int`.

@@ -6,7 +6,10 @@
  *    package, alone and with USE_POOL on the pthread pool;
  *  - dtypes-check, with HALVES_REFUSED: against a DTYPES=f32 archive, which
  *    must also refuse float16 and bfloat16 in phase 1 with 161002 and write
- *    nothing. */
+ *    nothing;
+ *  - ops-check, with ABSENT_REFUSED too: against an OPS="nsa_select msda"
+ *    archive, whose NsaCompress must answer 161002, "operator not built", in
+ *    both phases. */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +20,12 @@
 #endif
 #ifndef HALVES_REFUSED
 #define HALVES_REFUSED 0
+#endif
+#ifndef ABSENT_REFUSED
+#define ABSENT_REFUSED 0
+#endif
+#if ABSENT_REFUSED
+#include "spattn/nsa.h"
 #endif
 #if USE_POOL
 #include "spattn/runner.h"
@@ -69,6 +78,27 @@ static int run(spa_dtype dt, const spa_runner *runner)
     return bad;
 }
 
+#if ABSENT_REFUSED
+/* An operator the archive does not hold: refused in phase 1 and phase 2. */
+static int absent(void)
+{
+    static float x[16], y[16];
+    const int64_t d[4] = {1, 1, 1, 16};
+    spa_tensor in, out;
+    spa_tensor_init(&in, SPA_FLOAT32, 4, d, x);
+    spa_tensor_init(&out, SPA_FLOAT32, 4, d, y);
+    uint64_t size = 12345;
+    spa_executor ex;
+    const spa_status st = spa_nsa_compress_get_workspace_size(&in, &in, NULL, "TND", 16, 16, 0, &out, &size, &ex);
+    const char *reason = spa_executor_reason(&ex, NULL);
+    const spa_status st2 = spa_nsa_compress(y, sizeof y, &ex, NULL);
+    const int ok = st == SPA_ERR_INVALID && st2 == SPA_ERR_INVALID && size == 12345 && strstr(reason, "not built") != NULL;
+    printf("nsa_compress (not in OPS): status %ld / %ld (%s): %s\n", (long)st, (long)st2, reason,
+           ok ? "refused, ok" : "FAILED");
+    return !ok;
+}
+#endif
+
 int main(void)
 {
     int bad = 0;
@@ -84,5 +114,8 @@ int main(void)
 #endif
     if (HALVES_REFUSED)
         bad |= run(SPA_FLOAT16, NULL) | run(SPA_BFLOAT16, NULL);
+#if ABSENT_REFUSED
+    bad |= absent();
+#endif
     return bad;
 }

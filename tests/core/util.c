@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ref/ref.h"
+#include "spa_dtypes.h"
 #include "spattn/runner.h"
 
 bool test_quick = false;
@@ -74,8 +75,17 @@ static void out_of_memory(size_t bytes)
     exit(2);
 }
 
+spa_dtype test_built_dtype(spa_dtype dt)
+{
+    if ((dt == SPA_FLOAT16 && !SPA_HAVE_F16) || (dt == SPA_BFLOAT16 && !SPA_HAVE_BF16) ||
+        (dt == SPA_FLOAT64 && !SPA_HAVE_F64))
+        return SPA_FLOAT32;
+    return dt;
+}
+
 void tt_make(ttensor *tt, spa_dtype dt, int32_t rank, const int64_t *dims, bool strided, rng *r)
 {
+    dt = test_built_dtype(dt);
     memset(tt, 0, sizeof *tt);
     tt->t.dtype = (int32_t)dt;
     tt->t.rank = rank;
