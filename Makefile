@@ -444,6 +444,7 @@ check: deps
 	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck) $(if $(HEADERCHECK_HERE),headercheck dtypes-check)
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
+	@$(if $(BOARD),$(MAKE) --no-print-directory cmake-cross-check)
 	@$(MAKE) --no-print-directory python-check
 	@$(MAKE) --no-print-directory ort-check
 

@@ -22,7 +22,7 @@ DESTDIR ?=
 VERSION := 0.1.0
 STAGE := $(B)/stage
 
-.PHONY: acl acl-check acl-examples acl-seeds acl-install-check cmake-install-check install
+.PHONY: acl acl-check acl-examples acl-seeds acl-install-check cmake-install-check cmake-cross-check install
 
 $(B)/obj/src/acl/%.o: src/acl/%.c $(wildcard src/acl/*.h) $(filter %/half.h,$(SRC_H)) $(B)/gen/spa_isa.h $(ISA_H) $(ACL_HDR) $(wildcard include/spattn/*.h) $(CONFIG)
 	@mkdir -p $(@D)
@@ -71,25 +71,51 @@ acl-seeds: $(ACL_LIB) $(LIB) $(RUNNER_LIB) $(SEEDCHECK)
 # spattn-runner, spattn-acl) and the CMake package (lib/cmake/spattn:
 # spattn::spattn, spattn::runner, spattn::acl), both carrying the target and
 # its compile flags ----
+# One prefix holds the host build (lib/, spattn.pc) and any number of cross
+# targets (lib/spattn/<target>/, spattn-<target>.pc), each with its CMake
+# description (lib/cmake/spattn/spattn-<target>.cmake), a toolchain file for
+# a cross target (lib/cmake/spattn/toolchains/<target>.cmake) and, for a
+# bare-metal one, its QEMU board (share/spattn/boards/<board>/: reset code
+# and linker script, spattn::board).
+INSTALL_LIBDIR := $(if $(filter host,$(TARGET)),lib,lib/spattn/$(TARGET))
+PC_SUFFIX := $(if $(filter host,$(TARGET)),,-$(TARGET))
+CMAKE_SYSTEM := $(if $(BOARD),Generic,Linux)
+CMAKE_PROCESSOR := $(or $(if $(filter cortex-%,$(TARGET)),arm),$(if $(filter aarch64%,$(TARGET)),aarch64),$(if $(filter riscv64%,$(TARGET)),riscv64),$(shell uname -m))
 INSTALL_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
   -e 's|@VERSION_MAJOR@|$(firstword $(subst ., ,$(VERSION)))|' -e 's|@TARGET@|$(TARGET)|' \
-  -e 's|@TARGET_CFLAGS@|$(strip $(TARGET_CFLAGS))|'
+  -e 's|@TARGET_CFLAGS@|$(strip $(TARGET_CFLAGS))|' -e 's|@LIBDIR@|$(INSTALL_LIBDIR)|' \
+  -e 's|@PC_SUFFIX@|$(PC_SUFFIX)|' -e 's|@DTYPES@|$(DTYPES)|' -e 's|@OPS@|$(OPS)|' -e 's|@BOARD@|$(BOARD)|' \
+  -e 's|@RUN@|$(RUN)|' -e 's|@CC@|$(CC)|' -e 's|@CMAKE_SYSTEM@|$(CMAKE_SYSTEM)|' \
+  -e 's|@CMAKE_PROCESSOR@|$(CMAKE_PROCESSOR)|'
+INSTALL_CMAKE := $(DESTDIR)$(PREFIX)/lib/cmake/spattn
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/spattn
-	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -d $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR) $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/spattn
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR)/
 	install -m 644 include/spattn/*.h $(DESTDIR)$(PREFIX)/include/spattn/
-	$(INSTALL_SED) tools/spattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn.pc
-	install -d $(DESTDIR)$(PREFIX)/lib/cmake/spattn
-	$(INSTALL_SED) tools/spattnConfig.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/spattn/spattnConfig.cmake
-	$(INSTALL_SED) tools/spattnConfigVersion.cmake.in \
-	  > $(DESTDIR)$(PREFIX)/lib/cmake/spattn/spattnConfigVersion.cmake
+	$(INSTALL_SED) tools/spattn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn$(PC_SUFFIX).pc
+	install -d $(INSTALL_CMAKE)
+	$(INSTALL_SED) tools/spattnConfig.cmake.in > $(INSTALL_CMAKE)/spattnConfig.cmake
+	$(INSTALL_SED) tools/spattnConfigVersion.cmake.in > $(INSTALL_CMAKE)/spattnConfigVersion.cmake
+	$(INSTALL_SED) tools/spattn-target.cmake.in > $(INSTALL_CMAKE)/spattn-$(TARGET).cmake
+ifneq ($(TARGET),host)
+	install -d $(INSTALL_CMAKE)/toolchains
+	$(INSTALL_SED) tools/spattn-toolchain.cmake.in > $(INSTALL_CMAKE)/toolchains/$(TARGET).cmake
+endif
+ifneq ($(BOARD),)
+	install -d $(DESTDIR)$(PREFIX)/share/spattn/boards/$(BOARD)
+	install -m 644 targets/bare-arm/startup.c targets/bare-arm/sections.ld $(DESTDIR)$(PREFIX)/share/spattn/boards/$(BOARD)/
+	sed 's|^INCLUDE targets/bare-arm/sections.ld|INCLUDE sections.ld|' $(BOARD_LD) > $(DESTDIR)$(PREFIX)/share/spattn/boards/$(BOARD)/$(BOARD).ld
+endif
+ifneq ($(HAVE_PTHREAD),)
+	install -m 644 $(RUNNER_LIB) $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR)/
+	$(INSTALL_SED) tools/spattn-runner.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-runner$(PC_SUFFIX).pc
+endif
 ifneq ($(ACL_LIB),)
-	install -m 644 $(RUNNER_LIB) $(ACL_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(ACL_LIB) $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR)/
 	for d in acl aclnn aclnnop; do \
 	  install -d $(DESTDIR)$(PREFIX)/include/$$d && \
 	  install -m 644 include/$$d/*.h $(DESTDIR)$(PREFIX)/include/$$d/ || exit 1; done
-	$(INSTALL_SED) tools/spattn-acl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-acl.pc
-	$(INSTALL_SED) tools/spattn-runner.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-runner.pc
+	$(INSTALL_SED) tools/spattn-acl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-acl$(PC_SUFFIX).pc
 endif
 
 # A CMake project of a user (tests/cmake) finds the staged install with
@@ -107,6 +133,30 @@ else
 	  grep "spattn .* for target" $(STAGE)-cmake/configure.log | sed 's/^-- /cmake-install-check: /' && \
 	  cmake --build $(STAGE)-cmake/build >$(STAGE)-cmake/build.log && \
 	  $(STAGE)-cmake/build/msda_ramp && $(STAGE)-cmake/build/msda_runner; fi
+endif
+
+# Several targets under one prefix: the host and this cross target staged
+# into one install, then the same CMake project (tests/cmake) configured for
+# each: natively, and with the installed toolchain file of this target, whose
+# image (spattn::board on bare metal) runs under $(RUN). Skipped where cmake
+# is not installed.
+cmake-cross-check:
+ifeq ($(TARGET),host)
+	@echo "cmake-cross-check: for a cross target (make TARGET=cortex-m55 cmake-cross-check)"
+else
+	@if ! command -v cmake >/dev/null; then echo "cmake-cross-check: skipped, no cmake (apt-get install cmake)"; \
+	else rm -rf $(STAGE)-cross && \
+	  $(MAKE) --no-print-directory -s TARGET=host install DESTDIR=$(abspath $(STAGE)-cross) PREFIX=/opt/spattn >/dev/null && \
+	  $(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(STAGE)-cross) PREFIX=/opt/spattn >/dev/null && \
+	  p=$(abspath $(STAGE)-cross)/opt/spattn && \
+	  cmake -S tests/cmake -B $(STAGE)-cross/host -DCMAKE_PREFIX_PATH=$$p >$(STAGE)-cross/host.log && \
+	  cmake --build $(STAGE)-cross/host >>$(STAGE)-cross/host.log && $(STAGE)-cross/host/msda_ramp | sed 's/^/cmake-cross-check: host: /' && \
+	  cmake -S tests/cmake -B $(STAGE)-cross/$(TARGET) -DCMAKE_TOOLCHAIN_FILE=$$p/lib/cmake/spattn/toolchains/$(TARGET).cmake \
+	    >$(STAGE)-cross/$(TARGET).log && \
+	  grep "spattn .* for target" $(STAGE)-cross/$(TARGET).log | sed 's/^-- /cmake-cross-check: /' && \
+	  cmake --build $(STAGE)-cross/$(TARGET) >>$(STAGE)-cross/$(TARGET).log && \
+	  $(RUN) $(STAGE)-cross/$(TARGET)/msda_ramp | sed 's/^/cmake-cross-check: $(TARGET): /' && \
+	  echo "cmake-cross-check: one prefix: $$(cd $$p && ls lib/cmake/spattn/spattn-*.cmake lib/pkgconfig/*.pc | tr '\n' ' ')"; fi
 endif
 
 # The installed tree alone must be enough: stage an install under build/ and
