@@ -12,7 +12,12 @@ m4_ifelse(m4_eval(NSCA_TK < 16), 1, `m4_errprint(`spattn gen: nsa_compress_atten
 ')m4_m4exit(1)')
 SPA_REQUIRE_FITS(`nsa_compress_attention', NSCA_BYTES(NSCA_TK), SPA_UB_BYTES)
 m4_define(`NSCA_KSYM', `SPA_KSYM(`nsa_compress_attention', `k'NSCA_TK)')
+The inference op's parts (spa_nsca_args.split): the same forward under its
+own name, so that the whole-unit kernel compiles as before.
+m4_define(`NSCA_KSYM_SPLIT', `SPA_KSYM(`nsa_compress_attention', `k'NSCA_TK`_split')')
 m4_divert(0)m4_dnl
 SPA_ADD_DECL(`#include "nsa_cattn_kernel.h"
 #define SPA_KMACRO(`nsa_compress_attention') NSCA_KSYM
-spa_nsca_fwd_kernel NSCA_KSYM;')m4_dnl
+#define SPA_KMACRO(`nsa_compress_attention_split') NSCA_KSYM_SPLIT
+spa_nsca_fwd_kernel NSCA_KSYM;
+spa_nsca_fwd_kernel NSCA_KSYM_SPLIT;')m4_dnl

@@ -13,7 +13,12 @@ m4_ifelse(m4_eval(NSAS_TK < 16), 1, `m4_errprint(`spattn gen: nsa_select needs a
 SPA_REQUIRE_FITS(`nsa_select', NSAS_BYTES(NSAS_TK), SPA_UB_BYTES)
 m4_define(`NSAS_TILE', `k'NSAS_TK)
 m4_define(`NSAS_KSYM', `SPA_KSYM(`nsa_select', NSAS_TILE)')
+The decode path's parts of a half-dtype row (spa_nsas_args.split): the same
+forward under its own name, so that the whole-row kernel compiles as before.
+m4_define(`NSAS_KSYM_SPLIT', `SPA_KSYM(`nsa_select', NSAS_TILE`_split')')
 m4_divert(0)m4_dnl
 SPA_ADD_DECL(`#include "nsa_select_kernel.h"
 #define SPA_KMACRO(`nsa_select') NSAS_KSYM
-spa_nsas_fwd_kernel NSAS_KSYM;')m4_dnl
+#define SPA_KMACRO(`nsa_select_split') NSAS_KSYM_SPLIT
+spa_nsas_fwd_kernel NSAS_KSYM;
+spa_nsas_fwd_kernel NSAS_KSYM_SPLIT;')m4_dnl

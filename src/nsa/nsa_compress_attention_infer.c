@@ -102,6 +102,15 @@ typedef struct nscai_plan {
 static void call_kernel(int32_t dtype, const spa_nsca_args *a, int64_t h2, int64_t q0, int64_t q1, int64_t ncmp,
                         float *scratch)
 {
+    if (a->split) { /* a part's passes: the kernel's split build */
+        if (dtype == SPA_FLOAT16)
+            SPA_K_NSA_COMPRESS_ATTENTION_SPLIT_F16(a, h2, q0, q1, q0, q1, 0, ncmp, scratch);
+        else if (dtype == SPA_BFLOAT16)
+            SPA_K_NSA_COMPRESS_ATTENTION_SPLIT_BF16(a, h2, q0, q1, q0, q1, 0, ncmp, scratch);
+        else
+            SPA_K_NSA_COMPRESS_ATTENTION_SPLIT_F32(a, h2, q0, q1, q0, q1, 0, ncmp, scratch);
+        return;
+    }
     switch (dtype) {
     case SPA_FLOAT16:
         SPA_K_NSA_COMPRESS_ATTENTION_F16(a, h2, q0, q1, q0, q1, 0, ncmp, scratch);

@@ -422,13 +422,19 @@ static void run_kernel(const nsasi_run *r, const spa_nsas_args *a, int64_t n2, i
     spa_nsas_args k = *a;
     k.kf = (const float *)(const void *)(scratch + lay.kg), k.kfr = sh->dp;
     k.vf = (const float *)(const void *)(scratch + lay.vg), k.vfr = sh->dvp;
-    /* direct calls: the stack bound (tools/stack.awk) follows them */
-    if (sh->dtype == SPA_FLOAT16)
-        SPA_K_NSA_SELECT_F16(&k, n2, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
+    /* direct calls: the stack bound (tools/stack.awk) follows them; a
+     * part's passes (f16 / bf16) run the kernel's split build */
+    float *s = (float *)(void *)scratch;
+    if (sh->dtype == SPA_FLOAT16 && k.split)
+        SPA_K_NSA_SELECT_SPLIT_F16(&k, n2, t, t + 1, qstart, 0, kv, s);
+    else if (sh->dtype == SPA_FLOAT16)
+        SPA_K_NSA_SELECT_F16(&k, n2, t, t + 1, qstart, 0, kv, s);
+    else if (sh->dtype == SPA_BFLOAT16 && k.split)
+        SPA_K_NSA_SELECT_SPLIT_BF16(&k, n2, t, t + 1, qstart, 0, kv, s);
     else if (sh->dtype == SPA_BFLOAT16)
-        SPA_K_NSA_SELECT_BF16(&k, n2, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
+        SPA_K_NSA_SELECT_BF16(&k, n2, t, t + 1, qstart, 0, kv, s);
     else
-        SPA_K_NSA_SELECT_F32(&k, n2, t, t + 1, qstart, 0, kv, (float *)(void *)scratch);
+        SPA_K_NSA_SELECT_F32(&k, n2, t, t + 1, qstart, 0, kv, s);
 }
 
 static void run_block(void *arg, uint32_t blk)

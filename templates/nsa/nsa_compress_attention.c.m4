@@ -137,8 +137,16 @@ static int masked_nonfinite(const spa_nsca_args *a, const float *vb, int64_t R, 
     return 0;
 }
 
-void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
-                 int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
+/* The forward, once with split 0 (the kernel: the split's branches folded
+ * away) and once with the inference op's a->split (its own symbol). */
+#if defined(__GNUC__)
+#define NSCA_BODY_INLINE inline __attribute__((always_inline))
+#else
+#define NSCA_BODY_INLINE inline
+#endif
+static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1,
+                                           int64_t qstart, int64_t qend, int64_t kstart, int64_t ncmp,
+                                           float *scratch, const int split)
 {
     const SPA_T *q = a->q;
     SPA_T *o = a->o;
@@ -194,7 +202,7 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 continue;
             }
             int exact = 0; /* take the exact forms (exact_colsum, exact_pv) */
-            if (a->split != SPA_NSAS_SPLIT_FINISH) { /* scores, max, exp and sum; a part's finish has them */
+            if (split != SPA_NSAS_SPLIT_FINISH) { /* scores, max, exp and sum; a part's finish has them */
                 if (lanes < GP) /* lanes past the group: zero (the tail rows past D stay 0) */
                     for (int64_t x = 0; x < DP * GP; x++)
                         qt[x] = 0.0f;
@@ -260,7 +268,7 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 NSAS_EXP_SUM()(st, R, GP, mrow, lrow);
                 for (int64_t l = 0; l < GP; l++)
                     inv[l] = 1.0f / lrow[l];
-                if (a->split == SPA_NSAS_SPLIT_STATS) { /* a part's statistics; st stays for its finish */
+                if (split == SPA_NSAS_SPLIT_STATS) { /* a part's statistics; st stays for its finish */
                     for (int64_t l = 0; l < lanes; l++)
                         a->part_m[l] = mrow[l], a->part_l[l] = lrow[l];
                     continue;
@@ -298,7 +306,7 @@ void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 spa_nsas_pf none = spa_nsas_pf_rows(NULL, 0, 0, 0);
                 spa_nsas_rows_add(st, R, GP, sel, lanes, TQP, colsum, &none);
             }
-            if (a->split == SPA_NSAS_SPLIT_FINISH) /* the part's keys of the unit's importance sums */
+            if (split == SPA_NSAS_SPLIT_FINISH) /* the part's keys of the unit's importance sums */
                 for (int64_t x = 0; x < ncmp * TQP; x++) /* past R: the zeros of colsum */
                     a->part_colsum[x] = colsum[x];
 m4_ifelse(SPA_DT, `f32', `m4_dnl
@@ -313,7 +321,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                 exact_pv(a, vb, st, R, GP, vend, tg, qstart, nt, nh, ncmp, DV, ot);
             else
                 pv_rows(vb, a->vfr, R, st, DVP, GP, ot);
-            if (a->split == SPA_NSAS_SPLIT_FINISH) { /* the part's output, f32 */
+            if (split == SPA_NSAS_SPLIT_FINISH) { /* the part's output, f32 */
                 for (int64_t l = 0; l < lanes; l++)
                     for (int64_t e = 0; e < DV; e++)
                         a->part_o[l * DV + e] = ot[e * GP + l] * m4_ifelse(SPA_DT, `f32', `inv[l]', `1.0f');
@@ -328,7 +336,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                     stat_out(sm + t * ss0 + h * ss1, a->ss2, lrow[l]);
                 }
         }
-        if (a->split) /* a part: its driver ranks the blocks */
+        if (split) /* a part: its driver ranks the blocks */
             continue;
         /* importance and top-K per token */
         for (int64_t i = 0; i < nt; i++) {
@@ -338,4 +346,16 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
                                 a->ts2);
         }
     }
+}
+
+void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
+                 int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
+{
+    nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, 0);
+}
+
+void NSCA_KSYM_SPLIT()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
+                       int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
+{
+    nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, a->split);
 }

@@ -100,8 +100,16 @@ static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t k
     return spa_nsas_pf_rows(a->vf + row * a->vfr, a->vfr * 4, nr, a->dvp * 4);
 }
 
-void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
-                 int64_t kstart, int64_t kvlen, float *scratch)
+/* The forward, once with split 0 (the kernel: the split's branches folded
+ * away) and once with the decode path's a->split (its own symbol). */
+#if defined(__GNUC__)
+#define NSAS_BODY_INLINE inline __attribute__((always_inline))
+#else
+#define NSAS_BODY_INLINE inline
+#endif
+static NSAS_BODY_INLINE void nsas_forward(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1,
+                                           int64_t qstart, int64_t kstart, int64_t kvlen, float *scratch,
+                                           const int split)
 {
     const SPA_T *q = a->q;
     SPA_T *o = a->o;
@@ -134,11 +142,11 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
         if (sel == 0) { /* nothing selected: O = 0, max -FLT_MAX, sum 0 (a part: its share) */
             for (ptrdiff_t g = 0; g < g_; g++) {
                 const int64_t h = h2 * G + g;
-                if (a->split == SPA_NSAS_SPLIT_FINISH)
+                if (split == SPA_NSAS_SPLIT_FINISH)
                     nsas_part_zero((float *)a->o + t * a->os0 + h * a->os1, DV);
-                if (a->split == SPA_NSAS_SPLIT_STATS)
+                if (split == SPA_NSAS_SPLIT_STATS)
                     nsas_part_stats(mx + t * a->ms0 + h * a->ms1, sm + t * a->ss0 + h * a->ss1, -FLT_MAX, 0.0f);
-                if (a->split != 0)
+                if (split != 0)
                     continue;
                 SPA_T *orow = o + t * a->os0 + h * a->os1;
                 for (int64_t e = 0; e < DV; e++)
@@ -157,7 +165,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
             const ptrdiff_t nh = (ptrdiff_t)(G - h0 < HC ? G - h0 : HC);
             const int64_t KB = sel * BS;
             float inv[32];
-            if (a->split != SPA_NSAS_SPLIT_FINISH) { /* scores, max, exp and sum; a part's finish has them */
+            if (split != SPA_NSAS_SPLIT_FINISH) { /* scores, max, exp and sum; a part's finish has them */
                 if (nh < (ptrdiff_t)HC) /* a last, partial chunk: the lanes past it zero, as for a small G */
                     for (int64_t i = 0; i < DP; i++)
                         for (ptrdiff_t g = nh; g < (ptrdiff_t)HC; g++)
@@ -198,7 +206,7 @@ void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int
                 NSAS_EXP_SUM()(st, KB, GP, mrow, lrow);
                 for (int64_t l = 0; l < GP; l++)
                     inv[l] = 1.0f / lrow[l];
-                if (a->split == SPA_NSAS_SPLIT_STATS) { /* a part's statistics; st stays for its finish */
+                if (split == SPA_NSAS_SPLIT_STATS) { /* a part's statistics; st stays for its finish */
                     for (ptrdiff_t g = 0; g < nh; g++) {
                         const int64_t h = h2 * G + h0 + g;
                         nsas_part_stats(mx + t * a->ms0 + h * a->ms1, sm + t * a->ss0 + h * a->ss1, mrow[g], lrow[g]);
@@ -236,7 +244,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
 ')m4_dnl
             for (ptrdiff_t g = 0; g < nh; g++) {
                 const int64_t h = h2 * G + h0 + g;
-                if (a->split == SPA_NSAS_SPLIT_FINISH) { /* a part's output, f32 */
+                if (split == SPA_NSAS_SPLIT_FINISH) { /* a part's output, f32 */
                     float *po = (float *)a->o + t * a->os0 + h * a->os1;
                     for (ptrdiff_t e = 0; e < dv_; e++)
                         po[e] = ot[e * gp_ + g];
@@ -260,4 +268,16 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             }
         }
     }
+}
+
+void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
+                 int64_t kstart, int64_t kvlen, float *scratch)
+{
+    nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, 0);
+}
+
+void NSAS_KSYM_SPLIT()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
+                       int64_t kstart, int64_t kvlen, float *scratch)
+{
+    nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, a->split);
 }
