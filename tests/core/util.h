@@ -33,9 +33,10 @@ typedef struct ttensor {
 } ttensor;
 
 /* strided: 0 = contiguous; otherwise padded strides drawn from r. */
-/* A build without f16 / bf16 / f64 (DTYPES=): the dtype a test's tensor of
- * dt gets, f32 where dt is not built (tt_make), so that every case still
- * runs, in f32, against its reference at dt's tolerance. */
+/* A build without f16 / bf16 (DTYPES=): the dtype a test's tensor of dt
+ * gets, f32 where dt is not built (tt_make), so that every case still runs,
+ * in f32, against its reference at dt's tolerance. float64 stays: the
+ * suites test its refusal where it is not built. */
 spa_dtype test_built_dtype(spa_dtype dt);
 void tt_make(ttensor *tt, spa_dtype dt, int32_t rank, const int64_t *dims, bool strided, rng *r);
 void tt_free(ttensor *tt);
