@@ -188,10 +188,9 @@ $(B)/gen/spa_dtypes.h: Makefile $(CONFIG)
 # The operators of this build (OPS, mk/ops.mk): SPA_BUILT_<OP> 1 or 0.
 $(B)/gen/spa_ops.h: Makefile mk/ops.mk $(CONFIG)
 	@mkdir -p $(@D)
-	printf '/* Generated: the operators of this build (OPS $(OPS)). */\n' > $@.tmp
-	$(foreach o,$(ALL_OPS),printf '#define SPA_BUILT_%s %d\n' $(shell echo $(o) | tr a-z A-Z) $(if $(filter $(o),$(OPS)),1,0) >> $@.tmp;)
-	printf '#define SPA_BUILT_ALL %d\n' $(if $(BUILT_OPS_ALL),1,0) >> $@.tmp
-	mv $@.tmp $@
+	{ printf '/* Generated: the operators of this build (OPS $(OPS)). */\n'; \
+	  $(foreach o,$(ALL_OPS),printf '#define SPA_BUILT_%s %d\n' $(shell echo $(o) | tr a-z A-Z) $(if $(filter $(o),$(OPS)),1,0);) \
+	  printf '#define SPA_BUILT_ALL %d\n' $(if $(BUILT_OPS_ALL),1,0); } > $@.tmp.$$$$ && mv $@.tmp.$$$$ $@
 
 # The ISA layer the target's kernels use (src/isa/<isa>.h): included by
 # half.h, never by operator code.

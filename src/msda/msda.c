@@ -61,12 +61,12 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
 {
     memset(p, 0, sizeof *p);
     /* rule 2: dtypes, each float tensor in its own */
-    SPA_REQUIRE(spa_is_float_dtype(value->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(value->dtype) /* a float dtype, not one this build left out (DTYPES) */);
     SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype));
     SPA_REQUIRE(spa_msda_is_index_dtype(level_start->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(location->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(attn_weight->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(output->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(location->dtype) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(spa_is_float_dtype(attn_weight->dtype) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(spa_is_float_dtype(output->dtype) /* a float dtype, not one this build left out (DTYPES) */);
     const spa_tensor *floats[] = {value, location, attn_weight, output};
     SPA_REQUIRE(!spa_any_float64(floats, 4) || SPA_FLOAT64_MSDA);
     /* rule 3: ranks (and descriptor sanity), then rule 4 */

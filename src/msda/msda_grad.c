@@ -64,15 +64,15 @@ static spa_status plan(const spa_tensor *value, const spa_tensor *spatial_shape,
 {
     memset(p, 0, sizeof *p);
     /* rule 2: dtypes, no equality between the float tensors */
-    SPA_REQUIRE(spa_is_float_dtype(value->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(location->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(attn_weight->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(grad_output->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(value->dtype) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(spa_is_float_dtype(location->dtype) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(spa_is_float_dtype(attn_weight->dtype) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(spa_is_float_dtype(grad_output->dtype) /* a float dtype, not one this build left out (DTYPES) */);
     SPA_REQUIRE(spa_msda_is_index_dtype(spatial_shape->dtype));
     SPA_REQUIRE(spa_msda_is_index_dtype(level_start->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(grad_value->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(grad_location->dtype));
-    SPA_REQUIRE(spa_is_float_dtype(grad_attn_weight->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(grad_value->dtype) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(spa_is_float_dtype(grad_location->dtype) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(spa_is_float_dtype(grad_attn_weight->dtype) /* a float dtype, not one this build left out (DTYPES) */);
     const spa_tensor *floats[] = {value, location, attn_weight, grad_output,
                                   grad_value, grad_location, grad_attn_weight};
     SPA_REQUIRE(!spa_any_float64(floats, 7) || SPA_FLOAT64_MSDA_GRAD);

@@ -139,7 +139,7 @@ static spa_status check_args(const nscai_exec *e, nscai_shape *sh)
     SPA_TRY(spa_tensor_check_output(&e->o, 3));
     SPA_TRY(spa_tensor_check_output(&e->topk, 3));
     const int32_t dt = e->q.dtype;
-    SPA_REQUIRE(spa_is_float_dtype(dt));
+    SPA_REQUIRE(spa_is_float_dtype(dt) /* a float dtype, not one this build left out (DTYPES) */);
     SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_HAVE_F64);
     SPA_REQUIRE(e->k.dtype == dt /* key: the dtype of query */);
     SPA_REQUIRE(e->v.dtype == dt /* value: the dtype of query */);

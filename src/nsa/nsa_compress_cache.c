@@ -79,7 +79,7 @@ static spa_status check_args(const nsacc_exec *e, nsacc_shape *sh)
     SPA_TRY(spa_tensor_check_output(&e->out, 3));
     SPA_TRY(spa_seq_check_size(&e->len));
     const int32_t dt = e->input.dtype;
-    SPA_REQUIRE(spa_is_float_dtype(dt));
+    SPA_REQUIRE(spa_is_float_dtype(dt) /* a float dtype, not one this build left out (DTYPES) */);
     SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_NSA_COMPRESS);
     SPA_REQUIRE(e->weight.dtype == dt /* weight: the dtype of input */);
     SPA_REQUIRE(e->out.dtype == dt /* output_cache: the dtype of input */);

@@ -14,7 +14,7 @@ spa_status spa_nsac_check_common(const spa_tensor *input, const spa_tensor *weig
 {
     SPA_TRY(spa_tensor_check(input, 3));
     SPA_TRY(spa_tensor_check(weight, 2));
-    SPA_REQUIRE(spa_is_float_dtype(input->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(input->dtype) /* a float dtype, not one this build left out (DTYPES) */);
     SPA_REQUIRE(weight->dtype == input->dtype);
     /* NULL means the op's default, "TND" (spec/nsa.md 1.3 rule 3). */
     SPA_REQUIRE(layout == NULL || spa_layout_is_tnd(layout));

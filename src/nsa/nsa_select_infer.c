@@ -100,7 +100,7 @@ static spa_status check_args(const nsasi_exec *e, nsasi_shape *sh)
     SPA_TRY(spa_tensor_check(&e->topk, 3));
     SPA_TRY(spa_tensor_check_output(&e->o, 3));
     const int32_t dt = e->q.dtype;
-    SPA_REQUIRE(spa_is_float_dtype(dt));
+    SPA_REQUIRE(spa_is_float_dtype(dt) /* a float dtype, not one this build left out (DTYPES) */);
     SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_NSA_SELECT);
     SPA_REQUIRE(e->k.dtype == dt /* key: the dtype of query */);
     SPA_REQUIRE(e->v.dtype == dt /* value: the dtype of query */);

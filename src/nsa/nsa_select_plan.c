@@ -93,7 +93,7 @@ spa_status spa_nsas_check_shapes(const spa_tensor *q, const spa_tensor *k, const
     SPA_TRY(spa_tensor_check(k, 3));
     SPA_TRY(spa_tensor_check(v, 3));
     SPA_TRY(spa_tensor_check(topk, 3));
-    SPA_REQUIRE(spa_is_float_dtype(q->dtype));
+    SPA_REQUIRE(spa_is_float_dtype(q->dtype) /* a float dtype, not one this build left out (DTYPES) */);
     SPA_REQUIRE(k->dtype == q->dtype);
     SPA_REQUIRE(v->dtype == q->dtype);
     SPA_REQUIRE(topk->dtype == SPA_INT32);

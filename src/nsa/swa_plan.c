@@ -57,7 +57,7 @@ spa_status spa_swa_check_shapes(const spa_tensor *q, const spa_tensor *k, const 
     SPA_TRY(spa_tensor_check(k, 3));
     SPA_TRY(spa_tensor_check(v, 3));
     const int32_t dt = q->dtype;
-    SPA_REQUIRE(spa_is_float_dtype(dt));
+    SPA_REQUIRE(spa_is_float_dtype(dt) /* a float dtype, not one this build left out (DTYPES) */);
     SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_SWA);
     SPA_REQUIRE(k->dtype == dt);
     SPA_REQUIRE(v->dtype == dt);
