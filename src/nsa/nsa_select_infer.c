@@ -470,9 +470,6 @@ static int64_t batch_of(const nsasi_run *r, int64_t t)
     return lo;
 }
 
-/* Part blk % parts of unit u0 + blk / parts: its slots into its partial
- * output, max and sum (the query rows of kv head h offset into a, so that
- * the kernel runs as kv head 0). */
 /* Where part `part` of round unit ru keeps its output [g][dv], max [g] and
  * sum [g] (the kernel's element; f32 for the half dtypes). */
 static unsigned char *partial_at(const nsasi_run *r, int64_t ru, int64_t part, int which)
@@ -495,24 +492,64 @@ static void part_args(const nsasi_run *r, int64_t ru, int64_t part, int64_t h, s
     a->sm = partial_at(r, ru, part, 2), a->ss0 = 0, a->ss1 = 1, a->ss2 = 0;
 }
 
+/* A partial value as double. */
+static double part_at(const unsigned char *base, int32_t dt, int64_t i)
+{
+    if (dt == SPA_FLOAT64)
+        return ((const double *)(const void *)base)[i];
+    return (double)((const float *)(const void *)base)[i];
+}
+
+/* Block blk of a round's parts: its round unit, part, token, kv head,
+ * batch and slots [j0, j1); false past the units. */
+static bool part_block(const nsasi_run *r, uint32_t blk, int64_t *ru, int64_t *part, int64_t *t, int64_t *h,
+                       int64_t *b, int64_t *j0, int64_t *j1)
+{
+    const nsasi_plan *p = r->p;
+    *ru = (int64_t)blk / p->parts, *part = (int64_t)blk - *ru * p->parts;
+    const int64_t u = r->u0 + *ru;
+    if (u >= p->units)
+        return false;
+    *t = u / p->sh.n2, *h = u - *t * p->sh.n2, *b = batch_of(r, *t);
+    *j0 = *part * p->kcp, *j1 = *j0 + p->kcp < p->sh.kc ? *j0 + p->kcp : p->sh.kc;
+    return true;
+}
+
+/* Head l of round unit ru: each part's weight l_k exp(m_k - M) into w (a
+ * part without keys: 0), the row's max M into *m; returns their sum L
+ * (double, part order). */
+static double row_weights(const nsasi_run *r, int64_t ru, int64_t l, double *w, double *m)
+{
+    const nsasi_plan *p = r->p;
+    const int32_t dt = p->sh.dtype;
+    double sum = 0.0;
+    *m = -HUGE_VAL;
+    for (int64_t k = 0; k < p->parts; k++) {
+        const double mk = part_at(partial_at(r, ru, k, 1), dt, l);
+        *m = mk > *m ? mk : *m;
+    }
+    for (int64_t k = 0; k < p->parts; k++) {
+        const double mk = part_at(partial_at(r, ru, k, 1), dt, l), lk = part_at(partial_at(r, ru, k, 2), dt, l);
+        w[k] = lk == 0.0 ? 0.0 : lk * exp(mk - *m);
+        sum += w[k];
+    }
+    return sum;
+}
+
 /* Part blk % parts of unit u0 + blk / parts: its slots into its partial
  * output, max and sum (a half dtype: its max and sum, the scores kept in
  * its scratch for run_finish_block). */
 static void run_part_block(void *arg, uint32_t blk)
 {
     const nsasi_run *r = arg;
-    const nsasi_plan *p = r->p;
-    const nsasi_shape *sh = &p->sh;
-    const int64_t ru = (int64_t)blk / p->parts, part = (int64_t)blk - ru * p->parts, u = r->u0 + ru;
-    if (u >= p->units)
+    int64_t ru, part, t, h, b, j0, j1;
+    if (!part_block(r, blk, &ru, &part, &t, &h, &b, &j0, &j1))
         return;
-    const int64_t t = u / sh->n2, h = u - t * sh->n2, b = batch_of(r, t);
-    const int64_t j0 = part * p->kcp, j1 = j0 + p->kcp < sh->kc ? j0 + p->kcp : sh->kc;
-    unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
     spa_nsas_args a;
     gather_slots(r, t, h, b, j0, j1, scratch, &a);
     part_args(r, ru, part, h, &a);
-    a.split = is_half(sh) ? SPA_NSAS_SPLIT_STATS : 0;
+    a.split = is_half(&r->p->sh) ? SPA_NSAS_SPLIT_STATS : 0;
     run_kernel(r, &a, 0, t, b, scratch);
 }
 
@@ -523,27 +560,15 @@ static void run_part_block(void *arg, uint32_t blk)
 static void run_finish_block(void *arg, uint32_t blk)
 {
     const nsasi_run *r = arg;
-    const nsasi_plan *p = r->p;
-    const nsasi_shape *sh = &p->sh;
-    const int64_t ru = (int64_t)blk / p->parts, part = (int64_t)blk - ru * p->parts, u = r->u0 + ru;
-    if (u >= p->units)
+    int64_t ru, part, t, h, b, j0, j1;
+    if (!part_block(r, blk, &ru, &part, &t, &h, &b, &j0, &j1))
         return;
-    const int64_t t = u / sh->n2, h = u - t * sh->n2, b = batch_of(r, t);
-    const int64_t j0 = part * p->kcp, j1 = j0 + p->kcp < sh->kc ? j0 + p->kcp : sh->kc;
-    unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
     float pscale[32] = {0.0f}; /* g <= 32; padded lanes 0 */
-    for (int64_t l = 0; l < sh->g; l++) {
-        double m = -HUGE_VAL, sum = 0.0;
-        for (int64_t k = 0; k < p->parts; k++) {
-            const double mk = ((const float *)(const void *)partial_at(r, ru, k, 1))[l];
-            m = mk > m ? mk : m;
-        }
-        for (int64_t k = 0; k < p->parts; k++) {
-            const double mk = ((const float *)(const void *)partial_at(r, ru, k, 1))[l];
-            const double lk = ((const float *)(const void *)partial_at(r, ru, k, 2))[l];
-            sum += lk == 0.0 ? 0.0 : lk * exp(mk - m); /* a part without keys: 0 */
-        }
-        const double mp = ((const float *)(const void *)partial_at(r, ru, part, 1))[l];
+    for (int64_t l = 0; l < r->p->sh.g; l++) {
+        double w[SPA_SELECT_INFER_PARTS_MAX], m;
+        const double sum = row_weights(r, ru, l, w, &m);
+        const double mp = part_at(partial_at(r, ru, part, 1), SPA_FLOAT32, l);
         pscale[l] = sum == 0.0 ? 0.0f : (float)(exp(mp - m) / sum); /* NaN stays NaN */
     }
     spa_nsas_args a;
@@ -553,13 +578,6 @@ static void run_finish_block(void *arg, uint32_t blk)
     run_kernel(r, &a, 0, t, b, scratch);
 }
 
-/* A partial value as double. */
-static double part_at(const unsigned char *base, int32_t dt, int64_t i)
-{
-    if (dt == SPA_FLOAT64)
-        return ((const double *)(const void *)base)[i];
-    return (double)((const float *)(const void *)base)[i];
-}
 
 /* Unit u0 + blk: its parts merged in part order, each weighted by
  * l_p exp(m_p - M), M the largest max; a NaN max or sum makes the row NaN,
@@ -573,26 +591,19 @@ static void run_merge_block(void *arg, uint32_t blk)
     if (u >= p->units)
         return;
     const nsasi_exec *e = r->e;
-    const int64_t t = u / sh->n2, h = u - t * sh->n2, g = sh->g, dv = sh->dv, all = p->round * p->parts;
-    const int64_t pu0 = (int64_t)blk * p->parts;
+    const int64_t t = u / sh->n2, h = u - t * sh->n2, g = sh->g, dv = sh->dv, ru = (int64_t)blk;
+    const bool half = is_half(sh); /* the parts are normalised: their sum */
     for (int64_t l = 0; l < g; l++) {
-        double w[SPA_SELECT_INFER_PARTS_MAX], m = -HUGE_VAL, sum = 0.0;
-        for (int64_t k = 0; k < p->parts; k++) {
-            const double mk = part_at(r->partial, sh->dtype, all * g * dv + (pu0 + k) * g + l);
-            m = mk > m ? mk : m;
-        }
-        for (int64_t k = 0; k < p->parts; k++) {
-            const double mk = part_at(r->partial, sh->dtype, all * g * dv + (pu0 + k) * g + l);
-            const double lk = part_at(r->partial, sh->dtype, all * g * (dv + 1) + (pu0 + k) * g + l);
-            w[k] = lk == 0.0 ? 0.0 : lk * exp(mk - m); /* a part without keys: 0 */
-            sum += w[k];
-        }
+        double w[SPA_SELECT_INFER_PARTS_MAX], m, sum = 1.0;
+        for (int64_t k = 0; k < p->parts; k++)
+            w[k] = 1.0;
+        if (!half)
+            sum = row_weights(r, ru, l, w, &m);
         const int64_t hq = h * g + l;
-        const bool half = is_half(sh); /* the parts are normalised: their sum */
         for (int64_t c = 0; c < dv; c++) {
             double acc = 0.0;
             for (int64_t k = 0; k < p->parts; k++)
-                acc += (half ? 1.0 : w[k]) * part_at(r->partial, sh->dtype, ((pu0 + k) * g + l) * dv + c);
+                acc += w[k] * part_at(partial_at(r, ru, k, 0), sh->dtype, l * dv + c);
             const double x = half ? acc : sum == 0.0 ? 0.0 : acc / sum;
             const int64_t off = t * e->o.strides[0] + hq * e->o.strides[1] + c * e->o.strides[2];
             if (sh->dtype == SPA_FLOAT64)
