@@ -88,7 +88,8 @@ INSTALL_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
   -e 's|@RUN@|$(RUN)|' -e 's|@CC@|$(CC)|' -e 's|@CMAKE_SYSTEM@|$(CMAKE_SYSTEM)|' \
   -e 's|@CMAKE_PROCESSOR@|$(CMAKE_PROCESSOR)|'
 INSTALL_CMAKE := $(DESTDIR)$(PREFIX)/lib/cmake/spattn
-install: all
+install: all $(if $(filter-out host,$(TARGET)),$(SIZING_LIB))
+	@echo "install: $(TARGET)$(if $(HOST_MARCH), built with -march=$(HOST_MARCH)) ($(ISA) kernels) into $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR)"
 	install -d $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR) $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/spattn
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR)/
 	install -m 644 include/spattn/*.h $(DESTDIR)$(PREFIX)/include/spattn/
@@ -100,6 +101,9 @@ install: all
 ifneq ($(TARGET),host)
 	install -d $(INSTALL_CMAKE)/toolchains
 	$(INSTALL_SED) tools/spattn-toolchain.cmake.in > $(INSTALL_CMAKE)/toolchains/$(TARGET).cmake
+	install -d $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR)/sizing
+	install -m 644 $(SIZING_LIB) $(DESTDIR)$(PREFIX)/$(INSTALL_LIBDIR)/sizing/
+	$(INSTALL_SED) -e 's|@SIZING_ABI@|$(strip $(SIZING_ABI))|' tools/spattn-sizing.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/spattn-sizing$(PC_SUFFIX).pc
 endif
 ifneq ($(BOARD),)
 	install -d $(DESTDIR)$(PREFIX)/share/spattn/boards/$(BOARD)
@@ -127,7 +131,7 @@ ifneq ($(SANITIZE),)
 else
 	@if ! command -v cmake >/dev/null; then echo "cmake-install-check: skipped, no cmake (apt-get install cmake)"; \
 	else rm -rf $(STAGE)-cmake && \
-	  $(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(STAGE)-cmake) PREFIX=/opt/spattn >/dev/null && \
+	  $(MAKE) --no-print-directory -s install HOST_MARCH=$(HOST_MARCH) DESTDIR=$(abspath $(STAGE)-cmake) PREFIX=/opt/spattn >/dev/null && \
 	  cmake -S tests/cmake -B $(STAGE)-cmake/build -DCMAKE_C_COMPILER=$(CC) \
 	    -DCMAKE_PREFIX_PATH=$(abspath $(STAGE)-cmake)/opt/spattn >$(STAGE)-cmake/configure.log && \
 	  grep "spattn .* for target" $(STAGE)-cmake/configure.log | sed 's/^-- /cmake-install-check: /' && \
@@ -146,7 +150,7 @@ ifeq ($(TARGET),host)
 else
 	@if ! command -v cmake >/dev/null; then echo "cmake-cross-check: skipped, no cmake (apt-get install cmake)"; \
 	else rm -rf $(STAGE)-cross && \
-	  $(MAKE) --no-print-directory -s TARGET=host install DESTDIR=$(abspath $(STAGE)-cross) PREFIX=/opt/spattn >/dev/null && \
+	  $(MAKE) --no-print-directory -s TARGET=host HOST_MARCH=native install DESTDIR=$(abspath $(STAGE)-cross) PREFIX=/opt/spattn >/dev/null && \
 	  $(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(STAGE)-cross) PREFIX=/opt/spattn >/dev/null && \
 	  p=$(abspath $(STAGE)-cross)/opt/spattn && \
 	  cmake -S tests/cmake -B $(STAGE)-cross/host -DCMAKE_PREFIX_PATH=$$p >$(STAGE)-cross/host.log && \
@@ -163,7 +167,7 @@ endif
 # build an example with nothing but what pkg-config reports for it.
 acl-install-check:
 	@rm -rf $(STAGE)
-	@$(MAKE) --no-print-directory -s install DESTDIR=$(abspath $(STAGE)) PREFIX=/usr/local >/dev/null
+	@$(MAKE) --no-print-directory -s install HOST_MARCH=$(HOST_MARCH) DESTDIR=$(abspath $(STAGE)) PREFIX=/usr/local >/dev/null
 	@flags=$$(PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$(abspath $(STAGE))/usr/local/lib/pkgconfig \
 	  PKG_CONFIG_SYSROOT_DIR=$(abspath $(STAGE)) pkg-config --cflags --libs spattn-acl) && \
 	  echo "acl install: pkg-config --cflags --libs spattn-acl = $$flags" && \

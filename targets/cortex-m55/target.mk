@@ -1,8 +1,10 @@
 # Cortex-M55 (Armv8.1-M with MVE and the FPU), hard-float ABI, as on QEMU's
 # mps3-an547 board, which runs the tests. -mcpu=cortex-m55 means
 # armv8.1-m.main+mve.fp+fp.dp: Helium with floating point (MVE-F), which the
-# hard-float ABI needs for arm_mve.h's float vectors.
-ARCH_FLAGS := -mcpu=cortex-m55 -mfloat-abi=hard -mthumb
+# hard-float ABI (FLOAT_ABI; targets/cortex-m55-softfp builds the same with
+# softfp) computes with; either ABI compiles arm_mve.h's float vectors.
+FLOAT_ABI ?= hard
+ARCH_FLAGS := -mcpu=cortex-m55 -mfloat-abi=$(FLOAT_ABI) -mthumb
 BOARD := mps3-an547
 BOARD_LD := targets/cortex-m55/mps3-an547.ld
 # Kernels on the Helium layer (src/isa/mve.h, gen/isa/mve.m4).

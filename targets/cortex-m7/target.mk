@@ -1,6 +1,7 @@
 # Cortex-M7 with the double-precision FPU (fpv5-d16), hard-float ABI, as on
 # QEMU's mps2-an500 board, which runs the tests.
-ARCH_FLAGS := -mcpu=cortex-m7 -mfpu=fpv5-d16 -mfloat-abi=hard -mthumb
+FLOAT_ABI ?= hard
+ARCH_FLAGS := -mcpu=cortex-m7 -mfpu=fpv5-d16 -mfloat-abi=$(FLOAT_ABI) -mthumb
 BOARD := mps2-an500
 BOARD_LD := targets/cortex-m7/mps2-an500.ld
 # No vector unit: the scalar kernels, on the FPU.

@@ -15,6 +15,16 @@ endif
 AR ?= ar
 NM ?= nm
 SIZE ?= size
+# `make install` without HOST_MARCH builds a copy for other machines of the
+# same family, not for this one's: x86-64-v3 (AVX2 + FMA + F16C: every x86-64
+# core since 2013-15, the avx2 layer) on x86-64, armv8-a on aarch64, in its
+# own directory (build/host-<march>). `make`, `check` and `bench` stay native;
+# HOST_MARCH=native (or any march) on the install line overrides it.
+INSTALL_MARCH_x86_64 := x86-64-v3
+INSTALL_MARCH_aarch64 := armv8-a
+ifeq ($(origin HOST_MARCH)$(filter install,$(MAKECMDGOALS)),undefinedinstall)
+HOST_MARCH := $(or $(INSTALL_MARCH_$(shell uname -m)),native)
+endif
 HOST_MARCH ?= native
 # No -ffp-contract=fast: the kernels' results must not depend on which
 # products the compiler fuses; fast paths use explicit FMA intrinsics.
