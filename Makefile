@@ -443,7 +443,7 @@ check: deps
 	@$(MAKE) --no-print-directory gencheck symcheck $(if $(STACK_LIMIT),stackcheck) $(if $(HEADERCHECK_HERE),headercheck dtypes-check)
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory acl-check
-	@$(if $(BOARD),$(MAKE) --no-print-directory cmake-cross-check sizing-check)
+	@$(if $(BOARD),$(MAKE) --no-print-directory cmake-cross-check sizing-check $(if $(filter cortex-m55,$(TARGET)),zephyr-module-check))
 	@$(MAKE) --no-print-directory python-check
 	@$(MAKE) --no-print-directory ort-check
 
@@ -497,6 +497,18 @@ size-all:
 	@for t in $(SIZE_TARGETS); do \
 	  $(MAKE) --no-print-directory -s TARGET=$$t all >/dev/null 2>&1 || { echo "| $$t | (toolchain missing) | | | | | |"; continue; }; \
 	  $(MAKE) --no-print-directory -s TARGET=$$t size | tail -n +3; done
+
+# The Zephyr module (zephyr/): its Kconfig-to-make mapping and its archive
+# build, with stand-ins for Zephyr's CMake functions (tests/zephyr/check.sh).
+.PHONY: zephyr-module-check
+zephyr-module-check:
+	@tests/zephyr/check.sh
+
+# The two size tables of docs/targets.md, regenerated (tools/size_doc.sh):
+# size-all of the Cortex-M targets and three one-op Cortex-M55 images.
+.PHONY: size-doc
+size-doc:
+	+@tools/size_doc.sh docs/targets.md $(BUILDROOT)
 
 # ---- memcheck of the host suite; valgrind stops at AVX-512, hence the march.
 # What it finds that the sanitizers cannot is a read of uninitialised memory:

@@ -3,7 +3,11 @@
 # armv8.1-m.main+mve.fp+fp.dp: Helium with floating point (MVE-F), which the
 # hard-float ABI (FLOAT_ABI; targets/cortex-m55-softfp builds the same with
 # softfp) computes with; either ABI compiles arm_mve.h's float vectors.
-FLOAT_ABI ?= hard
+# hard unless targets/<core>-softfp set FLOAT_ABI in its file before
+# including this one (never from the environment or the command line).
+ifneq ($(origin FLOAT_ABI),file)
+override FLOAT_ABI := hard
+endif
 ARCH_FLAGS := -mcpu=cortex-m55 -mfloat-abi=$(FLOAT_ABI) -mthumb
 BOARD := mps3-an547
 BOARD_LD := targets/cortex-m55/mps3-an547.ld

@@ -1,6 +1,10 @@
 # Cortex-M7 with the double-precision FPU (fpv5-d16), hard-float ABI, as on
 # QEMU's mps2-an500 board, which runs the tests.
-FLOAT_ABI ?= hard
+# hard unless targets/<core>-softfp set FLOAT_ABI in its file before
+# including this one (never from the environment or the command line).
+ifneq ($(origin FLOAT_ABI),file)
+override FLOAT_ABI := hard
+endif
 ARCH_FLAGS := -mcpu=cortex-m7 -mfpu=fpv5-d16 -mfloat-abi=$(FLOAT_ABI) -mthumb
 BOARD := mps2-an500
 BOARD_LD := targets/cortex-m7/mps2-an500.ld
