@@ -35,7 +35,7 @@ RUN := timeout 600 qemu-system-arm -M $(BOARD) -nographic -semihosting -kernel
 SYMCHECK_ALLOW := __aeabi_ldivmod|__aeabi_uldivmod|__aeabi_l2f|__aeabi_ul2f|__aeabi_f2lz|__aeabi_f2ulz
 # Phase 2 of every op runs in less stack than this (make check: stackcheck).
 STACK_LIMIT := 4096
-# (gcc-multilib: libspattn_sizing.a, this target's phase 1 as -m32 code on an x86-64 build machine)
+# (gcc-12-multilib, not gcc-multilib, which conflicts with the cross compilers: libspattn_sizing.a, this target's phase 1 as -m32 code on an x86-64 build machine)
 TARGET_DEPS := arm-none-eabi-gcc:gcc-arm-none-eabi /usr/lib/arm-none-eabi/newlib/libc.a:libnewlib-arm-none-eabi \
-	$(if $(filter x86_64,$(shell uname -m)),/usr/include/x86_64-linux-gnu/gnu/stubs-32.h:gcc-multilib) \
+	$(if $(filter x86_64,$(shell uname -m)),/usr/include/x86_64-linux-gnu/gnu/stubs-32.h:gcc-12-multilib) \
 	qemu-system-arm:qemu-system-arm dpkg-source:dpkg-dev
