@@ -6,6 +6,29 @@
 
 #include <stdint.h>
 
+/* A part of the inference op read where it lies in an f32 cache
+ * (nsa_compress_attention_infer.c, split builds of the kernels only): kernel
+ * row r < rows (a multiple of 16) is key key0 + r of the batch, in page
+ * table[(key0 + r) / page_size] (the table row is untrusted: read, checked
+ * against pages, each time a run of rows is taken; an entry that is not a
+ * page reads 16 rows of zeros) at row (key0 + r) % page_size, or of the one
+ * page k / v where table is NULL (a contiguous cache); the rows from `rows`
+ * on are the part's last keys, zero-padded, at kf / vf. Row pitch kfr / vfr. */
+/* 1: the inference op's parts of an f32 cache read their rows where they
+ * lie (spa_nsca_pages); 0 (a target's choice: the bare-metal ones, whose
+ * stack budget the extra frames would cross) widens them into the scratch. */
+#ifndef SPA_CATTN_INFER_IN_PLACE
+#define SPA_CATTN_INFER_IN_PLACE 1
+#endif
+typedef struct spa_nsca_pages {
+    const float *k, *v;         /* element 0 of the kv head in page 0 (or of the batch) */
+    int64_t ks0, vs0;           /* page strides */
+    const int32_t *table;       /* the batch's block-table row, or NULL */
+    int64_t tstride, page_size, pages;
+    int64_t rows;
+    const float *kzero, *vzero; /* 16 rows of zeros at pitch kfr / vfr */
+} spa_nsca_pages;
+
 typedef struct spa_nsca_args {
     const void *q; /* query [T1, N1, D1] */
     int64_t qs0, qs1, qs2;
@@ -61,6 +84,7 @@ typedef struct spa_nsca_args {
      * The kernel neither writes o, the statistics nor the top-K then. */
     int split;
     int64_t key0; /* the part's first key: its rows are keys key0 .. key0 + ncmp - 1 */
+    const spa_nsca_pages *pages; /* a part read in place, or NULL */
     const float *pscale;
     float *part_m, *part_l, *part_o, *part_colsum;
     float scale;

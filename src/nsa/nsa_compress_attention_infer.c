@@ -57,6 +57,7 @@
 #ifndef SPA_CATTN_INFER_PARTS_MAX
 #define SPA_CATTN_INFER_PARTS_MAX 8
 #endif
+_Static_assert(SPA_CATTN_INFER_PART_KEYS % 16 == 0, "parts start on whole groups of 16 keys");
 
 /* The largest block and stride: (C - 1) d + l stays far from overflow. */
 #define CATTN_INFER_BLOCK_MAX ((int64_t)1 << 30)
@@ -384,6 +385,7 @@ typedef struct nscai_run {
     unsigned char *scratch, *merge;
     float *partial;
     int64_t u0; /* parts > 1: the round's first unit */
+    bool in_place; /* parts_in_place */
 } nscai_run;
 
 /* The kernel arguments every unit starts from (built where they are used:
@@ -435,6 +437,53 @@ static void gather_rows(const nscai_run *r, int64_t b, int64_t h, int64_t c0, in
         const int64_t in_page = e->has_table ? p % sh->page_size : p;
         spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, kp, kd);
         spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, vp, vd);
+    }
+}
+
+/* Whether the parts read an f32 cache where it lies (spa_nsca_pages) instead
+ * of widening its rows into the scratch, which at long contexts costs as
+ * much as the attention (every key row written once more and read back):
+ * rows of D floats at unit stride, D and Dv multiples of 16 (the kernels'
+ * pitch), pages of whole groups of 16 rows (the parts start on one: their
+ * keys are a multiple of 16), and room in the scratch's key and value areas
+ * for a part's last keys and a group of zeros at the cache's row pitch. The
+ * kernel reads the same f32 values either way: the same bits. */
+static bool parts_in_place(const nscai_exec *e, const nscai_plan *p)
+{
+    const nscai_shape *sh = &p->sh;
+    if (!SPA_CATTN_INFER_IN_PLACE || p->parts < 2 || sh->dtype != SPA_FLOAT32 || sh->d != sh->dp ||
+        sh->dv != sh->dvp || e->k.strides[3] != 1 || e->v.strides[3] != 1 ||
+        (e->has_table && sh->page_size % 16 != 0))
+        return false;
+    const int64_t rmax = (p->part_rows + 15) / 16 * 16; /* the scratch's rows (layout_of) */
+    const int64_t kfr = e->k.strides[1], vfr = e->v.strides[1];
+    return kfr >= sh->dp && vfr >= sh->dvp && kfr <= rmax * sh->dp / 32 && vfr <= rmax * sh->dvp / 32;
+}
+
+/* In place, the stats pass: the part's last keys (c1 - c0 mod 16 of them,
+ * zero-padded to 16 rows) and a group of zero rows, at the cache's row
+ * pitch, in the scratch's key and value areas (spa_nsca_pages). */
+static void stage_part_tail(const nscai_run *r, int64_t b, int64_t h, int64_t c0, int64_t c1,
+                            unsigned char *scratch)
+{
+    const nscai_exec *e = r->e;
+    const nscai_shape *sh = &r->p->sh;
+    float *kt = (float *)(void *)(scratch + r->p->lay.kg), *vt = (float *)(void *)(scratch + r->p->lay.vg);
+    const int64_t kfr = e->k.strides[1], vfr = e->v.strides[1], full = c0 + (c1 - c0) / 16 * 16;
+    for (int64_t i = 0; i < 32; i++) {
+        float *kd = kt + i * kfr, *vd = vt + i * vfr;
+        const int64_t p = full + i;
+        const int64_t pg = i < 16 && p < c1
+                               ? spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p)
+                               : -1;
+        if (pg < 0) { /* past the keys, the zero group, or an entry rewritten since phase 2 checked it */
+            spa_nsa_zero_row(kd, sh->d, SPA_FLOAT32);
+            spa_nsa_zero_row(vd, sh->dv, SPA_FLOAT32);
+            continue;
+        }
+        const int64_t in_page = e->has_table ? p % sh->page_size : p;
+        spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, sh->d, kd);
+        spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, sh->dv, vd);
     }
 }
 
@@ -527,6 +576,21 @@ static void run_part_kernel(const nscai_run *r, spa_nsca_args *a, int64_t b, int
     a->key0 = c0;
     a->kf = (const float *)(const void *)(scratch + lay->kg), a->kfr = sh->dp;
     a->vf = (const float *)(const void *)(scratch + lay->vg), a->vfr = sh->dvp;
+    spa_nsca_pages pages;
+    if (SPA_CATTN_INFER_IN_PLACE && r->in_place) { /* the cache where it lies; the tail and the zeros in the scratch (stage_part_tail) */
+        const nscai_exec *e = r->e;
+        const float *k = e->k.data, *v = e->v.data;
+        const int64_t kb = e->has_table ? 0 : b * e->k.strides[0], vb = e->has_table ? 0 : b * e->v.strides[0];
+        pages.k = k + kb + h * e->k.strides[2], pages.ks0 = e->k.strides[0];
+        pages.v = v + vb + h * e->v.strides[2], pages.vs0 = e->v.strides[0];
+        pages.table = e->has_table ? (const int32_t *)e->table.data + b * e->table.strides[0] : NULL;
+        pages.tstride = e->has_table ? e->table.strides[1] : 0;
+        pages.page_size = sh->page_size, pages.pages = sh->pages;
+        pages.rows = (c1 - c0) / 16 * 16;
+        a->kfr = e->k.strides[1], a->vfr = e->v.strides[1];
+        pages.kzero = a->kf + 16 * a->kfr, pages.vzero = a->vf + 16 * a->vfr;
+        a->pages = &pages;
+    }
     call_kernel(sh->dtype, a, h, q0, q0 + nq, c1 - c0, (float *)(void *)scratch);
 }
 
@@ -538,7 +602,10 @@ static void run_cpart_block(void *arg, uint32_t blk)
     if (!part_of_block(r, blk, &ru, &b, &h, &k, &c0, &c1, &n))
         return;
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->lay.bytes;
-    gather_rows(r, b, h, c0, c1, scratch);
+    if (SPA_CATTN_INFER_IN_PLACE && r->in_place)
+        stage_part_tail(r, b, h, c0, c1, scratch);
+    else
+        gather_rows(r, b, h, c0, c1, scratch);
     spa_nsca_args a;
     base_args(r, &a);
     a.split = SPA_NSAS_SPLIT_STATS;
@@ -656,6 +723,7 @@ spa_status spa_nsa_cattn_infer_phase2(void *workspace, uint64_t workspace_size, 
     if (sh.t == 0)
         return SPA_OK;
     r.e = &e, r.p = &p, r.sq = sq, r.cmp = cmp, r.sel = sel, r.qs = qs;
+    r.in_place = parts_in_place(&e, &p);
     if (p.parts == 1) {
         spa_run_blocks(&rn, run_block, &r, p.blocks);
         return SPA_OK;

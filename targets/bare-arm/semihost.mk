@@ -13,10 +13,12 @@ TARGET_CFLAGS := -O2 $(ARCH_FLAGS) -fno-math-errno
 # attention (its per-block scratch and grad partials live in the workspace).
 # Compressed-attention decode splits its keys in parts of 32 (not 512): a
 # board has no second core to share them, but the suites then run the split
-# on its kernels at the sizes they draw here. A section per function and
+# on its kernels at the sizes they draw here; its parts widen the cache rows
+# into the workspace (SPA_CATTN_INFER_IN_PLACE 0: reading them where they lie
+# takes frames that cross the 4 KiB stack budget). A section per function and
 # object: a firmware linking with --gc-sections keeps only what it calls.
 LIB_CFLAGS := -ffreestanding -fbuiltin -DSPA_SELECT_BLOCKS_MAX=4 -DSPA_SELECT_PARTIAL_BYTES=1048576 \
-  -DSPA_CATTN_INFER_PART_KEYS=32 -ffunction-sections -fdata-sections
+  -DSPA_CATTN_INFER_PART_KEYS=32 -DSPA_CATTN_INFER_IN_PLACE=0 -ffunction-sections -fdata-sections
 # -Wno-format for the tests only: newlib's int32_t (spa_status) is `long`,
 # which the suites print with %d; harmless here (both 32-bit, passed alike)
 # and format strings stay checked on the hosted targets, where it is `int`.

@@ -80,6 +80,54 @@ static void scores_rows(const float *kb, int64_t kfr, int64_t rows, const float 
     }
 }
 
+/* A part read in place (a->pages, split builds): the first of the rows
+ * j .. j + *n - 1 (j a multiple of 16) that lie at the pitch from there,
+ * *n <= want (a multiple of 16); which: 0 keys, 1 values. */
+static const float *part_run(const spa_nsca_args *a, int which, int64_t j, int64_t want, int64_t *n)
+{
+    const spa_nsca_pages *pg = a->pages;
+    const int64_t pitch = which ? a->vfr : a->kfr;
+    if (j >= pg->rows) { /* the part's last keys, in the scratch */
+        *n = want;
+        return (which ? a->vf : a->kf) + (j - pg->rows) * pitch;
+    }
+    const int64_t p = a->key0 + j, left = pg->rows - j;
+    const float *base = which ? pg->v : pg->k;
+    if (pg->table == NULL) {
+        *n = want < left ? want : left;
+        return base + p * pitch;
+    }
+    const int64_t entry = pg->table[(p / pg->page_size) * pg->tstride], in_page = p % pg->page_size;
+    if (entry < 0 || entry >= pg->pages) { /* rewritten since phase 2 checked it: zeros */
+        *n = 16;
+        return which ? pg->vzero : pg->kzero;
+    }
+    const int64_t in_run = pg->page_size - in_page < left ? pg->page_size - in_page : left;
+    *n = want < in_run ? want : in_run;
+    return base + entry * (which ? pg->vs0 : pg->ks0) + in_page * pitch;
+}
+
+/* Value row j: at vb, or where a part reads it in place. */
+static inline const float *value_row(const spa_nsca_args *a, const float *vb, int64_t j, int in_place)
+{
+    int64_t n;
+    return SPA_CATTN_INFER_IN_PLACE && in_place ? part_run(a, 1, j - j % 16, 16, &n) + (j % 16) * a->vfr : vb + j * a->vfr;
+}
+
+/* scores_rows over R rows (a multiple of 16), in place where the part is. */
+static void scores_part(const spa_nsca_args *a, const float *kb, int64_t R, const float *qt, int64_t dp,
+                        int64_t gp, float *st, int in_place)
+{
+    if (!SPA_CATTN_INFER_IN_PLACE || !in_place) {
+        scores_rows(kb, a->kfr, R, qt, dp, gp, st);
+        return;
+    }
+    for (int64_t j = 0, n = 0; j < R; j += n) {
+        const float *run = part_run(a, 0, j, R - j, &n); /* before n is read */
+        scores_rows(run, a->kfr, n, qt, dp, gp, st + j * gp);
+    }
+}
+
 /* ot[e][l] += sum_j vb[j][e] * st[j][l], j < rows, in micro-steps of TK. */
 static void pv_rows(const float *vb, int64_t vfr, int64_t rows, const float *st, int64_t dvp,
                     int64_t gp, float *ot)
@@ -90,6 +138,20 @@ static void pv_rows(const float *vb, int64_t vfr, int64_t rows, const float *st,
                                           rows - j0 - TK < TK ? rows - j0 - TK : TK, dvp * 4);
         spa_nsas_accum_t(vb + j0 * vfr, vfr, nr, st + j0 * gp, dvp, gp, ot, &pf);
         spa_nsas_pf_rest(&pf);
+    }
+}
+
+/* pv_rows over R rows (a multiple of 16), in place where the part is. */
+static void pv_part(const spa_nsca_args *a, const float *vb, int64_t R, const float *st, int64_t dvp,
+                    int64_t gp, float *ot, int in_place)
+{
+    if (!SPA_CATTN_INFER_IN_PLACE || !in_place) {
+        pv_rows(vb, a->vfr, R, st, dvp, gp, ot);
+        return;
+    }
+    for (int64_t j = 0, n = 0; j < R; j += n) {
+        const float *run = part_run(a, 1, j, R - j, &n); /* before n is read */
+        pv_rows(run, a->vfr, n, st + j * gp, dvp, gp, ot);
     }
 }
 
@@ -109,16 +171,16 @@ SPA_NSCA_COLD static void exact_colsum(const spa_nsca_args *a, const float *st, 
                     colsum[j * tqp + i] += st[j * gp + i * nh + g] * inv[i * nh + g];
 }
 
-SPA_NSCA_COLD static void exact_pv(const spa_nsca_args *a, const float *vb, const float *st, int64_t R,
-                                   int64_t gp, const int64_t *vend, int64_t tg, int64_t qstart, int64_t nt,
-                                   int64_t nh, int64_t ncmp, int64_t dv, float *ot)
+SPA_NSCA_COLD static void exact_pv(const spa_nsca_args *a, const float *vb, int in_place, const float *st,
+                                   int64_t R, int64_t gp, const int64_t *vend, int64_t tg, int64_t qstart,
+                                   int64_t nt, int64_t nh, int64_t ncmp, int64_t dv, float *ot)
 {
     for (int64_t l = 0; l < nt * nh; l++) {
         const int64_t i = l / nh;
         for (int64_t j = 0; j < R; j++)
             if (spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp))
                 for (int64_t e = 0; e < dv; e++)
-                    ot[e * gp + l] += st[j * gp + l] * vb[j * a->vfr + e];
+                    ot[e * gp + l] += st[j * gp + l] * value_row(a, vb, j, in_place)[e];
     }
 }
 
@@ -130,7 +192,7 @@ static int masked_nonfinite(const spa_nsca_args *a, const float *vb, int64_t R, 
     for (int64_t j = 0; j < R && j < ncmp; j++)
         for (int64_t i = 0; i < nt; i++)
             if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
-                if (spa_nsca_row_nonfinite(vb + j * a->vfr, a->dvp))
+                if (spa_nsca_row_nonfinite(value_row(a, vb, j, a->pages != NULL), a->dvp))
                     return 1;
                 break;
             }
@@ -157,6 +219,7 @@ static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, in
     const int64_t G = a->g, HC = a->hc, TQ = a->tq, GP = a->gp, D = a->d, DV = a->dv, DP = a->dp,
                   DVP = a->dvp, RMAX = a->rows_max;
     const float *kb = a->kf + kstart * a->kfr, *vb = a->vf + kstart * a->vfr;
+    const int in_place = split && a->pages != NULL; /* 0 in the kernel's own build */
     /* scratch (the floats phase 1 reserved) */
     float *qt = scratch;            /* [DP][GP] query lanes, transposed */
     float *st = qt + DP * GP;       /* [RMAX][GP] scores, then P */
@@ -210,7 +273,7 @@ static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, in
                     for (int64_t g = 0; g < nh; g++)
                         lane_in(qt + i * nh + g, GP, q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1,
                                 a->qs2, D);
-                scores_rows(kb, a->kfr, R, qt, DP, GP, st);
+                scores_part(a, kb, R, qt, DP, GP, st, in_place);
                 /* z' = scale * s, MASKVAL where masked, -inf past the keys, and
                  * the max of each lane: whole rows of lanes where no token of the
                  * group masks the key, lane by lane otherwise */
@@ -236,7 +299,7 @@ static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, in
                          * the batch's keys are the packing's zeros */
                         for (int64_t i = 0; i < nt && !exact && j < ncmp; i++)
                             if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
-                                exact = spa_nsca_row_nonfinite(vb + j * a->vfr, DVP);
+                                exact = spa_nsca_row_nonfinite(value_row(a, vb, j, in_place), DVP);
                                 break;
                             }
                         /* per token: its heads in whole vectors, then one by one */
@@ -318,9 +381,9 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             for (int64_t x = 0; x < DVP * GP; x++)
                 ot[x] = 0.0f;
             if (exact)
-                exact_pv(a, vb, st, R, GP, vend, tg, qstart, nt, nh, ncmp, DV, ot);
+                exact_pv(a, vb, in_place, st, R, GP, vend, tg, qstart, nt, nh, ncmp, DV, ot);
             else
-                pv_rows(vb, a->vfr, R, st, DVP, GP, ot);
+                pv_part(a, vb, R, st, DVP, GP, ot, in_place);
             if (split == SPA_NSAS_SPLIT_FINISH) { /* the part's output, f32 */
                 for (int64_t l = 0; l < lanes; l++)
                     for (int64_t e = 0; e < DV; e++)

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "spattn/nsa_infer.h"
 #include "spattn/runner.h"
 
 /* ---- arrays rewritten during phase 2 ---- */
@@ -121,6 +122,66 @@ static void test_select_arrays_rewritten(void)
     }
     nsas_io_free(&io);
     nsas_case_free(&c);
+}
+
+/* Compressed-attention decode: its block table rewritten while phase 2 runs
+ * (entries from -4 to past the pages). f32, D 128, 64-row pages and enough
+ * compressed keys for parts, so the parts read the cache where it lies and
+ * look each page up again as they read it; batch 1 contiguous-sized as well.
+ * Every run succeeds or is refused; nothing is read or written outside the
+ * tensors and the workspace (the sanitizer builds check the reads). */
+static void test_cattn_infer_table_rewritten(void)
+{
+    rng r = rng_seed(1003);
+    enum { B = 2, N1 = 16, D = 128, PAGE = 64, K = 16 };
+    const int64_t cmp_n[B] = {TEST_SIZE(1100, 120) + 5, TEST_SIZE(700, 80) + 11}, sq_n[B] = {1, 1};
+    int64_t len_n[B];
+    int64_t pages = 0, cols = 0;
+    for (int b = 0; b < B; b++) {
+        len_n[b] = (cmp_n[b] - 1) * 16 + 32;
+        const int64_t np = (cmp_n[b] + PAGE - 1) / PAGE;
+        pages += np;
+        cols = np > cols ? np : cols;
+    }
+    ttensor q, k, v, table, o, topk;
+    const int64_t qd[3] = {B, N1, D}, kd[4] = {pages, PAGE, 1, D}, td[2] = {B, cols}, id[3] = {B, 1, K};
+    tt_make(&q, SPA_FLOAT32, 3, qd, false, &r);
+    tt_make(&k, SPA_FLOAT32, 4, kd, false, &r);
+    tt_make(&v, SPA_FLOAT32, 4, kd, false, &r);
+    tt_make(&table, SPA_INT32, 2, td, false, &r);
+    tt_make(&o, SPA_FLOAT32, 3, qd, false, &r);
+    tt_make(&topk, SPA_INT32, 3, id, false, &r);
+    tt_fill_random(&q, &r, -1.0, 1.0);
+    tt_fill_random(&k, &r, -1.0, 1.0);
+    tt_fill_random(&v, &r, -1.0, 1.0);
+    for (int64_t b = 0, used = 0; b < B; b++)
+        for (int64_t j = 0; j < cols; j++)
+            tt_set_int(&table, b * cols + j, j * PAGE < cmp_n[b] ? used++ : -1);
+    const spa_int_array sq = {sq_n, B}, cmp = {cmp_n, B}, len = {len_n, B};
+    uint64_t size = 0;
+    spa_executor ex;
+    spa_status st = spa_nsa_compress_attention_infer_get_workspace_size(
+        &q.t, &k.t, &v.t, &table.t, &sq, &cmp, &len, 0.088, 1, 32, 16, 64, K, &o.t, &topk.t, &size, &ex);
+    CU_ASSERT_EQUAL_FATAL(st, SPA_OK);
+    tws ws;
+    tws_make(&ws, size, 3);
+    scribbler s[1] = {{table.t.data, (size_t)(table.span / 4), 4, -4, pages + 4, 0, 0}};
+    scribblers_start(s, 1);
+    watchdog_arm(120);
+    int ok = 0, refused = 0;
+    for (int run = 0; run < 60; run++) {
+        st = spa_nsa_compress_attention_infer(ws.ptr, ws.size, &ex, test_runner(run % N_RUNNERS));
+        CU_ASSERT(st == SPA_OK || st == SPA_ERR_INVALID);
+        ok += st == SPA_OK;
+        refused += st == SPA_ERR_INVALID;
+    }
+    watchdog_disarm();
+    scribblers_stop(s, 1);
+    CU_ASSERT_EQUAL(ok + refused, 60);
+    CU_ASSERT(tws_guard_ok(&ws));
+    CU_ASSERT(tt_guard_ok(&o) && tt_guard_ok(&topk));
+    tws_free(&ws);
+    tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&table), tt_free(&o), tt_free(&topk);
 }
 
 /* Deformable attention: spatialShape and levelStartIndex rewritten. */
@@ -327,6 +388,8 @@ void suite_hostile_threads(void)
     CU_pSuite s = CU_add_suite("hostile_threads", NULL, NULL);
     CU_add_test(s, "selected attention: arrays rewritten during phase 2",
                 test_select_arrays_rewritten);
+    CU_add_test(s, "compressed-attention decode: block table rewritten during phase 2",
+                test_cattn_infer_table_rewritten);
     CU_add_test(s, "deformable attention: levels rewritten during phase 2",
                 test_msda_levels_rewritten);
     CU_add_test(s, "one pool, two callers", test_pool_two_callers);
