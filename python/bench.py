@@ -168,7 +168,8 @@ def bench_nsa_select(dt):
     seq, keep = _lib.int_array([t])
     dsc = _lib.describe
     fwd = Direct(_lib.nsa_select_ws, (dsc(q), dsc(k), dsc(v), dsc(topk), None, seq, seq, scale,
-                                      n1, b"TND", 0, block, kc, dsc(mx8), dsc(sm8), dsc(out)),
+                                      n1, b"TND", 0, block, kc, dsc(mx8), dsc(sm8), dsc(out),
+                                      _lib.workers()),
                  (q, k, v, topk, mx8, sm8, out, keep))
     bwd = Direct(_lib.nsa_select_grad_ws, (dsc(q), dsc(k), dsc(v), dsc(out), dsc(grad), dsc(mx8),
                                            dsc(sm8), dsc(topk), seq, seq, None, scale, block, kc,

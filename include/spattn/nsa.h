@@ -53,6 +53,20 @@ spa_status spa_nsa_select_get_workspace_size(
     int64_t selected_block_size, int64_t selected_block_count, const spa_tensor *softmax_max_out,
     const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint64_t *workspace_size,
     spa_executor *executor);
+/* The same, planned for a runner of `workers` threads (0: any runner, as
+ * above): at most 4 * workers parallel blocks, each with its own scratch in
+ * the workspace, instead of the build's 64, so the workspace shrinks to
+ * what those threads use (the pthread pool: spa_pool_threads). Each block
+ * writes its own rows: the same bits whatever the plan, and phase 2 may
+ * still run on any runner. */
+spa_status spa_nsa_select_get_workspace_size_for(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *topk_indices, const spa_tensor *atten_mask,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    double scale_value, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    int64_t selected_block_size, int64_t selected_block_count, const spa_tensor *softmax_max_out,
+    const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint32_t workers,
+    uint64_t *workspace_size, spa_executor *executor);
 spa_status spa_nsa_select(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                           const spa_runner *runner);
 

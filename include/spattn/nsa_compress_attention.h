@@ -31,6 +31,19 @@ spa_status spa_nsa_compress_attention_get_workspace_size(
     const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
     const spa_tensor *attention_out, const spa_tensor *topk_indices_out,
     uint64_t *workspace_size, spa_executor *executor);
+/* The same, planned for a runner of `workers` threads (0: any runner): at
+ * most 4 * workers blocks, each with its own scratch, instead of the build's
+ * 64 (as spa_nsa_select_get_workspace_size_for; the same bits either way). */
+spa_status spa_nsa_compress_attention_get_workspace_size_for(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *atten_mask, const spa_tensor *topk_mask,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_cmp_seq_kv_len,
+    const spa_int_array *actual_sel_seq_kv_len, double scale_value, int64_t head_num,
+    const char *input_layout, int64_t sparse_mode, int64_t compress_block_size,
+    int64_t compress_stride, int64_t select_block_size, int64_t select_block_count,
+    const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
+    const spa_tensor *attention_out, const spa_tensor *topk_indices_out, uint32_t workers,
+    uint64_t *workspace_size, spa_executor *executor);
 spa_status spa_nsa_compress_attention(void *workspace, uint64_t workspace_size,
                                       const spa_executor *executor, const spa_runner *runner);
 

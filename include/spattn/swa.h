@@ -31,6 +31,15 @@ spa_status spa_swa_get_workspace_size(
     const char *input_layout, int64_t window, int64_t window_type,
     const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
     const spa_tensor *attention_out, uint64_t *workspace_size, spa_executor *executor);
+/* The same, planned for a runner of `workers` threads (0: any runner): at
+ * most 4 * workers blocks, each with its own scratch, instead of the build's
+ * 64 (as spa_nsa_select_get_workspace_size_for; the same bits either way). */
+spa_status spa_swa_get_workspace_size_for(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_int_array *seq_len, int64_t seq_len_type, double scale_value, int64_t head_num,
+    const char *input_layout, int64_t window, int64_t window_type,
+    const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
+    const spa_tensor *attention_out, uint32_t workers, uint64_t *workspace_size, spa_executor *executor);
 spa_status spa_swa(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                    const spa_runner *runner);
 

@@ -112,9 +112,13 @@ nsa_compress_ws = _declare("spa_nsa_compress_get_workspace_size", _ST,
                            [_T, _T, _A, ctypes.c_char_p, _I64, _I64, _I64, _T] + _WS)
 nsa_compress_grad_ws = _declare("spa_nsa_compress_grad_get_workspace_size", _ST,
                                 [_T, _T, _T, _A, _I64, _I64, _I64, ctypes.c_char_p, _T, _T] + _WS)
-nsa_select_ws = _declare("spa_nsa_select_get_workspace_size", _ST,
+# Selected, compressed and sliding-window attention plan for the runner's
+# threads (the *_for phase 1: 4 blocks a thread, not the build's 64, so the
+# workspace is what those threads use; the same bits), the last argument
+# before the workspace size being workers().
+nsa_select_ws = _declare("spa_nsa_select_get_workspace_size_for", _ST,
                          [_T, _T, _T, _T, _T, _A, _A, ctypes.c_double, _I64, ctypes.c_char_p,
-                          _I64, _I64, _I64, _T, _T, _T] + _WS)
+                          _I64, _I64, _I64, _T, _T, _T, ctypes.c_uint32] + _WS)
 nsa_select_grad_ws = _declare("spa_nsa_select_grad_get_workspace_size", _ST,
                               [_T, _T, _T, _T, _T, _T, _T, _T, _A, _A, _T, ctypes.c_double,
                                _I64, _I64, _I64, ctypes.c_char_p, _I64, _T, _T, _T] + _WS)
@@ -151,6 +155,11 @@ def int_array(values):
 _pools = {}
 _pools_lock = threading.Lock()
 _pools_pid = os.getpid()
+
+
+def workers():
+    """The threads runner() runs on: what the *_for phase 1 plans for."""
+    return max(torch.get_num_threads(), 1)
 
 
 def runner():
@@ -297,9 +306,9 @@ def _declare_optional(name, restype, argtypes):
 
 
 nsa_cattn_ws = _declare_optional(
-    "spa_nsa_compress_attention_get_workspace_size", _ST,
+    "spa_nsa_compress_attention_get_workspace_size_for", _ST,
     [_T, _T, _T, _T, _T, _A, _A, _A, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64, _I64,
-     _I64, _I64, _T, _T, _T, _T] + _WS)
+     _I64, _I64, _T, _T, _T, _T, ctypes.c_uint32] + _WS)
 nsa_cattn_grad_ws = _declare_optional(
     "spa_nsa_compress_attention_grad_get_workspace_size", _ST,
     [_T, _T, _T, _T, _T, _T, _T, _T, _A, _A, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64,
@@ -314,8 +323,9 @@ nsa_compress_cache_ws = _declare_optional(
     "spa_nsa_compress_with_cache_get_workspace_size", _ST,
     [_T, _T, _T, _T, _A, _I64, _I64, _T] + _WS)
 swa_ws = _declare_optional(
-    "spa_swa_get_workspace_size", _ST,
-    [_T, _T, _T, _A, _I64, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64, _T, _T, _T] + _WS)
+    "spa_swa_get_workspace_size_for", _ST,
+    [_T, _T, _T, _A, _I64, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64, _T, _T, _T,
+     ctypes.c_uint32] + _WS)
 swa_grad_ws = _declare_optional(
     "spa_swa_grad_get_workspace_size", _ST,
     [_T, _T, _T, _T, _T, _T, _T, _A, _I64, ctypes.c_double, _I64, ctypes.c_char_p, _I64, _I64,

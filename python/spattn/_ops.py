@@ -289,7 +289,8 @@ def _select_cpu(q, k, v, topk, cu_q, cu_kv, scale, block_size, causal=False, cau
     d = _lib.describe
     _lib.call("spa_nsa_select", _lib.nsa_select_ws,
               (d(q), d(k), d(v), d(topk), d(_MASK) if causal else None, sq, skv, scale, n1,
-               b"TND", 2 if causal else 0, block_size, topk.shape[2], d(mx), d(sm), d(out)))
+               b"TND", 2 if causal else 0, block_size, topk.shape[2], d(mx), d(sm), d(out),
+               _lib.workers()))
     return out, mx[..., 0], sm[..., 0]  # the lanes are equal: one of them, as a view
 
 
@@ -625,7 +626,7 @@ def _cattn_cpu(q, k, v, scale, head_num, block, stride, select_block, count, top
     _lib.call("spa_nsa_compress_attention", _lib.nsa_cattn_ws,
               (d(q), d(k), d(v), _mask("atten_mask", atten_mask), _mask("topk_mask", topk_mask),
                sq, sc, ssel[0], scale, head_num, b"TND", sparse_mode, block, stride, select_block,
-               count, d(mx), d(sm), d(out), d(topk)))
+               count, d(mx), d(sm), d(out), d(topk), _lib.workers()))
     return out, topk, mx, sm
 
 
@@ -708,7 +709,7 @@ def _swa_cpu(q, k, v, window, cu_seqlens, scale, window_type):
     d = _lib.describe
     _lib.call("spa_swa", _lib.swa_ws,
               (d(q), d(k), d(v), seq, 0, scale, n1, b"TND", window, window_type, d(mx), d(sm),
-               d(out)))
+               d(out), _lib.workers()))
     return out, mx, sm
 
 

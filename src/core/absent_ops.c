@@ -148,6 +148,18 @@ spa_status spa_nsa_compress_attention_get_workspace_size(const spa_tensor *query
     return absent_phase1(executor, SPA_OP_NSA_CATTN);
 }
 
+spa_status spa_nsa_compress_attention_get_workspace_size_for(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value, const spa_tensor *atten_mask,
+    const spa_tensor *topk_mask, const spa_int_array *actual_seq_q_len, const spa_int_array *actual_cmp_seq_kv_len,
+    const spa_int_array *actual_sel_seq_kv_len, double scale_value, int64_t head_num, const char *input_layout,
+    int64_t sparse_mode, int64_t compress_block_size, int64_t compress_stride, int64_t select_block_size,
+    int64_t select_block_count, const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
+    const spa_tensor *attention_out, const spa_tensor *topk_indices_out, uint32_t workers,
+    uint64_t *workspace_size, spa_executor *executor)
+{
+    return absent_phase1(executor, SPA_OP_NSA_CATTN);
+}
+
 spa_status spa_nsa_compress_attention(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                                       const spa_runner *runner)
 {
@@ -206,6 +218,17 @@ spa_status spa_nsa_select_get_workspace_size(const spa_tensor *query, const spa_
                                              const spa_tensor *softmax_sum_out,
                                              const spa_tensor *attention_out, uint64_t *workspace_size,
                                              spa_executor *executor)
+{
+    return absent_phase1(executor, SPA_OP_NSA_SELECT);
+}
+
+spa_status spa_nsa_select_get_workspace_size_for(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value, const spa_tensor *topk_indices,
+    const spa_tensor *atten_mask, const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    double scale_value, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    int64_t selected_block_size, int64_t selected_block_count, const spa_tensor *softmax_max_out,
+    const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint32_t workers,
+    uint64_t *workspace_size, spa_executor *executor)
 {
     return absent_phase1(executor, SPA_OP_NSA_SELECT);
 }
@@ -270,6 +293,17 @@ spa_status spa_swa_get_workspace_size(const spa_tensor *query, const spa_tensor 
                                       int64_t window_type, const spa_tensor *softmax_max_out,
                                       const spa_tensor *softmax_sum_out, const spa_tensor *attention_out,
                                       uint64_t *workspace_size, spa_executor *executor)
+{
+    return absent_phase1(executor, SPA_OP_SWA);
+}
+
+spa_status spa_swa_get_workspace_size_for(const spa_tensor *query, const spa_tensor *key,
+                                          const spa_tensor *value, const spa_int_array *seq_len,
+                                          int64_t seq_len_type, double scale_value, int64_t head_num,
+                                          const char *input_layout, int64_t window, int64_t window_type,
+                                          const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
+                                          const spa_tensor *attention_out, uint32_t workers,
+                                          uint64_t *workspace_size, spa_executor *executor)
 {
     return absent_phase1(executor, SPA_OP_SWA);
 }

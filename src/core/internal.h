@@ -102,7 +102,27 @@ typedef struct spa_exec_head {
     uint32_t bytes; /* size of the internal struct */
     uint32_t checksum;
     uint64_t ws_size;
+    /* The parallel blocks phase 1 planned at most (0: the build's limit),
+     * from the workers a *_get_workspace_size_for call named; phase 2 plans
+     * with it again (spa_exec_blocks_max: any value gives a valid plan, and
+     * one that differs from phase 1's no longer matches ws_size). */
+    uint32_t max_blocks;
+    uint32_t reserved;
 } spa_exec_head;
+
+/* The block limit of a plan for a runner of `workers` threads: four blocks
+ * each (blocks of unequal cost still keep every thread busy); 0: none. */
+static inline uint32_t spa_exec_blocks_for(uint32_t workers)
+{
+    return workers > UINT32_MAX / 4 ? UINT32_MAX : 4u * workers;
+}
+
+/* The blocks a plan of head may use at most: the build's limit, or the
+ * smaller one phase 1 was asked for (at least 1). */
+static inline int64_t spa_exec_blocks_max(const spa_exec_head *head, int64_t build_max)
+{
+    return head->max_blocks == 0 || (int64_t)head->max_blocks > build_max ? build_max : (int64_t)head->max_blocks;
+}
 
 enum spa_op_id {
     SPA_OP_NSA_COMPRESS = 1,

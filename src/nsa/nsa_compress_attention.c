@@ -117,8 +117,8 @@ static void make_plan(const nsca_exec *e, const spa_nsca_shape *shape, nsca_plan
     if (shape != sh) /* phase 2 plans in place */
         p->sh = *shape;
     p->per_block = 0, p->blocks = 0, p->scratch_floats = 0, p->kpack_floats = p->vpack_floats = 0;
-    const int64_t per_head =
-        SPA_CATTN_BLOCKS_MAX / sh->n2 > 1 ? SPA_CATTN_BLOCKS_MAX / sh->n2 : 1;
+    const int64_t max = spa_exec_blocks_max(&e->head, SPA_CATTN_BLOCKS_MAX); /* or the runner's */
+    const int64_t per_head = max / sh->n2 > 1 ? max / sh->n2 : 1;
     p->per_block = (sh->t1 + per_head - 1) / per_head;
     if (p->per_block < 1)
         p->per_block = 1;
@@ -164,7 +164,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
                          const char *input_layout, int64_t sparse_mode, int64_t l, int64_t st,
                          int64_t ls, int64_t kc, const spa_tensor *mx, const spa_tensor *sm,
                          const spa_tensor *o, const spa_tensor *topk, uint64_t *workspace_size,
-                         spa_executor *executor, int32_t stats_batch_major)
+                         spa_executor *executor, int32_t stats_batch_major, uint32_t workers)
 {
     if (query == NULL || key == NULL || value == NULL || sq == NULL || scmp == NULL ||
         input_layout == NULL || mx == NULL || sm == NULL || o == NULL || topk == NULL ||
@@ -172,6 +172,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
         return SPA_ERR_NULLPTR;
     nsca_exec e;
     memset(&e, 0, sizeof e);
+    e.head.max_blocks = spa_exec_blocks_for(workers);
     e.q = *query, e.k = *key, e.v = *value;
     e.mx = *mx, e.sm = *sm, e.o = *o, e.topk = *topk;
     if (atten_mask != NULL)
@@ -308,12 +309,30 @@ spa_status spa_nsa_compress_attention_get_workspace_size(
     const spa_tensor *attention_out, const spa_tensor *topk_indices_out,
     uint64_t *workspace_size, spa_executor *executor)
 {
+    return spa_nsa_compress_attention_get_workspace_size_for(
+        query, key, value, atten_mask, topk_mask, actual_seq_q_len, actual_cmp_seq_kv_len, actual_sel_seq_kv_len,
+        scale_value, head_num, input_layout, sparse_mode, compress_block_size, compress_stride, select_block_size,
+        select_block_count, softmax_max_out, softmax_sum_out, attention_out, topk_indices_out, 0, workspace_size,
+        executor);
+}
+
+spa_status spa_nsa_compress_attention_get_workspace_size_for(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *atten_mask, const spa_tensor *topk_mask,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_cmp_seq_kv_len,
+    const spa_int_array *actual_sel_seq_kv_len, double scale_value, int64_t head_num,
+    const char *input_layout, int64_t sparse_mode, int64_t compress_block_size,
+    int64_t compress_stride, int64_t select_block_size, int64_t select_block_count,
+    const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
+    const spa_tensor *attention_out, const spa_tensor *topk_indices_out, uint32_t workers,
+    uint64_t *workspace_size, spa_executor *executor)
+{
     return spa_refusal_record(
         phase1(query, key, value, atten_mask, topk_mask, actual_seq_q_len, actual_cmp_seq_kv_len,
                actual_sel_seq_kv_len, scale_value, head_num, input_layout, sparse_mode,
                compress_block_size, compress_stride, select_block_size, select_block_count,
                softmax_max_out, softmax_sum_out, attention_out, topk_indices_out, workspace_size,
-               executor, 0),
+               executor, 0, workers),
         executor, SPA_OP_NSA_CATTN, 1);
 }
 
@@ -327,7 +346,7 @@ spa_status spa_nsa_cattn_acl_phase1(
 {
     return spa_refusal_record(phase1(query, key, value, atten_mask, topk_mask, sq, scmp, ssel,
                                      scale_value, head_num, input_layout, sparse_mode, l, st, ls,
-                                     kc, mx, sm, o, topk, workspace_size, executor, 1),
+                                     kc, mx, sm, o, topk, workspace_size, executor, 1, 0),
                               executor, SPA_OP_NSA_CATTN, 1);
 }
 

@@ -94,8 +94,10 @@ static void make_plan(const nsas_exec *e, const spa_nsas_shape *sh, nsas_plan *p
 {
     memset(p, 0, sizeof *p);
     p->sh = *sh;
-    /* NSAS_MAX_BLOCKS blocks over all kv heads, at least one per head */
-    const int64_t per_head = NSAS_MAX_BLOCKS / sh->n2 > 1 ? NSAS_MAX_BLOCKS / sh->n2 : 1;
+    /* NSAS_MAX_BLOCKS blocks (or the runner's, spa_exec_blocks_max) over all
+     * kv heads, at least one per head */
+    const int64_t max = spa_exec_blocks_max(&e->head, NSAS_MAX_BLOCKS);
+    const int64_t per_head = max / sh->n2 > 1 ? max / sh->n2 : 1;
     p->per_block = (sh->t1 + per_head - 1) / per_head;
     if (p->per_block < 1)
         p->per_block = 1;
@@ -137,8 +139,8 @@ static spa_status phase1(
     const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
     double scale_value, int64_t head_num, const char *input_layout, int64_t sparse_mode,
     int64_t selected_block_size, int64_t selected_block_count, const spa_tensor *softmax_max_out,
-    const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint64_t *workspace_size,
-    spa_executor *executor)
+    const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint32_t workers,
+    uint64_t *workspace_size, spa_executor *executor)
 {
     if (query == NULL || key == NULL || value == NULL || topk_indices == NULL ||
         actual_seq_q_len == NULL || actual_seq_kv_len == NULL || input_layout == NULL ||
@@ -154,6 +156,7 @@ static spa_status phase1(
     e.sq = *actual_seq_q_len, e.skv = *actual_seq_kv_len;
     e.scale = scale_value, e.head_num = head_num, e.sparse_mode = sparse_mode;
     e.bs = selected_block_size, e.kc = selected_block_count;
+    e.head.max_blocks = spa_exec_blocks_for(workers);
     spa_nsas_shape sh;
     bool empty;
     SPA_TRY(check_args(&e, input_layout, &sh, &empty));
@@ -263,10 +266,26 @@ spa_status spa_nsa_select_get_workspace_size(
     const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint64_t *workspace_size,
     spa_executor *executor)
 {
+    return spa_nsa_select_get_workspace_size_for(query, key, value, topk_indices, atten_mask, actual_seq_q_len,
+                                                 actual_seq_kv_len, scale_value, head_num, input_layout,
+                                                 sparse_mode, selected_block_size, selected_block_count,
+                                                 softmax_max_out, softmax_sum_out, attention_out, 0,
+                                                 workspace_size, executor);
+}
+
+spa_status spa_nsa_select_get_workspace_size_for(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_tensor *topk_indices, const spa_tensor *atten_mask,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    double scale_value, int64_t head_num, const char *input_layout, int64_t sparse_mode,
+    int64_t selected_block_size, int64_t selected_block_count, const spa_tensor *softmax_max_out,
+    const spa_tensor *softmax_sum_out, const spa_tensor *attention_out, uint32_t workers,
+    uint64_t *workspace_size, spa_executor *executor)
+{
     return spa_refusal_record(phase1(query, key, value, topk_indices, atten_mask, actual_seq_q_len,
                                      actual_seq_kv_len, scale_value, head_num, input_layout,
                                      sparse_mode, selected_block_size, selected_block_count,
-                                     softmax_max_out, softmax_sum_out, attention_out,
+                                     softmax_max_out, softmax_sum_out, attention_out, workers,
                                      workspace_size, executor),
                               executor, SPA_OP_NSA_SELECT, 1);
 }

@@ -70,7 +70,8 @@ static void make_plan(const swa_exec *e, const spa_swa_shape *shape, swa_plan *p
     memset(p, 0, sizeof *p);
     p->sh = copy;
     const spa_swa_shape *sh = &p->sh;
-    const int64_t per_head = SPA_SWA_BLOCKS_MAX / sh->n2 > 1 ? SPA_SWA_BLOCKS_MAX / sh->n2 : 1;
+    const int64_t max = spa_exec_blocks_max(&e->head, SPA_SWA_BLOCKS_MAX); /* or the runner's */
+    const int64_t per_head = max / sh->n2 > 1 ? max / sh->n2 : 1;
     p->per_block = (sh->t + per_head - 1) / per_head;
     if (p->per_block < 1)
         p->per_block = 1;
@@ -115,7 +116,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
                          int64_t head_num, const char *input_layout, int64_t window,
                          int64_t window_type, const spa_tensor *softmax_max_out,
                          const spa_tensor *softmax_sum_out, const spa_tensor *attention_out,
-                         uint64_t *workspace_size, spa_executor *executor)
+                         uint32_t workers, uint64_t *workspace_size, spa_executor *executor)
 {
     if (query == NULL || key == NULL || value == NULL || seq_len == NULL ||
         softmax_max_out == NULL || softmax_sum_out == NULL || attention_out == NULL ||
@@ -123,6 +124,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
         return SPA_ERR_NULLPTR;
     swa_exec e;
     memset(&e, 0, sizeof e);
+    e.head.max_blocks = spa_exec_blocks_for(workers);
     e.q = *query, e.k = *key, e.v = *value;
     e.mx = *softmax_max_out, e.sm = *softmax_sum_out, e.o = *attention_out;
     e.seq = *seq_len;
@@ -215,9 +217,21 @@ spa_status spa_swa_get_workspace_size(
     const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
     const spa_tensor *attention_out, uint64_t *workspace_size, spa_executor *executor)
 {
+    return spa_swa_get_workspace_size_for(query, key, value, seq_len, seq_len_type, scale_value, head_num,
+                                          input_layout, window, window_type, softmax_max_out, softmax_sum_out,
+                                          attention_out, 0, workspace_size, executor);
+}
+
+spa_status spa_swa_get_workspace_size_for(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *value,
+    const spa_int_array *seq_len, int64_t seq_len_type, double scale_value, int64_t head_num,
+    const char *input_layout, int64_t window, int64_t window_type,
+    const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out,
+    const spa_tensor *attention_out, uint32_t workers, uint64_t *workspace_size, spa_executor *executor)
+{
     return spa_refusal_record(phase1(query, key, value, seq_len, seq_len_type, scale_value,
                                      head_num, input_layout, window, window_type, softmax_max_out,
-                                     softmax_sum_out, attention_out, workspace_size, executor),
+                                     softmax_sum_out, attention_out, workers, workspace_size, executor),
                               executor, SPA_OP_SWA, 1);
 }
 

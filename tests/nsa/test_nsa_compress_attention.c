@@ -171,13 +171,17 @@ static void io_free(nsca_io *io)
         tt_free(all[i]);
 }
 
+/* The forward's phase 1 plans for a runner of this many threads where it is
+ * not 0 (spa_nsa_compress_attention_get_workspace_size_for). */
+static uint32_t plan_workers;
+
 static spa_status fwd_phase1(const nsca_case *c, nsca_io *io, uint64_t *size, spa_executor *ex)
 {
-    return spa_nsa_compress_attention_get_workspace_size(
+    return spa_nsa_compress_attention_get_workspace_size_for(
         &io->q.t, &io->k.t, &io->v.t, c->has_mask ? &io->mask.t : NULL,
         c->has_tmask ? &io->tmask.t : NULL, &c->sq, &c->sc, NULL, c->scale, c->n1, "TND",
         c->sparse_mode, c->l, c->st, c->ls, c->kc, &io->mx.t, &io->sm.t, &io->o.t, &io->topk.t,
-        size, ex);
+        plan_workers, size, ex);
 }
 
 static spa_status grad_phase1(const nsca_case *c, nsca_io *io, uint64_t *size, spa_executor *ex)
@@ -568,6 +572,23 @@ static void test_deterministic(void)
             for (int i = 0; i < 7; i++)
                 CU_ASSERT(tt_same_bytes(outs[i], snap[i]));
         }
+        /* the forward planned for 1 and 2 threads: a smaller workspace (the
+         * boards build fewer blocks), the same bits */
+        uint64_t full = 0, size = 0;
+        spa_executor ex;
+        CU_ASSERT_EQUAL(fwd_phase1(&c, &io, &full, &ex), SPA_OK);
+        for (plan_workers = 1; plan_workers <= 2; plan_workers++) {
+            CU_ASSERT_EQUAL(fwd_phase1(&c, &io, &size, &ex), SPA_OK);
+            CU_ASSERT(size > 0 && size <= full);
+            if (!TEST_SMALL_SIZES)
+                CU_ASSERT(size < full);
+            for (int i = 0; i < 4; i++)
+                tt_fill_canary((ttensor *)outs[i]);
+            CU_ASSERT_EQUAL(run_phase(false, &c, &io, (int)plan_workers, 8), SPA_OK);
+            for (int i = 0; i < 4; i++)
+                CU_ASSERT(tt_same_bytes(outs[i], snap[i]));
+        }
+        plan_workers = 0;
         for (int i = 0; i < 7; i++)
             free(snap[i]);
         io_free(&io);

@@ -214,6 +214,53 @@ static void test_deterministic_across_runners(void)
     }
 }
 
+/* Phase 1 planned for a runner of 1, 2 or 3 threads
+ * (spa_nsa_select_get_workspace_size_for): a smaller workspace than the
+ * build's block limit asks (on a build of 64 blocks), the same bits as the
+ * default plan, on any runner. */
+static void test_planned_for_runner(void)
+{
+    const int64_t ql[2] = {300, 212}, kl[2] = {300, 212};
+    for (int k = 0; k < 2; k++) {
+        static const spa_dtype dts[2] = {SPA_FLOAT32, SPA_BFLOAT16};
+        rng r = rng_seed(305);
+        nsas_case c;
+        nsas_case_fixed(&c, dts[k], 8, 1, 64, 32, 32, 4, 2, ql, kl, 2, true, &r, true);
+        nsas_io io;
+        nsas_io_make(&io, &c, &r);
+        uint64_t full = 0;
+        spa_executor ex;
+        CU_ASSERT_EQUAL_FATAL(phase1(&c, &io, &full, &ex), SPA_OK);
+        CU_ASSERT_EQUAL(run_fwd(&c, &io, 0, 0), SPA_OK);
+        unsigned char *o1 = tt_snapshot(&io.o), *m1 = tt_snapshot(&io.mx), *s1 = tt_snapshot(&io.sm);
+        for (uint32_t workers = 1; workers <= 3; workers++) {
+            uint64_t size = 0;
+            CU_ASSERT_EQUAL_FATAL(spa_nsa_select_get_workspace_size_for(
+                                      &io.q.t, &io.k.t, &io.v.t, &io.topk.t, &io.mask.t, &c.sq, &c.skv, c.scale,
+                                      c.n1, "TND", c.sparse_mode, c.bs, c.kc, &io.mx.t, &io.sm.t, &io.o.t,
+                                      workers, &size, &ex),
+                                  SPA_OK);
+            CU_ASSERT(size > 0 && size <= full);
+            if (!TEST_SMALL_SIZES) /* the boards build 4 blocks at most */
+                CU_ASSERT(size < full); /* 4 * workers blocks, not 64 */
+            tt_fill_canary(&io.o);
+            tt_fill_canary(&io.mx);
+            tt_fill_canary(&io.sm);
+            tws ws;
+            tws_make(&ws, size, workers);
+            CU_ASSERT_EQUAL(spa_nsa_select(ws.ptr, ws.size, &ex, test_runner((int)workers % N_RUNNERS)), SPA_OK);
+            CU_ASSERT(tws_guard_ok(&ws));
+            tws_free(&ws);
+            CU_ASSERT(tt_same_bytes(&io.o, o1));
+            CU_ASSERT(tt_same_bytes(&io.mx, m1));
+            CU_ASSERT(tt_same_bytes(&io.sm, s1));
+        }
+        free(o1), free(m1), free(s1);
+        nsas_io_free(&io);
+        nsas_case_free(&c);
+    }
+}
+
 /* The upstream example (spec/nsa.md 3.5), scaled down: all ones, every index
  * 2, sparseMode 2 without a mask (no masking): every output is 1, the max is
  * scale*D, the sum K*bs. */
@@ -583,6 +630,7 @@ void suite_nsa_select(void)
         CU_add_test(s, "named features", test_features);
     CU_add_test(s, "fully masked rows", test_fully_masked);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
+    CU_add_test(s, "planned for the runner's threads", test_planned_for_runner);
     CU_add_test(s, "upstream example", test_upstream_example);
     CU_add_test(s, "validation rules", test_validation_rules);
     CU_add_test(s, "untrusted indices", test_bad_indices);

@@ -152,11 +152,15 @@ static bool io_guarded(const swa_io *io)
     return ok;
 }
 
+/* The forward's phase 1 plans for a runner of this many threads where it is
+ * not 0 (spa_swa_get_workspace_size_for). */
+static uint32_t plan_workers;
+
 static spa_status fwd_phase1(const swa_case *c, swa_io *io, uint64_t *size, spa_executor *ex)
 {
-    return spa_swa_get_workspace_size(&io->q.t, &io->k.t, &io->v.t, &c->seq, c->seq_type, c->scale,
-                                      c->n1, "TND", c->window, c->window_type, &io->mx.t,
-                                      &io->sm.t, &io->o.t, size, ex);
+    return spa_swa_get_workspace_size_for(&io->q.t, &io->k.t, &io->v.t, &c->seq, c->seq_type, c->scale,
+                                          c->n1, "TND", c->window, c->window_type, &io->mx.t,
+                                          &io->sm.t, &io->o.t, plan_workers, size, ex);
 }
 
 static spa_status grad_phase1(const swa_case *c, swa_io *io, uint64_t *size, spa_executor *ex)
@@ -337,8 +341,10 @@ static void test_random_shapes(void)
     for (int i = 0; i < TEST_COUNT(40, 8); i++) {
         swa_case c;
         case_draw(&c, i, &r);
+        plan_workers = (uint32_t)(i % 3); /* the forward planned for 0 (any), 1 or 2 threads */
         check_case(&c, &r, i % N_RUNNERS, "case", i);
     }
+    plan_workers = 0;
 }
 
 /* NaN and Inf in q, k, v or dy: forward and grad as the reference computes
