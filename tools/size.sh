@@ -21,7 +21,9 @@ for o in $(find "$objdir/src" "$objdir/gen" -name '*.o' 2>/dev/null); do
     [ -f "${o%.o}.ci" ] || cis=""
 done
 if [ -n "$cis" ]; then
-    names=$(cat $cis | sed -n 's/.*targetname: "\(__[a-z0-9_]*\)".*/\1/p' | grep -v '^__indirect_call$' | sort -u | tr '\n' ' ')
+    # the callees without a frame of their own: compiler-runtime and C library functions
+    names=$(cat $cis | sed -n 's/.*targetname: "\(__[a-z0-9_]*\|mem[a-z]*\|[a-z]*f\|exp\|sqrt\|log\)".*/\1/p' |
+        grep -v '^__indirect_call$' | sort -u | tr '\n' ' ')
     helpers=""
     if [ -n "$names" ] && [ -n "$cc" ]; then
         helpers=$("$here/helper_stack.sh" "$cc" $names)

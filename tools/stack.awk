@@ -14,6 +14,8 @@ BEGIN {  # helpers="name:bytes ...": the stack of the compiler-runtime helpers
     nh = split(helpers, hs, " ")
     for (i = 1; i <= nh; i++) { split(hs[i], kv, ":"); helper[kv[1]] = kv[2] + 0 }
     helpers_given = helpers != ""
+    # ops that run another op's kernels through a pointer
+    kernel_op["nsa_compress_with_cache"] = "nsa_compress"
 }
 /^graph: \{ title: / {
     file = $0; sub(/^graph: \{ title: "/, "", file); sub(/".*$/, "", file)
@@ -35,10 +37,11 @@ BEGIN {  # helpers="name:bytes ...": the stack of the compiler-runtime helpers
     if (!(key in seen_edge)) { seen_edge[key] = 1; ncallee[src]++; callee[src, ncallee[src]] = dst }
     if (dst != "__indirect_call") called[dst] = 1
 }
-function kernel_of(f, op,   n, i, dt) {
+function kernel_of(f, op,   n, i, dt, k) {
+    k = (op in kernel_op) ? kernel_op[op] : op
     n = split(dtypes, dt, " ")
     for (i = 1; i <= n; i++)
-        if (index(f, "spa_k_" op "_" dt[i] "_") == 1) return 1
+        if (index(f, "spa_k_" k "_" dt[i] "_") == 1) return 1
     return 0
 }
 # deepest chain below f (frame included); -1 if unbounded
