@@ -55,9 +55,9 @@ endif
 SRC_DIRS := src $(filter-out src/acl src/isa,$(patsubst %/,%,$(sort $(dir $(wildcard src/*/*.c src/*/*.h)))))
 SRC_H := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h))
 TEMPLATE_DIRS := templates $(filter-out templates/f64,$(patsubst %/,%,$(sort $(dir $(wildcard templates/*/*.m4)))))
-# tests/ort, tests/cmake, tests/sizing: programs of their own checks (ort-check,
-# cmake-install-check, dtypes-check, sizing-check), not parts of the CUnit suite
-TEST_DIRS := tests $(filter-out tests/seeds tests/ort tests/cmake tests/sizing,$(patsubst %/,%,$(sort $(dir $(wildcard tests/*/*.c tests/*/*.h)))))
+# tests/ort, tests/cmake, tests/sizing, tests/stackpaint: programs of their own checks (ort-check,
+# cmake-install-check, dtypes-check, sizing-check, stackpaint), not parts of the CUnit suite
+TEST_DIRS := tests $(filter-out tests/seeds tests/ort tests/cmake tests/sizing tests/stackpaint,$(patsubst %/,%,$(sort $(dir $(wildcard tests/*/*.c tests/*/*.h)))))
 
 WARN := -std=c11 -Wall -Wextra -Wconversion -Werror
 CFLAGS_LIB := $(WARN) $(TARGET_CFLAGS) $(LIB_CFLAGS) $(EXTRA_CFLAGS) -Iinclude $(addprefix -I,$(SRC_DIRS)) -I$(B)/gen
