@@ -625,4 +625,5 @@ clean:
 	rm -rf $(BUILDROOT)
 
 include mk/sizing.mk
+include mk/stackpaint.mk
 include mk/acl.mk

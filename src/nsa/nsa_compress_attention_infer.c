@@ -413,8 +413,10 @@ static void base_args(const nscai_run *r, spa_nsca_args *a)
 }
 
 /* Compressed rows c0 .. c1-1 of batch b, head h, into the scratch's key
- * and value rows from row 0 (f32 kernels: rounded up to 16 rows, zeros). */
-static void gather_rows(const nscai_run *r, int64_t b, int64_t h, int64_t c0, int64_t c1, unsigned char *scratch)
+ * and value rows from row 0, ks / vs elements apart (0: the kernels' pitch;
+ * f32 kernels: rounded up to 16 rows, zeros). */
+static void gather_rows(const nscai_run *r, int64_t b, int64_t h, int64_t c0, int64_t c1, unsigned char *scratch,
+                        int64_t ks, int64_t vs)
 {
     const nscai_exec *e = r->e;
     const nscai_shape *sh = &r->p->sh;
@@ -424,9 +426,10 @@ static void gather_rows(const nscai_run *r, int64_t b, int64_t h, int64_t c0, in
     const int64_t kp = f64 ? sh->d : sh->dp, vp = f64 ? sh->dv : sh->dvp;
     const int64_t rows = f64 ? c1 - c0 : (c1 - c0 + 15) / 16 * 16; /* f32 kernels read whole groups of 16 */
     unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
+    ks = ks > 0 ? ks : kp, vs = vs > 0 ? vs : vp;
     for (int64_t i = 0; i < rows; i++) {
         const int64_t p = c0 + i;
-        void *kd = kg + (uint64_t)(i * kp) * es, *vd = vg + (uint64_t)(i * vp) * es;
+        void *kd = kg + (uint64_t)(i * ks) * es, *vd = vg + (uint64_t)(i * vs) * es;
         const int64_t pg = p < c1 ? spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p)
                                   : -1;
         if (pg < 0) { /* past the keys, or a table entry rewritten since phase 2 checked it */
@@ -461,29 +464,21 @@ static bool parts_in_place(const nscai_exec *e, const nscai_plan *p)
 }
 
 /* In place, the stats pass: the part's last keys (c1 - c0 mod 16 of them,
- * zero-padded to 16 rows) and a group of zero rows, at the cache's row
- * pitch, in the scratch's key and value areas (spa_nsca_pages). */
+ * zero-padded to 16 rows) and after them a group of zero rows, at the
+ * cache's row pitch, in the scratch's key and value areas (spa_nsca_pages;
+ * D and Dv are the kernels' pitch there). */
 static void stage_part_tail(const nscai_run *r, int64_t b, int64_t h, int64_t c0, int64_t c1,
                             unsigned char *scratch)
 {
     const nscai_exec *e = r->e;
     const nscai_shape *sh = &r->p->sh;
-    float *kt = (float *)(void *)(scratch + r->p->lay.kg), *vt = (float *)(void *)(scratch + r->p->lay.vg);
-    const int64_t kfr = e->k.strides[1], vfr = e->v.strides[1], full = c0 + (c1 - c0) / 16 * 16;
-    for (int64_t i = 0; i < 32; i++) {
-        float *kd = kt + i * kfr, *vd = vt + i * vfr;
-        const int64_t p = full + i;
-        const int64_t pg = i < 16 && p < c1
-                               ? spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p)
-                               : -1;
-        if (pg < 0) { /* past the keys, the zero group, or an entry rewritten since phase 2 checked it */
-            spa_nsa_zero_row(kd, sh->d, SPA_FLOAT32);
-            spa_nsa_zero_row(vd, sh->dv, SPA_FLOAT32);
-            continue;
-        }
-        const int64_t in_page = e->has_table ? p % sh->page_size : p;
-        spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, sh->d, kd);
-        spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, sh->dv, vd);
+    const int64_t kfr = e->k.strides[1], vfr = e->v.strides[1];
+    gather_rows(r, b, h, c0 + (c1 - c0) / 16 * 16, c1, scratch, kfr, vfr);
+    float *kz = (float *)(void *)(scratch + r->p->lay.kg) + 16 * kfr;
+    float *vz = (float *)(void *)(scratch + r->p->lay.vg) + 16 * vfr;
+    for (int64_t i = 0; i < 16; i++) {
+        spa_nsa_zero_row(kz + i * kfr, sh->d, SPA_FLOAT32);
+        spa_nsa_zero_row(vz + i * vfr, sh->dv, SPA_FLOAT32);
     }
 }
 
@@ -498,7 +493,7 @@ static void run_unit(const nscai_run *r, int64_t b, int64_t h, unsigned char *sc
         return;
     const bool f64 = sh->dtype == SPA_FLOAT64;
     unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
-    gather_rows(r, b, h, 0, c, scratch);
+    gather_rows(r, b, h, 0, c, scratch, 0, 0);
     spa_nsca_args a;
     base_args(r, &a);
     a.mx = scratch + lay->sink, a.ms0 = a.ms1 = a.ms2 = 0;
@@ -605,7 +600,7 @@ static void run_cpart_block(void *arg, uint32_t blk)
     if (SPA_CATTN_INFER_IN_PLACE && r->in_place)
         stage_part_tail(r, b, h, c0, c1, scratch);
     else
-        gather_rows(r, b, h, c0, c1, scratch);
+        gather_rows(r, b, h, c0, c1, scratch, 0, 0);
     spa_nsca_args a;
     base_args(r, &a);
     a.split = SPA_NSAS_SPLIT_STATS;

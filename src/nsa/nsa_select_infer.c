@@ -578,7 +578,6 @@ static void run_finish_block(void *arg, uint32_t blk)
     run_kernel(r, &a, 0, t, b, scratch);
 }
 
-
 /* Unit u0 + blk: its parts merged in part order, each weighted by
  * l_p exp(m_p - M), M the largest max; a NaN max or sum makes the row NaN,
  * as in one part; no part with a key: O = 0, as the kernel gives. */
