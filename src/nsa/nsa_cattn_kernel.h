@@ -6,27 +6,31 @@
 
 #include <stdint.h>
 
-/* A part of the inference op read where it lies in an f32 cache
+/* A part of the inference op read where it lies in the cache
  * (nsa_compress_attention_infer.c, split builds of the kernels only): kernel
  * row r < rows (a multiple of 16) is key key0 + r of the batch, in page
  * table[(key0 + r) / page_size] (the table row is untrusted: read, checked
  * against pages, each time a run of rows is taken; an entry that is not a
  * page reads 16 rows of zeros) at row (key0 + r) % page_size, or of the one
  * page k / v where table is NULL (a contiguous cache); the rows from `rows`
- * on are the part's last keys, zero-padded, at kf / vf. Row pitch kfr / vfr. */
-/* 1: the inference op's parts of an f32 cache read their rows where they
- * lie (spa_nsca_pages); 0 (a target's choice: the bare-metal ones, whose
- * stack budget the extra frames would cross) widens them into the scratch. */
+ * on are the part's last keys, zero-padded, staged at kf / vf. Every row is
+ * in the kernel's dtype (kf / vf then hold that dtype too), at pitch kfr /
+ * vfr. The 16-bit dtypes widen 16 rows at a time into kchunk / vchunk (16
+ * rows of dp / dvp floats). */
+/* 1: the inference op's parts read their rows where they lie
+ * (spa_nsca_pages); 0 (a target's choice: the bare-metal ones, whose stack
+ * budget the extra frames would cross) widens them into the scratch. */
 #ifndef SPA_CATTN_INFER_IN_PLACE
 #define SPA_CATTN_INFER_IN_PLACE 1
 #endif
 typedef struct spa_nsca_pages {
-    const float *k, *v;         /* element 0 of the kv head in page 0 (or of the batch) */
+    const void *k, *v;          /* element 0 of the kv head in page 0 (or of the batch) */
     int64_t ks0, vs0;           /* page strides */
     const int32_t *table;       /* the batch's block-table row, or NULL */
     int64_t tstride, page_size, pages;
     int64_t rows;
-    const float *kzero, *vzero; /* 16 rows of zeros at pitch kfr / vfr */
+    const void *kzero, *vzero;  /* 16 rows of zeros at pitch kfr / vfr */
+    float *kchunk, *vchunk;     /* 16-bit dtypes: 16 widened rows */
 } spa_nsca_pages;
 
 typedef struct spa_nsca_args {

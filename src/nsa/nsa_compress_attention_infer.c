@@ -413,48 +413,55 @@ static void base_args(const nscai_run *r, spa_nsca_args *a)
 }
 
 /* Compressed rows c0 .. c1-1 of batch b, head h, into the scratch's key
- * and value rows from row 0, ks / vs elements apart (0: the kernels' pitch;
- * f32 kernels: rounded up to 16 rows, zeros). */
+ * and value rows from row 0: widened (f32 rows of the kernels' pitch,
+ * rounded up to 16 rows of zeros; doubles), or, raw, 32 rows in the
+ * cache's dtype ks / vs elements apart, zeros past c1 (the tail of a part
+ * read in place and a group of zeros: stage_part_tail). */
 static void gather_rows(const nscai_run *r, int64_t b, int64_t h, int64_t c0, int64_t c1, unsigned char *scratch,
-                        int64_t ks, int64_t vs)
+                        bool raw, int64_t ks, int64_t vs)
 {
     const nscai_exec *e = r->e;
     const nscai_shape *sh = &r->p->sh;
     const nscai_layout *lay = &r->p->lay;
     const bool f64 = sh->dtype == SPA_FLOAT64;
-    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    const size_t es = raw ? spa_dtype_size(sh->dtype) : f64 ? sizeof(double) : sizeof(float);
     const int64_t kp = f64 ? sh->d : sh->dp, vp = f64 ? sh->dv : sh->dvp;
-    const int64_t rows = f64 ? c1 - c0 : (c1 - c0 + 15) / 16 * 16; /* f32 kernels read whole groups of 16 */
+    const int64_t rows = raw ? 32 : f64 ? c1 - c0 : (c1 - c0 + 15) / 16 * 16; /* f32 kernels read whole groups of 16 */
     unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
-    ks = ks > 0 ? ks : kp, vs = vs > 0 ? vs : vp;
+    ks = raw ? ks : kp, vs = raw ? vs : vp;
     for (int64_t i = 0; i < rows; i++) {
         const int64_t p = c0 + i;
         void *kd = kg + (uint64_t)(i * ks) * es, *vd = vg + (uint64_t)(i * vs) * es;
         const int64_t pg = p < c1 ? spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p)
                                   : -1;
-        if (pg < 0) { /* past the keys, or a table entry rewritten since phase 2 checked it */
+        const int64_t in_page = e->has_table ? p % sh->page_size : p;
+        if (raw) {
+            spa_nsa_cache_row_raw(&e->k, pg, in_page, h, sh->d, kd);
+            spa_nsa_cache_row_raw(&e->v, pg, in_page, h, sh->dv, vd);
+        } else if (pg < 0) { /* past the keys, or a table entry rewritten since phase 2 checked it */
             spa_nsa_zero_row(kd, kp, sh->dtype);
             spa_nsa_zero_row(vd, vp, sh->dtype);
-            continue;
+        } else {
+            spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, kp, kd);
+            spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, vp, vd);
         }
-        const int64_t in_page = e->has_table ? p % sh->page_size : p;
-        spa_nsa_cache_row(&e->k, pg, in_page, h, sh->d, kp, kd);
-        spa_nsa_cache_row(&e->v, pg, in_page, h, sh->dv, vp, vd);
     }
 }
 
-/* Whether the parts read an f32 cache where it lies (spa_nsca_pages) instead
+/* Whether the parts read the cache where it lies (spa_nsca_pages) instead
  * of widening its rows into the scratch, which at long contexts costs as
  * much as the attention (every key row written once more and read back):
- * rows of D floats at unit stride, D and Dv multiples of 16 (the kernels'
- * pitch), pages of whole groups of 16 rows (the parts start on one: their
- * keys are a multiple of 16), and room in the scratch's key and value areas
- * for a part's last keys and a group of zeros at the cache's row pitch. The
- * kernel reads the same f32 values either way: the same bits. */
+ * f32, f16, bf16 rows of D elements at unit stride, D and Dv multiples of
+ * 16 (the kernels' pitch), pages of whole groups of 16 rows (the parts start
+ * on one: their keys are a multiple of 16), and room in the first half of
+ * the scratch's key and value areas for a part's last keys and a group of
+ * zeros at the cache's row pitch (the 16-bit dtypes' chunks in the second
+ * half: chunk_of). The kernel reads the same f32 values either way: the
+ * same bits. */
 static bool parts_in_place(const nscai_exec *e, const nscai_plan *p)
 {
     const nscai_shape *sh = &p->sh;
-    if (!SPA_CATTN_INFER_IN_PLACE || p->parts < 2 || sh->dtype != SPA_FLOAT32 || sh->d != sh->dp ||
+    if (!SPA_CATTN_INFER_IN_PLACE || p->parts < 2 || sh->dtype == SPA_FLOAT64 || sh->d != sh->dp ||
         sh->dv != sh->dvp || e->k.strides[3] != 1 || e->v.strides[3] != 1 ||
         (e->has_table && sh->page_size % 16 != 0))
         return false;
@@ -463,23 +470,24 @@ static bool parts_in_place(const nscai_exec *e, const nscai_plan *p)
     return kfr >= sh->dp && vfr >= sh->dvp && kfr <= rmax * sh->dp / 32 && vfr <= rmax * sh->dvp / 32;
 }
 
+/* In place, 16-bit dtypes: 16 widened rows of `width` floats in the second
+ * half of the key (0) or value (1) area of a part's scratch (rmax >= 32). */
+static float *chunk_of(const nscai_plan *p, unsigned char *scratch, int which)
+{
+    const uint64_t rmax = (uint64_t)(p->part_rows + 15) / 16 * 16;
+    const uint64_t width = (uint64_t)(which ? p->sh.dvp : p->sh.dp);
+    return (float *)(void *)(scratch + (which ? p->lay.vg : p->lay.kg) + 2u * rmax * width);
+}
+
 /* In place, the stats pass: the part's last keys (c1 - c0 mod 16 of them,
- * zero-padded to 16 rows) and after them a group of zero rows, at the
- * cache's row pitch, in the scratch's key and value areas (spa_nsca_pages;
- * D and Dv are the kernels' pitch there). */
+ * zero-padded to 16 rows) and after them a group of zero rows, in the
+ * cache's dtype at its row pitch, in the scratch's key and value areas
+ * (spa_nsca_pages; D and Dv are the kernels' pitch there). */
 static void stage_part_tail(const nscai_run *r, int64_t b, int64_t h, int64_t c0, int64_t c1,
                             unsigned char *scratch)
 {
     const nscai_exec *e = r->e;
-    const nscai_shape *sh = &r->p->sh;
-    const int64_t kfr = e->k.strides[1], vfr = e->v.strides[1];
-    gather_rows(r, b, h, c0 + (c1 - c0) / 16 * 16, c1, scratch, kfr, vfr);
-    float *kz = (float *)(void *)(scratch + r->p->lay.kg) + 16 * kfr;
-    float *vz = (float *)(void *)(scratch + r->p->lay.vg) + 16 * vfr;
-    for (int64_t i = 0; i < 16; i++) {
-        spa_nsa_zero_row(kz + i * kfr, sh->d, SPA_FLOAT32);
-        spa_nsa_zero_row(vz + i * vfr, sh->dv, SPA_FLOAT32);
-    }
+    gather_rows(r, b, h, c0 + (c1 - c0) / 16 * 16, c1, scratch, true, e->k.strides[1], e->v.strides[1]);
 }
 
 /* Unit (b, h): the batch's compressed rows of head h, then the kernel on its queries. */
@@ -493,7 +501,7 @@ static void run_unit(const nscai_run *r, int64_t b, int64_t h, unsigned char *sc
         return;
     const bool f64 = sh->dtype == SPA_FLOAT64;
     unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
-    gather_rows(r, b, h, 0, c, scratch, 0, 0);
+    gather_rows(r, b, h, 0, c, scratch, false, 0, 0);
     spa_nsca_args a;
     base_args(r, &a);
     a.mx = scratch + lay->sink, a.ms0 = a.ms1 = a.ms2 = 0;
@@ -574,16 +582,19 @@ static void run_part_kernel(const nscai_run *r, spa_nsca_args *a, int64_t b, int
     spa_nsca_pages pages;
     if (SPA_CATTN_INFER_IN_PLACE && r->in_place) { /* the cache where it lies; the tail and the zeros in the scratch (stage_part_tail) */
         const nscai_exec *e = r->e;
-        const float *k = e->k.data, *v = e->v.data;
+        const size_t es = spa_dtype_size(sh->dtype);
+        const unsigned char *k = e->k.data, *v = e->v.data;
         const int64_t kb = e->has_table ? 0 : b * e->k.strides[0], vb = e->has_table ? 0 : b * e->v.strides[0];
-        pages.k = k + kb + h * e->k.strides[2], pages.ks0 = e->k.strides[0];
-        pages.v = v + vb + h * e->v.strides[2], pages.vs0 = e->v.strides[0];
+        pages.k = k + (uint64_t)(kb + h * e->k.strides[2]) * es, pages.ks0 = e->k.strides[0];
+        pages.v = v + (uint64_t)(vb + h * e->v.strides[2]) * es, pages.vs0 = e->v.strides[0];
         pages.table = e->has_table ? (const int32_t *)e->table.data + b * e->table.strides[0] : NULL;
         pages.tstride = e->has_table ? e->table.strides[1] : 0;
         pages.page_size = sh->page_size, pages.pages = sh->pages;
         pages.rows = (c1 - c0) / 16 * 16;
         a->kfr = e->k.strides[1], a->vfr = e->v.strides[1];
-        pages.kzero = a->kf + 16 * a->kfr, pages.vzero = a->vf + 16 * a->vfr;
+        pages.kzero = scratch + lay->kg + (uint64_t)(16 * a->kfr) * es;
+        pages.vzero = scratch + lay->vg + (uint64_t)(16 * a->vfr) * es;
+        pages.kchunk = chunk_of(r->p, scratch, 0), pages.vchunk = chunk_of(r->p, scratch, 1);
         a->pages = &pages;
     }
     call_kernel(sh->dtype, a, h, q0, q0 + nq, c1 - c0, (float *)(void *)scratch);
@@ -600,7 +611,7 @@ static void run_cpart_block(void *arg, uint32_t blk)
     if (SPA_CATTN_INFER_IN_PLACE && r->in_place)
         stage_part_tail(r, b, h, c0, c1, scratch);
     else
-        gather_rows(r, b, h, c0, c1, scratch, 0, 0);
+        gather_rows(r, b, h, c0, c1, scratch, false, 0, 0);
     spa_nsca_args a;
     base_args(r, &a);
     a.split = SPA_NSAS_SPLIT_STATS;

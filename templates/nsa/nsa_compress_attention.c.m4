@@ -82,17 +82,18 @@ static void scores_rows(const float *kb, int64_t kfr, int64_t rows, const float 
 
 /* A part read in place (a->pages, split builds): the first of the rows
  * j .. j + *n - 1 (j a multiple of 16) that lie at the pitch from there,
- * *n <= want (a multiple of 16); which: 0 keys, 1 values. */
-static const float *part_run(const spa_nsca_args *a, int which, int64_t j, int64_t want, int64_t *n)
+ * in the cache's dtype, *n <= want (a multiple of 16); which: 0 keys, 1
+ * values. */
+static const SPA_T *part_run(const spa_nsca_args *a, int which, int64_t j, int64_t want, int64_t *n)
 {
     const spa_nsca_pages *pg = a->pages;
     const int64_t pitch = which ? a->vfr : a->kfr;
-    if (j >= pg->rows) { /* the part's last keys, in the scratch */
+    if (j >= pg->rows) { /* the part's last keys, staged in the scratch */
         *n = want;
-        return (which ? a->vf : a->kf) + (j - pg->rows) * pitch;
+        return (const SPA_T *)(const void *)(which ? a->vf : a->kf) + (j - pg->rows) * pitch;
     }
     const int64_t p = a->key0 + j, left = pg->rows - j;
-    const float *base = which ? pg->v : pg->k;
+    const SPA_T *base = (const SPA_T *)(which ? pg->v : pg->k);
     if (pg->table == NULL) {
         *n = want < left ? want : left;
         return base + p * pitch;
@@ -100,18 +101,54 @@ static const float *part_run(const spa_nsca_args *a, int which, int64_t j, int64
     const int64_t entry = pg->table[(p / pg->page_size) * pg->tstride], in_page = p % pg->page_size;
     if (entry < 0 || entry >= pg->pages) { /* rewritten since phase 2 checked it: zeros */
         *n = 16;
-        return which ? pg->vzero : pg->kzero;
+        return (const SPA_T *)(which ? pg->vzero : pg->kzero);
     }
     const int64_t in_run = pg->page_size - in_page < left ? pg->page_size - in_page : left;
     *n = want < in_run ? want : in_run;
     return base + entry * (which ? pg->vs0 : pg->ks0) + in_page * pitch;
 }
 
-/* Value row j: at vb, or where a part reads it in place. */
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+/* The rows a part reads in place at a time: the whole run (f32). */
+#define NSCA_RUN_MAX(left) (left)
+
+/* Rows [0, n) of a run as f32 rows: the run itself, at its pitch. */
+static inline const float *run_f32(const float *run, int64_t pitch, int64_t n, int64_t width, float *chunk,
+                                   int64_t *fr)
+{
+    (void)n, (void)width, (void)chunk;
+    *fr = pitch;
+    return run;
+}
+', `m4_dnl
+/* The rows a part reads in place at a time: 16, widened into an L1-sized
+ * chunk just before the tile reads them, so that reading the cache overlaps
+ * the arithmetic instead of preceding it (a whole part widened into the
+ * scratch first cost a third of a decode step). */
+#define NSCA_RUN_MAX(left) ((left) < 16 ? (left) : 16)
+
+/* Rows [0, n) of a run (n <= 16, width a multiple of 16) widened into chunk
+ * at pitch width: the same f32 values as the widening gather. */
+static inline const float *run_f32(const SPA_T *run, int64_t pitch, int64_t n, int64_t width, float *chunk,
+                                   int64_t *fr)
+{
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t e = 0; e < width; e += SPA_VL)
+            spa_vf_store(chunk + r * width + e, SPA_VLOAD(run + r * pitch + e));
+    *fr = width;
+    return chunk;
+}
+')m4_dnl
+
+/* Value row j: at vb, or where a part reads it in place (widened into the
+ * value chunk for the 16-bit dtypes: used before the next call). */
 static inline const float *value_row(const spa_nsca_args *a, const float *vb, int64_t j, int in_place)
 {
-    int64_t n;
-    return SPA_CATTN_INFER_IN_PLACE && in_place ? part_run(a, 1, j - j % 16, 16, &n) + (j % 16) * a->vfr : vb + j * a->vfr;
+    if (!SPA_CATTN_INFER_IN_PLACE || !in_place)
+        return vb + j * a->vfr;
+    int64_t n, fr;
+    const SPA_T *run = part_run(a, 1, j - j % 16, 16, &n) + (j % 16) * a->vfr;
+    return run_f32(run, a->vfr, 1, a->dvp, a->pages->vchunk, &fr);
 }
 
 /* scores_rows over R rows (a multiple of 16), in place where the part is. */
@@ -123,8 +160,19 @@ static void scores_part(const spa_nsca_args *a, const float *kb, int64_t R, cons
         return;
     }
     for (int64_t j = 0, n = 0; j < R; j += n) {
-        const float *run = part_run(a, 0, j, R - j, &n); /* before n is read */
-        scores_rows(run, a->kfr, n, qt, dp, gp, st + j * gp);
+        const SPA_T *run = part_run(a, 0, j, NSCA_RUN_MAX(R - j), &n); /* before n is read */
+        int64_t fr;
+        const float *rows = run_f32(run, a->kfr, n, dp, a->pages->kchunk, &fr);
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+        scores_rows(rows, fr, n, qt, dp, gp, st + j * gp);
+', `m4_dnl
+        /* the next run requested while this one is computed */
+        int64_t nn;
+        spa_nsas_pf pf = spa_nsas_pf_rows(j + n < R ? part_run(a, 0, j + n, 16, &nn) : NULL, a->kfr * SPA_SZ, 16,
+                                          dp * SPA_SZ);
+        spa_nsas_scores_pitch(rows, fr, n, qt, dp, gp, st + j * gp, &pf);
+        spa_nsas_pf_rest(&pf);
+')m4_dnl
     }
 }
 
@@ -150,8 +198,18 @@ static void pv_part(const spa_nsca_args *a, const float *vb, int64_t R, const fl
         return;
     }
     for (int64_t j = 0, n = 0; j < R; j += n) {
-        const float *run = part_run(a, 1, j, R - j, &n); /* before n is read */
-        pv_rows(run, a->vfr, n, st + j * gp, dvp, gp, ot);
+        const SPA_T *run = part_run(a, 1, j, NSCA_RUN_MAX(R - j), &n); /* before n is read */
+        int64_t fr;
+        const float *rows = run_f32(run, a->vfr, n, dvp, a->pages->vchunk, &fr);
+m4_ifelse(SPA_DT, `f32', `m4_dnl
+        pv_rows(rows, fr, n, st + j * gp, dvp, gp, ot);
+', `m4_dnl
+        int64_t nn;
+        spa_nsas_pf pf = spa_nsas_pf_rows(j + n < R ? part_run(a, 1, j + n, 16, &nn) : NULL, a->vfr * SPA_SZ, 16,
+                                          dvp * SPA_SZ);
+        spa_nsas_accum_t(rows, fr, n, st + j * gp, dvp, gp, ot, &pf);
+        spa_nsas_pf_rest(&pf);
+')m4_dnl
     }
 }
 
@@ -178,9 +236,11 @@ SPA_NSCA_COLD static void exact_pv(const spa_nsca_args *a, const float *vb, int 
     for (int64_t l = 0; l < nt * nh; l++) {
         const int64_t i = l / nh;
         for (int64_t j = 0; j < R; j++)
-            if (spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp))
+            if (spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
+                const float *vr = value_row(a, vb, j, in_place);
                 for (int64_t e = 0; e < dv; e++)
-                    ot[e * gp + l] += st[j * gp + l] * value_row(a, vb, j, in_place)[e];
+                    ot[e * gp + l] += st[j * gp + l] * vr[e];
+            }
     }
 }
 

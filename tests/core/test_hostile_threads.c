@@ -125,12 +125,12 @@ static void test_select_arrays_rewritten(void)
 }
 
 /* Compressed-attention decode: its block table rewritten while phase 2 runs
- * (entries from -4 to past the pages). f32, D 128, 64-row pages and enough
+ * (entries from -4 to past the pages). f32 and bf16, D 128, 64-row pages and enough
  * compressed keys for parts, so the parts read the cache where it lies and
  * look each page up again as they read it; batch 1 contiguous-sized as well.
  * Every run succeeds or is refused; nothing is read or written outside the
  * tensors and the workspace (the sanitizer builds check the reads). */
-static void test_cattn_infer_table_rewritten(void)
+static void cattn_infer_table_rewritten(spa_dtype dt)
 {
     rng r = rng_seed(1003);
     enum { B = 2, N1 = 16, D = 128, PAGE = 64, K = 16 };
@@ -145,11 +145,11 @@ static void test_cattn_infer_table_rewritten(void)
     }
     ttensor q, k, v, table, o, topk;
     const int64_t qd[3] = {B, N1, D}, kd[4] = {pages, PAGE, 1, D}, td[2] = {B, cols}, id[3] = {B, 1, K};
-    tt_make(&q, SPA_FLOAT32, 3, qd, false, &r);
-    tt_make(&k, SPA_FLOAT32, 4, kd, false, &r);
-    tt_make(&v, SPA_FLOAT32, 4, kd, false, &r);
+    tt_make(&q, dt, 3, qd, false, &r);
+    tt_make(&k, dt, 4, kd, false, &r);
+    tt_make(&v, dt, 4, kd, false, &r);
     tt_make(&table, SPA_INT32, 2, td, false, &r);
-    tt_make(&o, SPA_FLOAT32, 3, qd, false, &r);
+    tt_make(&o, dt, 3, qd, false, &r);
     tt_make(&topk, SPA_INT32, 3, id, false, &r);
     tt_fill_random(&q, &r, -1.0, 1.0);
     tt_fill_random(&k, &r, -1.0, 1.0);
@@ -182,6 +182,12 @@ static void test_cattn_infer_table_rewritten(void)
     CU_ASSERT(tt_guard_ok(&o) && tt_guard_ok(&topk));
     tws_free(&ws);
     tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&table), tt_free(&o), tt_free(&topk);
+}
+
+static void test_cattn_infer_table_rewritten(void)
+{
+    cattn_infer_table_rewritten(SPA_FLOAT32);
+    cattn_infer_table_rewritten(SPA_BFLOAT16); /* widened 16 rows at a time as it reads them */
 }
 
 /* Deformable attention: spatialShape and levelStartIndex rewritten. */

@@ -277,17 +277,19 @@ static void test_random(void)
 /* A decode step as a model runs it: one query, G 16, the fla layer's
  * blocks (l = d = l' = 64) and the paper's (l 32, d 16, l' 64), a cache of a
  * few hundred compressed keys in 64-row pages; block 0 and the last two
- * lead the top-K. Cases 4 to 6 split the keys in parts; in f32 (4, 6) the
- * parts read the cache where it lies: 6 a contiguous cache of two kv heads
- * (a row pitch of two heads) whose last part ends inside a group of 16. */
+ * lead the top-K. Cases 4 to 7 split the keys in parts, and the parts read
+ * the cache where it lies (bf16 and f16 widen 16 rows at a time): 6 and 7
+ * contiguous caches of two kv heads (a row pitch of two heads, f32 and f16)
+ * whose last part ends inside a group of 16. */
 static void test_decode_shapes(void)
 {
     rng r = rng_seed(3102);
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         nscai_case c;
         case_draw(&c, 0, &r);
-        c.dt = i % 2 ? SPA_BFLOAT16 : SPA_FLOAT32, c.b = 1, c.n1 = 16, c.n2 = i == 6 ? 2 : 1, c.d = 128, c.dv = 128;
-        c.l = i < 2 ? 64 : 32, c.st = i < 2 ? 64 : 16, c.ls = 64, c.kc = 16, c.page = 64, c.paged = i != 6;
+        c.dt = i == 7 ? SPA_FLOAT16 : i % 2 ? SPA_BFLOAT16 : SPA_FLOAT32, c.b = 1, c.n1 = 16, c.n2 = i >= 6 ? 2 : 1;
+        c.d = 128, c.dv = 128;
+        c.l = i < 2 ? 64 : 32, c.st = i < 2 ? 64 : 16, c.ls = 64, c.kc = 16, c.page = 64, c.paged = i < 6;
         c.causal = 1, c.sq_null = false, c.len_null = false, c.strided = false;
         c.cmp[0] = (i < 4 ? TEST_SIZE(300, 90) : TEST_SIZE(2300, 150)) + i, c.sq[0] = 1, c.t = 1;
         c.len[0] = (c.cmp[0] - 1) * c.st + c.l + i;
