@@ -67,9 +67,9 @@ static inline void spa_nsa_cache_row(const spa_tensor *c, int64_t page, int64_t 
         d[i] = 0.0f;
 }
 
-/* pitch zeros of the kernels' element (double for float64, else float). */
-/* Row r of page `page`, head h (n elements) copied in the cache's dtype to
- * dst; page < 0: n zero elements. */
+/* Row r of page `page`, head h (n elements at unit stride: the parts read
+ * in place, parts_in_place) copied in the cache's dtype to dst; page < 0: n
+ * zero elements. */
 static inline void spa_nsa_cache_row_raw(const spa_tensor *c, int64_t page, int64_t r, int64_t h, int64_t n,
                                          void *dst)
 {
@@ -80,14 +80,10 @@ static inline void spa_nsa_cache_row_raw(const spa_tensor *c, int64_t page, int6
     }
     const unsigned char *src = (const unsigned char *)c->data +
                                (size_t)(page * c->strides[0] + r * c->strides[1] + h * c->strides[2]) * es;
-    const int64_t s = c->strides[3];
-    if (s == 1)
-        memcpy(dst, src, (size_t)n * es);
-    else
-        for (int64_t i = 0; i < n; i++)
-            memcpy((unsigned char *)dst + (size_t)i * es, src + (size_t)(i * s) * es, es);
+    memcpy(dst, src, (size_t)n * es);
 }
 
+/* pitch zeros of the kernels' element (double for float64, else float). */
 static inline void spa_nsa_zero_row(void *dst, int64_t pitch, int32_t dt)
 {
     if (dt == SPA_FLOAT64)
