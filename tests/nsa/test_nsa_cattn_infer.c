@@ -307,6 +307,43 @@ static void test_decode_shapes(void)
     }
 }
 
+/* Non-finite cache values in a decode step that splits its keys in parts
+ * read in place (f32, bf16, f16): NaN or an infinity in a key or value row
+ * the query attends gives what the reference gives (NaN where it flows), and
+ * an infinity in the value row of a key it does not see (the last keys lie
+ * past its position: the exact forms, value rows widened one at a time)
+ * leaves the output finite. */
+static void test_decode_nonfinite(void)
+{
+    rng r = rng_seed(3104);
+    for (int i = 0; i < 6; i++) {
+        nscai_case c;
+        case_draw(&c, 0, &r);
+        c.dt = i % 3 == 0 ? SPA_FLOAT32 : i % 3 == 1 ? SPA_BFLOAT16 : SPA_FLOAT16;
+        c.b = 1, c.n1 = 16, c.n2 = 1, c.d = 128, c.dv = 128, c.l = 32, c.st = 16, c.ls = 64, c.kc = 16;
+        c.page = 64, c.paged = true, c.causal = 1, c.sq_null = false, c.len_null = false, c.strided = false;
+        c.cmp[0] = TEST_SIZE(1100, 150) + i, c.sq[0] = 1, c.t = 1;
+        const int64_t hidden = i < 3 ? 0 : 3; /* keys past the query's position */
+        c.len[0] = (c.cmp[0] - 1 - hidden) * c.st + c.l;
+        nscai_io io;
+        io_make(&io, &c, &r);
+        if (hidden == 0) {
+            tt_poison(rng_int(&r, 0, 1) ? &io.k : &io.v, &r, (int)rng_int(&r, 1, 2), true);
+        } else { /* the last key's value row, through the table */
+            const int64_t last = c.cmp[0] - 1, pg = io.page_of[last / c.page];
+            tt_set_nonfinite(&io.v, (pg * c.page + last % c.page) * c.dv + rng_int(&r, 0, c.dv - 1), INFINITY);
+        }
+        char desc[320];
+        case_describe(&c, desc, sizeof desc);
+        const spa_status st = run(&c, &io, i % N_RUNNERS, 0);
+        case_verdict("decode non-finite", i, desc, st, st == SPA_OK ? compare(&c, &io) : -1, guards_ok(&io));
+        if (hidden > 0 && st == SPA_OK)
+            for (int64_t x = 0; x < c.n1 * c.dv; x++)
+                CU_ASSERT(isfinite(tt_get(&io.o, x)));
+        io_free(&io);
+    }
+}
+
 /* Every runner writes the same bytes. */
 static void test_deterministic(void)
 {
@@ -434,6 +471,7 @@ void suite_nsa_cattn_infer(void)
     CU_pSuite s = CU_add_suite("nsa_cattn_infer", NULL, NULL);
     CU_add_test(s, "random shapes, paged and contiguous, all dtypes", test_random);
     CU_add_test(s, "decode steps (G 16, D 128, fla and paper blocks)", test_decode_shapes);
+    CU_add_test(s, "decode steps with NaN / Inf in the cache", test_decode_nonfinite);
     CU_add_test(s, "bit-identical across runners", test_deterministic);
     CU_add_test(s, "refusals, tables outside the cache", test_refusals);
     CU_add_test(s, "edges: no query, no key, no key seen yet, T = 0", test_edges);
