@@ -127,6 +127,11 @@ extern bool test_thin;
  * set keeps them all (smaller each), since every draw may be the one that
  * picks a kernel's rarer tile (tools/case_coverage.sh shows which). */
 #define TEST_COUNT(full, small) (SPA_TEST_SMALL || test_thin ? (small) : (full))
+/* Whether a named case i runs in the k-th of its n dtypes: in every one, but
+ * in the thin set in one of them, turning with the case (so that each dtype
+ * still meets several cases; the quick set, which runs the same layers, has
+ * every pair). */
+#define TEST_THIN_DTYPE(i, k, n) (!test_thin || (k) == (i) % (n))
 /* Sizes the quick set keeps in full, small on small targets only: the
  * NsaCompress(Grad) suites, whose kernels pick their tiles from heads x D and
  * the windows of a run (their full sizes cost seconds under an emulator). */

@@ -407,6 +407,8 @@ static void test_groups(void)
     for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++)
         for (int dk = 0; dk < (SPA_HAVE_F64 ? 4 : 3); dk++, i++) {
             static const spa_dtype dts[4] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT64};
+            if (!TEST_THIN_DTYPE((int)gi, dk, SPA_HAVE_F64 ? 4 : 3))
+                continue;
             const int64_t ql[2] = {19, 33}, cl[2] = {13, 30};
             nsca_case c;
             case_fixed(&c, dts[dk], gs[gi] * (gs[gi] > 16 ? 1 : 2), gs[gi] > 16 ? 1 : 2, 24 + 8 * dk,
