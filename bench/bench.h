@@ -50,6 +50,11 @@ void *bench_alloc_zero(size_t bytes);
 size_t bench_dtype_size(spa_dtype dt);
 const char *bench_dtype_name(spa_dtype dt);
 
+/* Prints the block overlap of a selection (block_overlap.c): idx
+ * [tokens][n2][kc] over nb batches of lens[b] tokens, blocks below blocks. */
+void bench_block_overlap(const char *what, const int32_t *idx, int64_t n2, int64_t kc, const int64_t *lens,
+                         int64_t nb, int64_t blocks);
+
 /* A contiguous descriptor over data. */
 spa_tensor bench_tensor(spa_dtype dt, int32_t rank, const int64_t *dims, void *data);
 

@@ -93,6 +93,8 @@ static void bench_shape(spa_dtype dt, const char *shape, int64_t t, int grad)
     if (!grad) {
         time_threads("nsa_compress_attention", dt, shape, &b, in_bytes + out_bytes,
                      2 * pairs * (double)(d + dv));
+        /* the selection this op made (the NSA layer's own, on random q and k) */
+        bench_block_overlap("the topk output", topk, N2, KC, sq_vals, 1, (t + LS - 1) / LS);
     } else {
         b.ws = bench_alloc_zero(b.ws_size);
         b.runner = bench_runner(2);

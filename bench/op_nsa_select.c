@@ -1,9 +1,12 @@
 /* NsaSelectedAttention and its grad. Shapes: one batch, N1 32, N2 2,
  * blockSize 64, K 16, no mask, topk = 16 distinct random blocks per
- * (token, kv head):
+ * (token, kv head) but in layer_8192:
  *   bench       T1 = T2 = 4096, D = Dv = 128 (forward)
  *   bench_half  T1 = T2 = 2048, D = Dv = 128
  *   bench_d192  T1 = T2 = 2048, D = 192, Dv = 128
+ *   layer_8192  T1 = T2 = 8192, D = Dv = 128, and topk the NSA layer's own
+ *               selection (NsaCompressAttention's output on random inputs,
+ *               causal: -1 slots where a token sees fewer than K blocks)
  * FLOPs count each multiply-add as 2 and only the products: forward QKᵀ and
  * PV; grad QKᵀ (recomputed), dP, dV, dQ and dK. */
 #include <stdio.h>
@@ -65,6 +68,44 @@ static int32_t *random_topk(int64_t t, uint64_t seed)
     return idx;
 }
 
+/* The selection the NSA layer itself makes at t tokens: NsaCompressAttention
+ * (causal, compression block 32 stride 16, selection block BS, K KC) of
+ * random f32 queries against random compressed keys, its topk output; -1
+ * where a token sees fewer than KC blocks. */
+static int32_t *layer_topk(int64_t t, int64_t d)
+{
+    enum { L = 32, ST = 16 };
+    const int64_t c = (t - L) / ST + 1, sq_vals[1] = {t}, sc_vals[1] = {c};
+    const spa_int_array sq = {sq_vals, 1}, sc = {sc_vals, 1};
+    const int64_t qd[3] = {t, N1, d}, kd[3] = {c, N2, d}, od[3] = {t, N1, d}, sd[3] = {t, N1, 8},
+                  td[3] = {t, N2, KC};
+    void *q = bench_alloc_random(SPA_FLOAT32, (size_t)(t * N1 * d), 11);
+    void *k = bench_alloc_random(SPA_FLOAT32, (size_t)(c * N2 * d), 12);
+    void *v = bench_alloc_random(SPA_FLOAT32, (size_t)(c * N2 * d), 13);
+    void *o = bench_alloc_zero((size_t)(t * N1 * d) * 4);
+    void *mx = bench_alloc_zero((size_t)(t * N1 * 8) * 4), *sm = bench_alloc_zero((size_t)(t * N1 * 8) * 4);
+    int32_t *topk = bench_alloc_zero((size_t)(t * N2 * KC) * 4);
+    spa_tensor tq = bench_tensor(SPA_FLOAT32, 3, qd, q), tk = bench_tensor(SPA_FLOAT32, 3, kd, k),
+               tv = bench_tensor(SPA_FLOAT32, 3, kd, v), to = bench_tensor(SPA_FLOAT32, 3, od, o),
+               tmx = bench_tensor(SPA_FLOAT32, 3, sd, mx), tsm = bench_tensor(SPA_FLOAT32, 3, sd, sm),
+               tt = bench_tensor(SPA_INT32, 3, td, topk);
+    uint64_t ws_size;
+    spa_executor ex;
+    if (spa_nsa_compress_attention_get_workspace_size(&tq, &tk, &tv, NULL, NULL, &sq, &sc, NULL, 1.0 / 11.3137, N1,
+                                                      "TND", 2, L, ST, BS, KC, &tmx, &tsm, &to, &tt, &ws_size,
+                                                      &ex) != SPA_OK) {
+        fprintf(stderr, "nsa_select bench: the layer's selection: phase 1 failed\n");
+        exit(1);
+    }
+    void *ws = bench_alloc_zero(ws_size);
+    if (spa_nsa_compress_attention(ws, ws_size, &ex, bench_runner(2)) != SPA_OK) {
+        fprintf(stderr, "nsa_select bench: the layer's selection failed\n");
+        exit(1);
+    }
+    free(ws), free(q), free(k), free(v), free(o), free(mx), free(sm);
+    return topk;
+}
+
 static void bench_shape(spa_dtype dt, const char *shape, int64_t t, int64_t d, int64_t dv, int grad)
 {
     if (!bench_wanted(dt, shape))
@@ -77,7 +118,8 @@ static void bench_shape(spa_dtype dt, const char *shape, int64_t t, int64_t d, i
     void *q = bench_alloc_random(dt, (size_t)(t * N1 * d), 1);
     void *k = bench_alloc_random(dt, (size_t)(t * N2 * d), 2);
     void *v = bench_alloc_random(dt, (size_t)(t * N2 * dv), 3);
-    int32_t *idx = random_topk(t, 4);
+    /* layer_*: the NSA layer's own selection, random distinct blocks otherwise */
+    int32_t *idx = strncmp(shape, "layer", 5) == 0 ? layer_topk(t, d) : random_topk(t, 4);
     void *o = bench_alloc_zero((size_t)(t * N1 * dv) * es);
     const spa_dtype st = dt == SPA_FLOAT64 ? SPA_FLOAT64 : SPA_FLOAT32; /* the statistics' dtype */
     void *mx = bench_alloc_zero((size_t)(t * N1 * 8) * bench_dtype_size(st));
@@ -94,11 +136,15 @@ static void bench_shape(spa_dtype dt, const char *shape, int64_t t, int64_t d, i
         exit(1);
     }
     b.run = spa_nsa_select;
-    const double pairs = (double)t * N1 * KC * BS; /* (query head, selected key) pairs */
+    double slots = 0; /* the valid ones (the layer's selection has -1 slots) */
+    for (int64_t i = 0; i < t * N2 * KC; i++)
+        slots += idx[i] >= 0;
+    const double pairs = slots * (N1 / N2) * BS; /* (query head, selected key) pairs */
     const double in_bytes = (double)(t * N1 * d + t * N2 * (d + dv)) * (double)es + (double)(t * N2 * KC) * 4;
     const double out_bytes = (double)(t * N1 * dv) * (double)es + 2.0 * (double)(t * N1 * 8) * 4;
     if (!grad) {
         time_threads("nsa_select", dt, shape, &b, in_bytes + out_bytes, 2 * pairs * (double)(d + dv));
+        bench_block_overlap("this shape's topk", idx, N2, KC, seq_vals, 1, t / BS);
     } else {
         /* the forward's outputs are the grad's inputs */
         b.ws = bench_alloc_zero(b.ws_size);
@@ -135,6 +181,7 @@ void bench_nsa_select(void)
         bench_shape(bench_dts[i], "bench", 4096, 128, 128, 0);
         bench_shape(bench_dts[i], "bench_half", 2048, 128, 128, 0);
         bench_shape(bench_dts[i], "bench_d192", 2048, 192, 128, 0);
+        bench_shape(bench_dts[i], "layer_8192", 8192, 128, 128, 0);
     }
 }
 
@@ -143,5 +190,6 @@ void bench_nsa_select_grad(void)
     for (int i = 0; i < 4; i++) {
         bench_shape(bench_dts[i], "bench_half", 2048, 128, 128, 1);
         bench_shape(bench_dts[i], "bench_d192", 2048, 192, 128, 1);
+        bench_shape(bench_dts[i], "layer_8192", 8192, 128, 128, 1);
     }
 }
