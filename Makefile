@@ -132,10 +132,15 @@ TEST_BIN := $(B)/tests/spattn_tests
 BENCH_BIN := $(B)/bench/spattn_bench
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: dtypes-check headercheck insn edge-ws all shared ort ort-check ort-bench python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
+.PHONY: print-isa dtypes-check headercheck insn edge-ws all shared ort ort-check ort-bench python-check python-demo python-bench gen check test symcheck gencheck bench demo examples deps clean valgrind size size-all stackcheck fuzz fuzz-run
 .SECONDARY:
 
 all: $(LIB) $(if $(HAVE_PTHREAD),$(RUNNER_LIB)) $(ACL_LIB)
+
+# The ISA layer this configuration builds (CI picks the other x86 layer for a
+# sanitizer step with it).
+print-isa:
+	@echo $(ISA)
 
 deps:
 	@tools/deps.sh $(TARGET_DEPS)
@@ -145,7 +150,7 @@ deps:
 gen: $(GEN_C) $(GEN_H)
 
 define gen_rules
-$(B)/gen/$(1)_$(2).c: $(filter %/$(1).c.m4,$(OP_TEMPLATES)) $(M4_IN) $(M4_INC)
+$(B)/gen/$(1)_$(2).c: $(filter %/$(1).c.m4,$(OP_TEMPLATES)) $(M4_IN) $(M4_INC) $(CONFIG)
 	@mkdir -p $$(@D)
 	$(M4) -DSPA_DT=$(2) -DSPA_OP=$(1) $(M4_IN) $$< > $$@.tmp && mv $$@.tmp $$@
 endef
@@ -153,17 +158,17 @@ $(foreach op,$(KERNEL_OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(eval $(cal
 
 # float64: templates/<family>/f64/<op>.c.m4 against the f64 tile declarations.
 define gen_rules_f64
-$(B)/gen/$(1)_f64.c: $(filter %/$(1).c.m4,$(F64_TEMPLATES)) $(M4_IN_F64) $(M4_INC_F64)
+$(B)/gen/$(1)_f64.c: $(filter %/$(1).c.m4,$(F64_TEMPLATES)) $(M4_IN_F64) $(M4_INC_F64) $(CONFIG)
 	@mkdir -p $$(@D)
 	$(M4) -DSPA_DT=f64 -DSPA_OP=$(1) $(M4_IN_F64) $$< > $$@.tmp && mv $$@.tmp $$@
 endef
 $(foreach op,$(F64_OPS),$(eval $(call gen_rules_f64,$(op))))
 
-$(B)/gen/spa_kernels_f64.h: gen/kernels.m4 $(M4_IN_F64)
+$(B)/gen/spa_kernels_f64.h: gen/kernels.m4 $(M4_IN_F64) $(CONFIG)
 	@mkdir -p $(@D)
 	$(M4) -DSPA_DT=f64 -DSPA_OP=kernels $(M4_IN_F64) $< > $@.tmp && mv $@.tmp $@
 
-$(B)/gen/spa_kernels_%.h: gen/kernels.m4 $(M4_IN)
+$(B)/gen/spa_kernels_%.h: gen/kernels.m4 $(M4_IN) $(CONFIG)
 	@mkdir -p $(@D)
 	$(M4) -DSPA_DT=$* -DSPA_OP=kernels $(M4_IN) $< > $@.tmp && mv $@.tmp $@
 

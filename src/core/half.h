@@ -76,6 +76,11 @@ static inline uint16_t spa_f32_to_f16(float f)
 #ifndef SPA_ISA_PREFETCH
 #define SPA_ISA_PREFETCH 1
 #endif
+/* Whether the layer has the bf16 dot product (spa_vbp, spa_vf_dotb_bf16:
+ * src/isa/avx512bf16.h) that the bf16 selected-attention forward runs on. */
+#ifndef SPA_ISA_BF16_DOT
+#define SPA_ISA_BF16_DOT 0
+#endif
 
 /* Runs of n contiguous elements, SPA_VL at a time through the ISA layer
  * (whose conversions are exact on widening and RNE with NaN kept NaN on

@@ -53,7 +53,9 @@
 #endif
 #include <immintrin.h>
 
+#ifndef SPA_ISA_NAME /* avx512bf16.h names itself first */
 #define SPA_ISA_NAME "avx512"
+#endif
 #define SPA_VL 16
 #define SPA_VF_STREAM_ALIGN 64 /* bytes; 0: no streaming stores */
 #define SPA_ISA_INLINE static inline __attribute__((always_inline))

@@ -1,6 +1,7 @@
 /* NsaSelectedAttention: phase 1 (validate, plan, size) and phase 2 (run the
  * blocks). Phase 2 runs the kv heads one after the other: the head's key and
- * value rows are made f32 (nsa_select_pack.h), then its query tokens run in
+ * value rows are made f32 (nsa_select_pack.h; bf16 pairs for the bf16 dot
+ * product, where the layer has it), then its query tokens run in
  * contiguous blocks; each (kv head, token) unit writes only its own output
  * rows, so any split is deterministic. */
 #include <string.h>
@@ -247,9 +248,16 @@ spa_status spa_nsa_select_phase2(void *workspace, uint64_t workspace_size,
         return SPA_OK;
     }
 #endif
+    /* bf16 on a layer with the bf16 dot product: the rows as bf16 pairs, which
+     * the kernel's dot-product path reads (nsa_select_pack.h) */
+    const bool dot = SPA_ISA_BF16_DOT && e.q.dtype == SPA_BFLOAT16;
     for (r.h2 = 0; r.h2 < p.sh.n2 && p.sh.t1 > 0; r.h2++) {
-        spa_nsas_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, slices.kpack, slices.vpack, r.h2,
-                             &rn);
+        if (dot)
+            spa_nsas_attach_head_bf16(&r.args, &p.sh, &tr, &e.k, &e.v, slices.kpack, slices.vpack,
+                                      r.h2, &rn);
+        else
+            spa_nsas_attach_head(&r.args, &p.sh, &tr, &e.k, &e.v, slices.kpack, slices.vpack,
+                                 r.h2, &rn);
         spa_run_blocks(&rn, run_block, &r, p.blocks);
     }
     return SPA_OK;

@@ -21,6 +21,16 @@ typedef struct spa_nsas_args {
     int64_t kfr;
     const float *vf; /* value rows of that head, the same way */
     int64_t vfr;
+    /* The bf16 forward on a layer with the bf16 dot product (SPA_ISA_BF16_DOT,
+     * nsa_select_pack.h): kb non-NULL, and the rows read as bf16 pairs
+     * instead of kf / vf, a word (uint32_t) holding two elements, the first
+     * in its low half: key row r at kb + r * kbr (dp / 2 words, elements 2i
+     * and 2i+1 in word i, a tail past d 0), value rows 2i and 2i+1 as one
+     * row of dvp words at vp + i * vpr (element e of both in word e). */
+    const uint32_t *kb;
+    int64_t kbr;
+    const uint32_t *vp;
+    int64_t vpr;
     const int32_t *idx; /* topkIndices [T1, N2, K], already checked; -1: padding */
     int64_t is0, is1, is2;
     void *o; /* attentionOut [T1, N1, Dv]: forward writes, grad reads */

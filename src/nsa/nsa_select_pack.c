@@ -61,28 +61,84 @@ static void widen_row(float *dst, const spa_tensor *t, int64_t r, int64_t h)
         dst[i] = t->dtype == SPA_FLOAT16 ? spa_f16_to_f32(u[i * s]) : spa_bf16_to_f32(u[i * s]);
 }
 
+/* The KV row of kernel row r (rows ascending within a task, *b the batch of
+ * the row before, advanced here), or -1 for a row past its batch's end. */
+static int64_t source_row(const spa_nsas_trusted *tr, int64_t r, int64_t *b)
+{
+    while (tr->kend[*b] <= r) /* past the batch's last block (or an empty batch) */
+        (*b)++;
+    int64_t ks, ke;
+    spa_nsas_batch(&tr->skva, *b, &ks, &ke);
+    const int64_t pos = r - (*b == 0 ? 0 : tr->kend[*b - 1]);
+    return pos < ke - ks ? ks + pos : -1;
+}
+
+static int64_t first_batch(const nsas_pack *p, int64_t r0)
+{
+    const spa_int_array kend = {p->tr->kend, p->tr->skva.size};
+    return spa_nsas_batch_of(&kend, r0);
+}
+
 static void pack_task(void *arg, uint32_t task)
 {
     const nsas_pack *p = arg;
     const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
     const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
     const int64_t n = p->t->dims[2];
-    const spa_int_array kend = {p->tr->kend, p->tr->skva.size};
-    int64_t b = spa_nsas_batch_of(&kend, r0);
+    int64_t b = first_batch(p, r0);
     for (int64_t r = r0; r < r1; r++) {
-        while (p->tr->kend[b] <= r) /* past the batch's last block (or an empty batch) */
-            b++;
-        int64_t ks, ke;
-        spa_nsas_batch(&p->tr->skva, b, &ks, &ke);
-        const int64_t pos = r - (b == 0 ? 0 : p->tr->kend[b - 1]);
+        const int64_t src = source_row(p->tr, r, &b);
         float *dst = p->dst + r * p->pitch;
         int64_t i = 0;
-        if (pos < ke - ks) { /* a KV row; past its batch's end: zeros */
-            widen_row(dst, p->t, ks + pos, p->h);
+        if (src >= 0) { /* a KV row; past its batch's end: zeros */
+            widen_row(dst, p->t, src, p->h);
             i = n;
         }
         for (; i < p->pitch; i++)
             dst[i] = 0.0f;
+    }
+}
+
+/* bf16 rows for the dot-product forward: element i of KV row src of head h
+ * of t (a bf16 tensor), 0 for i >= dims[2] or a row past its batch (src < 0). */
+static uint16_t bf16_at(const spa_tensor *t, int64_t src, int64_t h, int64_t i)
+{
+    if (src < 0 || i >= t->dims[2])
+        return 0;
+    const uint16_t *u = (const uint16_t *)t->data;
+    return u[src * t->strides[0] + h * t->strides[1] + i * t->strides[2]];
+}
+
+/* Key rows as bf16 pairs, padded to the pitch (words). */
+static void pack_bf16_task(void *arg, uint32_t task)
+{
+    const nsas_pack *p = arg;
+    const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
+    const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
+    uint32_t *dst = (uint32_t *)(void *)p->dst;
+    int64_t b = first_batch(p, r0);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t src = source_row(p->tr, r, &b);
+        for (int64_t i = 0; i < p->pitch; i++)
+            dst[r * p->pitch + i] = (uint32_t)bf16_at(p->t, src, p->h, 2 * i) |
+                                    (uint32_t)bf16_at(p->t, src, p->h, 2 * i + 1) << 16;
+    }
+}
+
+/* Value rows 2i and 2i+1 as one row of pairs (kernel rows come in whole
+ * blocks, multiples of 16, and tasks in NSAS_PACK_ROWS: every pair is whole). */
+static void pack_pairs_task(void *arg, uint32_t task)
+{
+    const nsas_pack *p = arg;
+    const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
+    const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
+    uint32_t *dst = (uint32_t *)(void *)p->dst;
+    int64_t b = first_batch(p, r0);
+    for (int64_t r = r0; r < r1; r += 2) {
+        const int64_t lo = source_row(p->tr, r, &b), hi = source_row(p->tr, r + 1, &b);
+        uint32_t *row = dst + r / 2 * p->pitch;
+        for (int64_t i = 0; i < p->pitch; i++)
+            row[i] = (uint32_t)bf16_at(p->t, lo, p->h, i) | (uint32_t)bf16_at(p->t, hi, p->h, i) << 16;
     }
 }
 
@@ -108,4 +164,19 @@ void spa_nsas_attach_head(spa_nsas_args *a, const spa_nsas_shape *sh, const spa_
 {
     a->kf = head_rows(k, sh, tr, kpack, h2, runner, &a->kfr);
     a->vf = head_rows(v, sh, tr, vpack, h2, runner, &a->vfr);
+}
+
+void spa_nsas_attach_head_bf16(spa_nsas_args *a, const spa_nsas_shape *sh,
+                               const spa_nsas_trusted *tr, const spa_tensor *k,
+                               const spa_tensor *v, float *kpack, float *vpack, int64_t h2,
+                               const spa_runner *runner)
+{
+    const uint32_t tasks = (uint32_t)((sh->kv_rows + NSAS_PACK_ROWS - 1) / NSAS_PACK_ROWS);
+    const nsas_pack kp = {k, tr, sh->kv_rows, h2, padded_dim(k) / 2, kpack};
+    const nsas_pack vp = {v, tr, sh->kv_rows, h2, padded_dim(v), vpack};
+    spa_run_blocks(runner, pack_bf16_task, (void *)&kp, tasks);
+    spa_run_blocks(runner, pack_pairs_task, (void *)&vp, tasks);
+    a->kf = NULL, a->vf = NULL, a->kfr = 0, a->vfr = 0;
+    a->kb = (const uint32_t *)(const void *)kpack, a->kbr = kp.pitch;
+    a->vp = (const uint32_t *)(const void *)vpack, a->vpr = vp.pitch;
 }

@@ -41,4 +41,14 @@ void spa_nsas_attach_head(spa_nsas_args *a, const spa_nsas_shape *sh, const spa_
                           const spa_tensor *k, const spa_tensor *v, float *kpack, float *vpack,
                           int64_t h2, const spa_runner *runner);
 
+/* The same for the bf16 forward on a layer with the bf16 dot product
+ * (SPA_ISA_BF16_DOT): a->kb / a->vp at kv head h2's rows of bf16 k and v,
+ * always copied (the key rows padded to dp, the value rows interleaved in
+ * pairs: spa_nsas_args), into kpack / vpack sized by spa_nsas_pack_floats,
+ * which holds them in half the floats. a->kf / a->vf NULL. */
+void spa_nsas_attach_head_bf16(spa_nsas_args *a, const spa_nsas_shape *sh,
+                               const spa_nsas_trusted *tr, const spa_tensor *k,
+                               const spa_tensor *v, float *kpack, float *vpack, int64_t h2,
+                               const spa_runner *runner);
+
 #endif

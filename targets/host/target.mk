@@ -1,7 +1,8 @@
 # Host target: the build machine itself, tests run natively.
 # HOST_MARCH selects the instruction set, and with it the ISA layer of the
 # kernels (src/isa/): native by default, which is avx512 where the compiler
-# targets AVX512F/BW/VL here; x86-64-v3 gives avx2 (AVX2 + FMA + F16C; also
+# targets AVX512F/BW/VL here (avx512bf16 where it also targets AVX512-BF16
+# and the bf16 dot product is fast on this core: see BF16_DOT below); x86-64-v3 gives avx2 (AVX2 + FMA + F16C; also
 # what valgrind runs, as it stops at AVX-512 instructions); x86-64 or
 # x86-64-v2 the scalar layer. ISA=<isa> overrides the choice (any layer the
 # march can compile, e.g. ISA=scalar). SANITIZE=1 adds AddressSanitizer and
@@ -30,8 +31,15 @@ HOST_MARCH ?= native
 # products the compiler fuses; fast paths use explicit FMA intrinsics.
 TARGET_CFLAGS := -O3 -march=$(HOST_MARCH) -fno-math-errno
 HOST_ISA_DEFS := $(shell $(CC) -march=$(HOST_MARCH) -dM -E -x c /dev/null 2>/dev/null | \
-	grep -oE '__(AVX512F|AVX512BW|AVX512VL|AVX2|FMA|F16C)__' | sort -u | tr '\n' ' ')
-HOST_ISA := $(if $(and $(findstring __AVX512F__,$(HOST_ISA_DEFS)),$(findstring __AVX512BW__,$(HOST_ISA_DEFS)),$(findstring __AVX512VL__,$(HOST_ISA_DEFS))),avx512,$(if $(and $(findstring __AVX2__,$(HOST_ISA_DEFS)),$(findstring __FMA__,$(HOST_ISA_DEFS)),$(findstring __F16C__,$(HOST_ISA_DEFS))),avx2,scalar))
+	grep -oE '__(AVX512F|AVX512BW|AVX512VL|AVX512BF16|AVX2|FMA|F16C)__' | sort -u | tr '\n' ' ')
+# avx512bf16 (the bf16 selected-attention forward on vdpbf16ps) only where the
+# march targets AVX512-BF16 and the dot product pays on this core: BF16_DOT=
+# probe (the default) measures it (tools/bf16_dot_probe.c: at least 0.8x the
+# f32 FMA's instruction rate; AMD Zen 4 yes, Intel Sapphire Rapids no), 1
+# takes it wherever the march has it, 0 never. ISA=avx512bf16 also forces it.
+BF16_DOT ?= probe
+HOST_BF16_DOT := $(if $(findstring __AVX512BF16__,$(HOST_ISA_DEFS)),$(if $(filter probe,$(BF16_DOT)),$(if $(filter undefined,$(origin ISA)),$(shell tools/bf16_dot_probe.sh '$(CC)' '$(HOST_MARCH)' '$(BUILDROOT)')),$(filter 1,$(BF16_DOT))))
+HOST_ISA := $(if $(and $(findstring __AVX512F__,$(HOST_ISA_DEFS)),$(findstring __AVX512BW__,$(HOST_ISA_DEFS)),$(findstring __AVX512VL__,$(HOST_ISA_DEFS))),avx512$(if $(filter 1,$(HOST_BF16_DOT)),bf16),$(if $(and $(findstring __AVX2__,$(HOST_ISA_DEFS)),$(findstring __FMA__,$(HOST_ISA_DEFS)),$(findstring __F16C__,$(HOST_ISA_DEFS))),avx2,scalar))
 ISA ?= $(HOST_ISA)
 TARGET_LDLIBS := -lm
 TEST_LDLIBS := -lcunit -lpthread -lm

@@ -18,6 +18,9 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
+m4_ifdef(`SPA_BF16_DOT', `', `m4_define(`SPA_BF16_DOT', 0)')m4_dnl
+m4_define(`NSAS_DOT', m4_ifelse(SPA_DT`'SPA_BF16_DOT, `bf161', 1, 0))m4_dnl
+m4_ifelse(NSAS_DOT, 1, `m4_include(`templates/nsa/nsa_select_dot.m4')')m4_dnl
 
 /* The last n (< SPA_VL) elements of a caller's row: loaded zero-filled, and
  * stored, without touching the elements past them. */
@@ -74,6 +77,18 @@ static void nsas_part_stats(float *m, float *l, float mv, float lv)
     *m = mv, *l = lv;
 }
 
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+/* A query row (n elements, qs apart) as bf16 pairs into qt, words gp apart:
+ * dp / 2 words, the elements past n 0. */
+static void nsas_q_pairs(uint32_t *qt, int64_t gp, const uint16_t *qr, int64_t qs, int64_t n, int64_t dp)
+{
+    for (int64_t i = 0; i < dp / 2; i++) {
+        const uint32_t lo = 2 * i < n ? qr[2 * i * qs] : 0, hi = 2 * i + 1 < n ? qr[(2 * i + 1) * qs] : 0;
+        qt[i * gp] = lo | hi << 16;
+    }
+}
+
+')m4_dnl
 enum { TK = NSAS_TK };
 /* The rows of one call of the micro-kernels: TK, or a whole block where the
  * layer takes no prefetch hints (SPA_ISA_PREFETCH 0: the chunks only pace
@@ -85,7 +100,7 @@ enum { TK = NSAS_TK };
  * blocks in index order, then those of the value blocks), for the prefetch
  * cursor: requested while the chunk before it is computed. */
 static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t kstart,
-                            int64_t c)
+                            int64_t c, const int dot)
 {
     if (!SPA_ISA_PREFETCH || a->gathered) /* no hints, or the rows are a token's gathered copy */
         return spa_nsas_pf_rows(NULL, 0, 0, 0);
@@ -95,6 +110,9 @@ static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t k
     if (blk < 0) /* past the walk, or a padding slot */
         return spa_nsas_pf_rows(NULL, 0, 0, 0);
     const int64_t row = kstart + (int64_t)blk * a->bs + j0;
+    if (dot) /* bf16 pairs: key rows of dp / 2 words, value rows two to a row of dvp words */
+        return i < a->kc ? spa_nsas_pf_rows(a->kb + row * a->kbr, a->kbr * 4, nr, a->dp * 2)
+                         : spa_nsas_pf_rows(a->vp + row / 2 * a->vpr, a->vpr * 4, nr / 2, a->dvp * 4);
     if (i < a->kc)
         return spa_nsas_pf_rows(a->kf + row * a->kfr, a->kfr * 4, nr, a->dp * 4);
     return spa_nsas_pf_rows(a->vf + row * a->vfr, a->vfr * 4, nr, a->dvp * 4);
@@ -109,7 +127,7 @@ static spa_nsas_pf chunk_pf(const spa_nsas_args *a, const int32_t *ir, int64_t k
 #endif
 static NSAS_BODY_INLINE void nsas_forward(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1,
                                            int64_t qstart, int64_t kstart, int64_t kvlen, float *scratch,
-                                           const int split)
+                                           const int split, const int dot)
 {
     const SPA_T *q = a->q;
     SPA_T *o = a->o;
@@ -172,6 +190,12 @@ static NSAS_BODY_INLINE void nsas_forward(const spa_nsas_args *a, int64_t h2, in
                             qt[i * GP + g] = 0.0f;
                 for (ptrdiff_t g = 0; g < nh; g++) {
                     const SPA_T *qr = q + t * a->qs0 + (h2 * G + h0 + g) * a->qs1;
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+                    if (dot) { /* bf16 pairs, [DP / 2][GP] words */
+                        nsas_q_pairs((uint32_t *)(void *)qt + g, GP, qr, a->qs2, D, DP);
+                        continue;
+                    }
+')m4_dnl
                     if (a->qs2 == 1) {
                         for (ptrdiff_t d = 0; d < d_full; d += SPA_VL)
                             spa_vf_scatter(qt + d * gp_ + g, GP, SPA_VLOAD(qr + d));
@@ -190,12 +214,19 @@ static NSAS_BODY_INLINE void nsas_forward(const spa_nsas_args *a, int64_t h2, in
                     if (ir[i * a->is2] < 0)
                         continue;
                     const int64_t p0 = (int64_t)ir[i * a->is2] * BS;
-                    const float *kb = kh + (a->gathered ? n * BS : kstart + p0) * a->kfr;
+                    const float *kb = dot ? NULL : kh + (a->gathered ? n * BS : kstart + p0) * a->kfr;
                     const int64_t valid = !a->causal ? BS : s - p0 + 1 < 0 ? 0 : s - p0 + 1 > BS ? BS : s - p0 + 1;
                     const int64_t inside = kvlen - p0 < BS ? kvlen - p0 : BS;
                     for (int64_t j0 = 0; j0 < BS; j0 += CH) {
                         const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
-                        spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1);
+                        spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1, dot);
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+                        if (dot)
+                            spa_nsas_scores_max_dot(a->kb + (kstart + p0 + j0) * a->kbr, a->kbr, nr, valid - j0,
+                                                    inside - j0, (const uint32_t *)(void *)qt, DP, GP, a->scale,
+                                                    st + (n * BS + j0) * GP, mrow, &pf);
+                        else
+')m4_dnl
                         spa_nsas_scores_max(kb + j0 * a->kfr, a->kfr, nr, valid - j0, inside - j0, qt, DP, GP,
                                             a->scale, st + (n * BS + j0) * GP, mrow, &pf);
                         spa_nsas_pf_rest(&pf);
@@ -222,16 +253,27 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             /* P rounded to the dtype, as the spec computes it */
             spa_nsas_scale_round(st, KB, GP, inv, m4_ifelse(SPA_DT, `bf16', 1, 0));
 ')m4_dnl
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+            /* and in pairs of rows for the dot products (KB is a multiple of 16) */
+            const uint32_t *pw = dot ? spa_nsas_pair_rows(st, KB, GP) : NULL;
+')m4_dnl
             /* O = P Vsel */
             for (ptrdiff_t i = 0; i < dvp_ * gp_; i++)
                 ot[i] = 0.0f;
             for (int64_t i = 0, n = 0; i < KC; i++) {
                 if (ir[i * a->is2] < 0)
                     continue;
-                const float *vb = vh + (a->gathered ? n * BS : kstart + (int64_t)ir[i * a->is2] * BS) * a->vfr;
+                const int64_t r0 = a->gathered ? n * BS : kstart + (int64_t)ir[i * a->is2] * BS;
+                const float *vb = dot ? NULL : vh + r0 * a->vfr;
                 for (int64_t j0 = 0; j0 < BS; j0 += CH) {
                     const int64_t nr = BS - j0 < CH ? BS - j0 : CH;
-                    spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / CH + 1);
+                    spa_nsas_pf pf = chunk_pf(a, ir, kstart, (KC + i) * CPB + j0 / CH + 1, dot);
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+                    if (dot) /* rows r0 + j0 on: pair rows (r0 + j0) / 2 on, both even */
+                        spa_nsas_accum_dot(a->vp + (r0 + j0) / 2 * a->vpr, a->vpr, nr, pw + (n * BS + j0) / 2 * GP, DVP, GP,
+                                           ot, &pf);
+                    else
+')m4_dnl
                     spa_nsas_accum_t(vb + j0 * a->vfr, a->vfr, nr, st + (n * BS + j0) * GP, DVP, GP, ot, &pf);
                     spa_nsas_pf_rest(&pf);
                 }
@@ -273,11 +315,17 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
 void NSAS_KSYM()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                  int64_t kstart, int64_t kvlen, float *scratch)
 {
-    nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, 0);
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+    if (a->kb != NULL) { /* the rows as bf16 pairs (spa_nsas_attach_head_bf16) */
+        nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, 0, 1);
+        return;
+    }
+')m4_dnl
+    nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, 0, 0);
 }
 
 void NSAS_KSYM_SPLIT()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                        int64_t kstart, int64_t kvlen, float *scratch)
 {
-    nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, a->split);
+    nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, a->split, 0);
 }

@@ -388,16 +388,16 @@ m4_ifelse(SPA_PITCH_CONSTANTS, 1, `m4_dnl
 }
 ')m4_dnl
 
-/* scaled scores and their max, forward:
+m4_define(`NSAS_SCORES_MAX_FN', `/* scaled scores and their max, forward:
  * out[j][l] = scale * sum_d a[j*lda + d] * bt[d*gp + l] for the valid rows
  * j < min(nvalid, nin), MASKVAL (-FLT_MAX) for the causally masked rest of
- * the rows inside the batch's KV (j < nin), -inf for the rows past its end
+ * the rows inside the KV of the batch (j < nin), -inf for the rows past its end
  * (a partial last block: never attended, even where every score of the row
  * is masked); mx[l] = max(mx[l], valid rows). The masked and outside rows
  * are suffixes of the block. rows a multiple of 16; a tile of 16 rows with
  * no valid row skips its products. */
-SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t rows, int64_t nvalid,
-                                         int64_t nin, const float *bt, int64_t n, int64_t gp,
+SPA_NSAS_INLINE void $1(const $2 *a, int64_t lda, int64_t rows, int64_t nvalid,
+                                         int64_t nin, const $3 *bt, int64_t n, int64_t gp,
                                          float scale, float *out, float *mx, spa_nsas_pf *pf)
 {
     const spa_vf sv = spa_vf_set1(scale), masked = spa_vf_set1(-FLT_MAX),
@@ -408,7 +408,7 @@ SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t ro
         int64_t valid = nvalid - j0 < 0 ? 0 : nvalid - j0 > 16 ? 16 : nvalid - j0;
         valid = valid < in ? valid : in;
         if (valid > 0)
-            m4_ifelse(SPA_VB_PAIR, 1, `spa_nsas_scores3_pitch', `spa_nsas_scores_pitch')(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
+            $4(a + j0 * lda, lda, 16, bt, n, gp, o, pf);
         for (int64_t l0 = 0; l0 < gp; l0 += SPA_VL) {
             spa_vf m = spa_vf_load(mx + l0);
             int64_t r = 0;
@@ -425,6 +425,8 @@ SPA_NSAS_INLINE void spa_nsas_scores_max(const float *a, int64_t lda, int64_t ro
         }
     }
 }
+')m4_dnl
+NSAS_SCORES_MAX_FN(`spa_nsas_scores_max', `float', `float', m4_ifelse(SPA_VB_PAIR, 1, `spa_nsas_scores3_pitch', `spa_nsas_scores_pitch'))m4_dnl
 m4_ifelse(NSAS_GP8, 1, `NSAS_ACCUM_TILE(8)')m4_dnl
 NSAS_ACCUM_TILE(16)m4_dnl
 NSAS_ACCUM_TILE(32)m4_dnl
