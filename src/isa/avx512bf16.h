@@ -6,15 +6,15 @@
  *   spa_vbp           SPA_VL lanes of bf16 pairs (lane i: elements 2i, 2i+1;
  *                     the first in the low half), as uint32_t words in memory
  *   spa_vbp_load(p)   SPA_VL words at p
- *   spa_vf_dotb_bf16(c, a, w)  lane i: c + a.lo * w.lo + a.hi * w.hi, w one
- *                     word broadcast (vdpbf16ps); products exact in f32, then
- *                     two adds rounded to nearest even (the high pair first,
- *                     as the instruction defines it), subnormal inputs and
- *                     results taken as zero
- *   spa_vbp_pair_rows(dst, lo, hi, n)  dst[i] = the bf16 of lo[i] | that of
- *                     hi[i] << 16, for floats that are bf16 values (their low
- *                     16 bits zero, as spa_vf_round_bf16 leaves them), n a
- *                     multiple of SPA_VL
+ *   spa_vbq           four consecutive words, used by lane: spa_vbq_load(p)
+ *   spa_vf_dotq_bf16(c, a, q, k)  lane i: c + a.lo * w.lo + a.hi * w.hi, w word
+ *                     k of q broadcast (vdpbf16ps); products exact in f32,
+ *                     then two adds rounded to nearest even (the high pair
+ *                     first, as the instruction defines it), subnormal inputs
+ *                     and results taken as zero
+ *   spa_vbp_store_bf16_pairs(dst, lo, hi)  SPA_VL words: lane i of lo and of
+ *                     hi narrowed to bf16 as spa_vf_store_bf16 does (RNE, NaN
+ *                     kept NaN), lo's in the low half
  *
  * Reached only through half.h. */
 #ifndef SPA_ISA_AVX512BF16_H
@@ -38,15 +38,16 @@ SPA_ISA_INLINE spa_vf spa_vf_dotb_bf16(spa_vf c, spa_vbp a, const uint32_t *w)
 {
     return _mm512_dpbf16_ps(c, a, (spa_vbp)_mm512_set1_epi32((int)*w));
 }
-SPA_ISA_INLINE void spa_vbp_pair_rows(uint32_t *dst, const float *lo, const float *hi, ptrdiff_t n)
+typedef const uint32_t *spa_vbq;
+SPA_ISA_INLINE spa_vbq spa_vbq_load(const uint32_t *p) { return p; }
+SPA_ISA_INLINE spa_vf spa_vf_dotq_bf16(spa_vf c, spa_vbp a, spa_vbq q, int k)
 {
-    const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
-    for (ptrdiff_t i = 0; i < n; i += SPA_VL) {
-        const __m512i l = _mm512_castps_si512(_mm512_loadu_ps(lo + i));
-        const __m512i h = _mm512_castps_si512(_mm512_loadu_ps(hi + i));
-        _mm512_storeu_si512((void *)(dst + i),
-                            _mm512_or_si512(_mm512_srli_epi32(l, 16), _mm512_and_si512(h, high)));
-    }
+    return spa_vf_dotb_bf16(c, a, q + k);
+}
+SPA_ISA_INLINE void spa_vbp_store_bf16_pairs(uint32_t *dst, spa_vf lo, spa_vf hi)
+{
+    const __m512i l = spa_avx512_bf16_bits(lo), h = spa_avx512_bf16_bits(hi);
+    _mm512_storeu_si512((void *)dst, _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
 }
 
 #endif

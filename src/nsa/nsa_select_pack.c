@@ -99,29 +99,37 @@ static void pack_task(void *arg, uint32_t task)
     }
 }
 
-/* bf16 rows for the dot-product forward: element i of KV row src of head h
- * of t (a bf16 tensor), 0 for i >= dims[2] or a row past its batch (src < 0). */
-static uint16_t bf16_at(const spa_tensor *t, int64_t src, int64_t h, int64_t i)
+/* Row src of head h of t (a bf16 tensor) as a pointer to its first element,
+ * its elements strides[2] apart; NULL for a row past its batch (src < 0). */
+static const uint16_t *bf16_row(const spa_tensor *t, int64_t src, int64_t h)
 {
-    if (src < 0 || i >= t->dims[2])
-        return 0;
-    const uint16_t *u = (const uint16_t *)t->data;
-    return u[src * t->strides[0] + h * t->strides[1] + i * t->strides[2]];
+    return src < 0 ? NULL : (const uint16_t *)t->data + src * t->strides[0] + h * t->strides[1];
 }
 
-/* Key rows as bf16 pairs, padded to the pitch (words). */
+static uint32_t bf16_elem(const uint16_t *row, int64_t s, int64_t n, int64_t i)
+{
+    return row != NULL && i < n ? row[i * s] : 0u;
+}
+
+/* Key rows as bf16 pairs, padded to the pitch (words): element 2i of the
+ * row in the low half of word i. */
 static void pack_bf16_task(void *arg, uint32_t task)
 {
     const nsas_pack *p = arg;
     const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
     const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
+    const int64_t n = p->t->dims[2], s = p->t->strides[2];
     uint32_t *dst = (uint32_t *)(void *)p->dst;
     int64_t b = first_batch(p, r0);
     for (int64_t r = r0; r < r1; r++) {
-        const int64_t src = source_row(p->tr, r, &b);
-        for (int64_t i = 0; i < p->pitch; i++)
-            dst[r * p->pitch + i] = (uint32_t)bf16_at(p->t, src, p->h, 2 * i) |
-                                    (uint32_t)bf16_at(p->t, src, p->h, 2 * i + 1) << 16;
+        const uint16_t *row = bf16_row(p->t, source_row(p->tr, r, &b), p->h);
+        uint32_t *restrict w = dst + r * p->pitch;
+        int64_t i = 0;
+        if (row != NULL && s == 1) /* dense: two elements a word, in order */
+            for (; 2 * i + 1 < n; i++)
+                w[i] = (uint32_t)row[2 * i] | (uint32_t)row[2 * i + 1] << 16;
+        for (; i < p->pitch; i++)
+            w[i] = bf16_elem(row, s, n, 2 * i) | bf16_elem(row, s, n, 2 * i + 1) << 16;
     }
 }
 
@@ -132,13 +140,19 @@ static void pack_pairs_task(void *arg, uint32_t task)
     const nsas_pack *p = arg;
     const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
     const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
+    const int64_t n = p->t->dims[2], s = p->t->strides[2];
     uint32_t *dst = (uint32_t *)(void *)p->dst;
     int64_t b = first_batch(p, r0);
     for (int64_t r = r0; r < r1; r += 2) {
-        const int64_t lo = source_row(p->tr, r, &b), hi = source_row(p->tr, r + 1, &b);
-        uint32_t *row = dst + r / 2 * p->pitch;
-        for (int64_t i = 0; i < p->pitch; i++)
-            row[i] = (uint32_t)bf16_at(p->t, lo, p->h, i) | (uint32_t)bf16_at(p->t, hi, p->h, i) << 16;
+        const uint16_t *lo = bf16_row(p->t, source_row(p->tr, r, &b), p->h);
+        const uint16_t *hi = bf16_row(p->t, source_row(p->tr, r + 1, &b), p->h);
+        uint32_t *restrict w = dst + r / 2 * p->pitch;
+        int64_t i = 0;
+        if (lo != NULL && hi != NULL && s == 1) /* both rows dense and inside the batch */
+            for (; i < n; i++)
+                w[i] = (uint32_t)lo[i] | (uint32_t)hi[i] << 16;
+        for (; i < p->pitch; i++)
+            w[i] = bf16_elem(lo, s, n, i) | bf16_elem(hi, s, n, i) << 16;
     }
 }
 

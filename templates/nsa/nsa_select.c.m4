@@ -12,6 +12,7 @@ SPA_STAMP
  * loaded zero-filled, the output's tail is not stored. */
 #include <float.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "half.h"
 #include "nsa_select_kernel.h"
@@ -82,7 +83,16 @@ m4_ifelse(NSAS_DOT, 1, `m4_dnl
  * dp / 2 words, the elements past n 0. */
 static void nsas_q_pairs(uint32_t *qt, int64_t gp, const uint16_t *qr, int64_t qs, int64_t n, int64_t dp)
 {
-    for (int64_t i = 0; i < dp / 2; i++) {
+    int64_t i = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (qs == 1) /* a dense row holds its words already: element 2i in the low half */
+        for (; 2 * i + 1 < n; i++) {
+            uint32_t w;
+            memcpy(&w, qr + 2 * i, sizeof w);
+            qt[i * gp] = w;
+        }
+#endif
+    for (; i < dp / 2; i++) {
         const uint32_t lo = 2 * i < n ? qr[2 * i * qs] : 0, hi = 2 * i + 1 < n ? qr[(2 * i + 1) * qs] : 0;
         qt[i * gp] = lo | hi << 16;
     }
@@ -247,15 +257,17 @@ m4_ifelse(NSAS_DOT, 1, `m4_dnl
             } else /* the row's 1/L, times exp(m - M) of this part's exps */
                 for (int64_t l = 0; l < GP; l++)
                     inv[l] = a->pscale[l];
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+            /* P rounded to bf16 as the spec computes it, for the dot products
+             * in pairs of rows (KB is a multiple of 16) */
+            const uint32_t *pw = dot ? spa_nsas_scale_round_pairs(st, KB, GP, inv) : NULL;
+            if (!dot)
+')m4_dnl
 m4_ifelse(SPA_DT, `f32', `m4_dnl
             /* f32 P needs no rounding: 1/l is applied to O instead, sparing a pass over P */
 ', `m4_dnl
             /* P rounded to the dtype, as the spec computes it */
             spa_nsas_scale_round(st, KB, GP, inv, m4_ifelse(SPA_DT, `bf16', 1, 0));
-')m4_dnl
-m4_ifelse(NSAS_DOT, 1, `m4_dnl
-            /* and in pairs of rows for the dot products (KB is a multiple of 16) */
-            const uint32_t *pw = dot ? spa_nsas_pair_rows(st, KB, GP) : NULL;
 ')m4_dnl
             /* O = P Vsel */
             for (ptrdiff_t i = 0; i < dvp_ * gp_; i++)
