@@ -9,7 +9,11 @@ SPA_STAMP
  * KV score -inf, so they weigh exactly 0 even where every visible score is
  * masked. A unit with no selected block writes O = 0, max -FLT_MAX, sum 0.
  * The head dims run to dp / dvp (multiples of 16): the query's tail lanes are
- * loaded zero-filled, the output's tail is not stored. */
+ * loaded zero-filled, the output's tail is not stored. bf16 on a layer with
+ * the bf16 dot product (SPA_BF16_DOT, templates/nsa/nsa_select_dot.m4) reads
+ * the rows as bf16 pairs instead where the driver packed them so (a->kb):
+ * the same steps, the two products on the dot product, P rounded to bf16
+ * and paired in one pass. */
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
