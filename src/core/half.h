@@ -81,6 +81,16 @@ static inline uint16_t spa_f32_to_f16(float f)
 #ifndef SPA_ISA_BF16_DOT
 #define SPA_ISA_BF16_DOT 0
 #endif
+#if !SPA_ISA_BF16_DOT
+/* The pairing of two rows of bf16 bits into words (lo[i] | hi[i] << 16),
+ * which the dot-product layers have as vectors: here for the drivers that
+ * name it in a branch such a layer alone takes. */
+static inline void spa_vbp_zip_rows(uint32_t *dst, const uint16_t *lo, const uint16_t *hi, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i++)
+        dst[i] = (uint32_t)lo[i] | (uint32_t)hi[i] << 16;
+}
+#endif
 
 /* Runs of n contiguous elements, SPA_VL at a time through the ISA layer
  * (whose conversions are exact on widening and RNE with NaN kept NaN on

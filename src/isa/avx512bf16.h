@@ -12,6 +12,8 @@
  *                     then two adds rounded to nearest even (the high pair
  *                     first, as the instruction defines it), subnormal inputs
  *                     and results taken as zero
+ *   spa_vbp_zip_rows(dst, lo, hi, n)  dst[i] = lo[i] | hi[i] << 16 for two rows
+ *                     of bf16 bits, n a multiple of SPA_VL
  *   spa_vbp_store_bf16_pairs(dst, lo, hi)  SPA_VL words: lane i of lo and of
  *                     hi narrowed to bf16 as spa_vf_store_bf16 does (RNE, NaN
  *                     kept NaN), lo's in the low half
@@ -22,6 +24,10 @@
 
 #if !defined(__AVX512BF16__)
 #error "ISA avx512bf16 needs a compiler targeting AVX512-BF16 (and AVX512F, BW, VL)"
+#endif
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the bf16 pair words (element 2i in the low half) are read as memory: a little-endian target"
 #endif
 
 #define SPA_ISA_NAME "avx512bf16"
@@ -43,6 +49,14 @@ SPA_ISA_INLINE spa_vbq spa_vbq_load(const uint32_t *p) { return p; }
 SPA_ISA_INLINE spa_vf spa_vf_dotq_bf16(spa_vf c, spa_vbp a, spa_vbq q, int k)
 {
     return spa_vf_dotb_bf16(c, a, q + k);
+}
+SPA_ISA_INLINE void spa_vbp_zip_rows(uint32_t *dst, const uint16_t *lo, const uint16_t *hi, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i += SPA_VL) {
+        const __m512i l = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(lo + i)));
+        const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(hi + i)));
+        _mm512_storeu_si512((void *)(dst + i), _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
+    }
 }
 SPA_ISA_INLINE void spa_vbp_store_bf16_pairs(uint32_t *dst, spa_vf lo, spa_vf hi)
 {

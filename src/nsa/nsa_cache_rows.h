@@ -83,6 +83,54 @@ static inline void spa_nsa_cache_row_raw(const spa_tensor *c, int64_t page, int6
     memcpy(dst, src, (size_t)n * es);
 }
 
+/* Row r of page `page`, head h of a bf16 cache c (n elements) as the bf16
+ * pair words of the dot-product kernels (spa_nsas_args.kb): elements 2i and
+ * 2i+1 in word i, the first in the low half, then zero words up to pitch;
+ * page < 0: pitch zero words. */
+static inline void spa_nsa_cache_row_words(const spa_tensor *c, int64_t page, int64_t r, int64_t h, int64_t n,
+                                           int64_t pitch, uint32_t *dst)
+{
+    int64_t i = 0;
+    if (page >= 0) {
+        const uint16_t *u = (const uint16_t *)c->data + page * c->strides[0] + r * c->strides[1] + h * c->strides[2];
+        const int64_t s = c->strides[3];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (s == 1) { /* a dense row holds its words already */
+            memcpy(dst, u, (size_t)(n / 2) * sizeof *dst);
+            i = n / 2;
+        }
+#endif
+        for (; 2 * i + 1 < n; i++)
+            dst[i] = (uint32_t)u[2 * i * s] | (uint32_t)u[(2 * i + 1) * s] << 16;
+        if (2 * i < n) { /* an odd n: the last element, its pair zero */
+            dst[i] = u[2 * i * s];
+            i++;
+        }
+    }
+    for (; i < pitch; i++)
+        dst[i] = 0;
+}
+
+/* The same row's bf16 bits as they are (n elements, then zeros up to
+ * pitch; page < 0: pitch zeros): a value row before it is paired. */
+static inline void spa_nsa_cache_row_bits(const spa_tensor *c, int64_t page, int64_t r, int64_t h, int64_t n,
+                                          int64_t pitch, uint16_t *dst)
+{
+    int64_t i = 0;
+    if (page >= 0) {
+        const uint16_t *u = (const uint16_t *)c->data + page * c->strides[0] + r * c->strides[1] + h * c->strides[2];
+        const int64_t s = c->strides[3];
+        if (s == 1) {
+            memcpy(dst, u, (size_t)n * sizeof *dst);
+            i = n;
+        }
+        for (; i < n; i++)
+            dst[i] = u[i * s];
+    }
+    for (; i < pitch; i++)
+        dst[i] = 0;
+}
+
 /* pitch zeros of the kernels' element (double for float64, else float). */
 static inline void spa_nsa_zero_row(void *dst, int64_t pitch, int32_t dt)
 {

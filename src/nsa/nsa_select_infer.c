@@ -354,6 +354,38 @@ static void slot_args(const nsasi_run *r, int64_t kc, unsigned char *scratch, sp
     a->sm = scratch + lay.sink, a->ss0 = a->ss1 = a->ss2 = 0;
 }
 
+/* bf16 on a layer with the bf16 dot product: the rows gathered as the
+ * kernel's bf16 pairs (spa_nsas_args.kb / vp) instead of widened. */
+static bool dot_rows(const nsasi_shape *sh)
+{
+    return SPA_ISA_BF16_DOT && sh->dtype == SPA_BFLOAT16;
+}
+
+/* Block x of batch b, head h, as the n-th gathered block in pairs: its key
+ * rows as words of element pairs at kg (dp / 2 words a row), its value rows
+ * in pairs of rows at vg (dvp words a pair row). The value rows are first
+ * copied as bits into the second half of the value region (vbytes long),
+ * which the pairs (half the rows of twice the width) leave free. */
+static void gather_block_pairs(const nsasi_run *r, int64_t b, int64_t h, int64_t kv, int64_t x, int64_t n,
+                               unsigned char *kg, unsigned char *vg, uint64_t vbytes)
+{
+    const nsasi_exec *e = r->e;
+    const nsasi_shape *sh = &r->p->sh;
+    const int64_t kw = sh->dp / 2, bs = sh->bs;
+    uint32_t *kd = (uint32_t *)(void *)kg + n * bs * kw;
+    uint32_t *vd = (uint32_t *)(void *)vg + n * bs / 2 * sh->dvp;
+    uint16_t *raw = (uint16_t *)(void *)(vg + vbytes / 2) + n * bs * sh->dvp;
+    for (int64_t i = 0; i < bs; i++) {
+        const int64_t p = x * bs + i;
+        const int64_t pg = p < kv ? page_of(e, sh, b, p) : -1; /* -1: zeros */
+        const int64_t in_page = e->has_table ? p % sh->page_size : p;
+        spa_nsa_cache_row_words(&e->k, pg, in_page, h, sh->d, kw, kd + i * kw);
+        spa_nsa_cache_row_bits(&e->v, pg, in_page, h, sh->dv, sh->dvp, raw + i * sh->dvp);
+    }
+    for (int64_t i = 0; i < bs; i += 2) /* bs is a multiple of 16 */
+        spa_vbp_zip_rows(vd + i / 2 * sh->dvp, raw + i * sh->dvp, raw + (i + 1) * sh->dvp, (ptrdiff_t)sh->dvp);
+}
+
 /* Slots j0 .. j1-1 of unit (t, h) of batch b: the checked slots, then their
  * rows into scratch; *a: the kernel arguments for them. */
 static void gather_slots(const nsasi_run *r, int64_t t, int64_t h, int64_t b, int64_t j0, int64_t j1,
@@ -378,6 +410,11 @@ static void gather_slots(const nsasi_run *r, int64_t t, int64_t h, int64_t b, in
         *slot = x >= 0 && x < nblk && x * sh->bs <= pos ? (int32_t)x : -1;
         if (*slot < 0)
             continue;
+        if (dot_rows(sh)) {
+            gather_block_pairs(r, b, h, kv, x, n, kg, vg, lay.slots - lay.vg);
+            n++;
+            continue;
+        }
         for (int64_t i = 0; i < sh->bs; i++) {
             const int64_t p = x * sh->bs + i, row = n * sh->bs + i;
             void *kd = kg + (uint64_t)(row * sh->dp) * es, *vd = vg + (uint64_t)(row * sh->dvp) * es;
@@ -420,8 +457,13 @@ static void run_kernel(const nsasi_run *r, const spa_nsas_args *a, int64_t n2, i
     }
 #endif
     spa_nsas_args k = *a;
-    k.kf = (const float *)(const void *)(scratch + lay.kg), k.kfr = sh->dp;
-    k.vf = (const float *)(const void *)(scratch + lay.vg), k.vfr = sh->dvp;
+    if (dot_rows(sh)) { /* gather_block_pairs' rows */
+        k.kb = (const uint32_t *)(const void *)(scratch + lay.kg), k.kbr = sh->dp / 2;
+        k.vp = (const uint32_t *)(const void *)(scratch + lay.vg), k.vpr = sh->dvp;
+    } else {
+        k.kf = (const float *)(const void *)(scratch + lay.kg), k.kfr = sh->dp;
+        k.vf = (const float *)(const void *)(scratch + lay.vg), k.vfr = sh->dvp;
+    }
     /* direct calls: the stack bound (tools/stack.awk) follows them; a
      * part's passes (f16 / bf16) run the kernel's split build */
     float *s = (float *)(void *)scratch;

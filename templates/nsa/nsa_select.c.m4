@@ -11,7 +11,8 @@ SPA_STAMP
  * The head dims run to dp / dvp (multiples of 16): the query's tail lanes are
  * loaded zero-filled, the output's tail is not stored. bf16 on a layer with
  * the bf16 dot product (SPA_BF16_DOT, templates/nsa/nsa_select_dot.m4) reads
- * the rows as bf16 pairs instead where the driver packed them so (a->kb):
+ * the rows as bf16 pairs instead where the driver packed or gathered them so
+ * (a->kb: nsa_select_pack.h, nsa_select_infer.c):
  * the same steps, the two products on the dot product, P rounded to bf16
  * and paired in one pass. */
 #include <float.h>
@@ -236,7 +237,7 @@ m4_ifelse(NSAS_DOT, 1, `m4_dnl
                         spa_nsas_pf pf = chunk_pf(a, ir, kstart, i * CPB + j0 / CH + 1, dot);
 m4_ifelse(NSAS_DOT, 1, `m4_dnl
                         if (dot)
-                            spa_nsas_scores_max_dot(a->kb + (kstart + p0 + j0) * a->kbr, a->kbr, nr, valid - j0,
+                            spa_nsas_scores_max_dot(a->kb + ((a->gathered ? n * BS : kstart + p0) + j0) * a->kbr, a->kbr, nr, valid - j0,
                                                     inside - j0, (const uint32_t *)(void *)qt, DP, GP, a->scale,
                                                     st + (n * BS + j0) * GP, mrow, &pf);
                         else
@@ -343,5 +344,11 @@ m4_ifelse(NSAS_DOT, 1, `m4_dnl
 void NSAS_KSYM_SPLIT()(const spa_nsas_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                        int64_t kstart, int64_t kvlen, float *scratch)
 {
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+    if (a->kb != NULL) {
+        nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, a->split, 1);
+        return;
+    }
+')m4_dnl
     nsas_forward(a, h2, t0, t1, qstart, kstart, kvlen, scratch, a->split, 0);
 }

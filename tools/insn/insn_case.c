@@ -12,7 +12,8 @@
  * levels 32x32, 16x16, 8x8, 4x4, nq = nk = 1360, 8 heads, C 32, 4 points;
  * nsa_compress_attention(_grad) T 1024 (512 on the boards), N1 8 / N2 1,
  * D = Dv = 128, compress block 32 / stride 16 (C = 63 keys), select block 64,
- * K 8, causal; swa(_grad) T 384, N1 8 / N2 1, D = Dv = 128, window 256. */
+ * K 8, causal; swa(_grad) T 384, N1 8 / N2 1, D = Dv = 128, window 256;
+ * nsa_select_infer: see nsa_select_infer(). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,6 +307,37 @@ static double msda(spa_dtype dt, int grad, int calls)
     return 2 * 19 * per_ch;
 }
 
+/* NsaSelectedAttentionInfer: decode steps, one query per batch of 4
+ * sequences of 2048 rows in a contiguous cache, N1 16 / N2 1 (G 16), D = Dv =
+ * 128, blockSize 64, K 16 blocks (the query's own and 15 before it). */
+static double nsa_select_infer(spa_dtype dt, int calls)
+{
+    enum { B = 4, S = 2048, N1 = 16, N2 = 1, D = 128, DV = 128, BS = 64, KC = 16 };
+    const int64_t len_vals[B] = {S, S, S, S};
+    const spa_int_array len = {len_vals, B};
+    const int64_t qd[3] = {B, N1, D}, kd[4] = {B, S, N2, D}, vd[4] = {B, S, N2, DV}, id[3] = {B, N2, KC},
+                  od[3] = {B, N1, DV};
+    int32_t *idx = malloc(sizeof(int32_t) * B * N2 * KC);
+    for (int i = 0; i < B * N2; i++)
+        for (int k = 0; k < KC; k++)
+            idx[i * KC + k] = (int32_t)(S / BS - 1 - k);
+    void *q = fill(dt, (size_t)B * N1 * D, -1, 1), *k = fill(dt, (size_t)B * S * N2 * D, -1, 1);
+    void *v = fill(dt, (size_t)B * S * N2 * DV, -1, 1), *o = fill(dt, (size_t)B * N1 * DV, 0, 0);
+    spa_tensor tq = tensor(dt, 3, qd, q), tk = tensor(dt, 4, kd, k), tv = tensor(dt, 4, vd, v),
+               ti = tensor(SPA_INT32, 3, id, idx), to = tensor(dt, 3, od, o);
+    uint64_t ws;
+    spa_executor ex;
+    if (spa_nsa_select_infer_get_workspace_size(&tq, &tk, &tv, &ti, NULL, NULL, &len, 0.088, BS, &to, &ws,
+                                                &ex) != SPA_OK) {
+        fprintf(stderr, "insn: nsa_select_infer refused\n");
+        exit(1);
+    }
+    run(spa_nsa_select_infer, ws, &ex, calls);
+    free(q), free(k), free(v), free(o), free(idx);
+    /* Q Kᵀ and P V over the K * bs keys of each query head */
+    return 2.0 * B * N1 * (double)KC * BS * (D + DV);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -324,6 +356,8 @@ int main(int argc, char **argv)
         flops = nsa_compress_attention(dt, op[22] != '\0', calls);
     else if (strcmp(op, "swa") == 0 || strcmp(op, "swa_grad") == 0)
         flops = swa(dt, op[3] != '\0', calls);
+    else if (strcmp(op, "nsa_select_infer") == 0)
+        flops = nsa_select_infer(dt, calls);
     else if (strcmp(op, "msda") == 0 || strcmp(op, "msda_grad") == 0)
         flops = msda(dt, op[4] != '\0', calls);
     else {
