@@ -382,7 +382,9 @@ static void rows_strided(const spa_nsac_args *a, int64_t first, int64_t kn, int6
         if (r + SPA_PREFETCH_ROWS < span)
             for (int64_t hh = 0; hh < hn; hh++)
                 SPA_PREFETCH_RUN(x + (first + r + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
-                                 d_len * a->xs2 * SPA_SZ);
+                                 a->xs2 == 1 ? d_len * SPA_SZ : 0); /* dense rows only: a channel
+                                 * stride can be anything where D is 1, and a strided row's span
+                                 * holds more lines than elements */
         for (int64_t hh = 0; hh < hn; hh++) {
             const SPA_T *xr = x + (first + r) * a->xs0 + (h0 + hh) * a->xs1;
             float *xd = xf + hh * d_len;

@@ -498,7 +498,8 @@ m4_ifelse(NSACG_FINITE, 1, `m4_dnl
                 if (p + SPA_PREFETCH_ROWS < p1)
                     for (int64_t hh = 0; hh < hn; hh++)
                         SPA_PREFETCH_RUN(x + (bstart + p + SPA_PREFETCH_ROWS) * a->xs0 + (h0 + hh) * a->xs1,
-                                         d_len * a->xs2 * SPA_SZ);
+                                         a->xs2 == 1 ? d_len * SPA_SZ : 0); /* dense rows only (see
+                                         * nsa_compress.c.m4) */
                 const int64_t klo = p < bs ? 0 : spa_div_nat(p - bs, st) + 1;
                 const int64_t khi = spa_div_nat(p, st) < nwin - 1 ? spa_div_nat(p, st) : nwin - 1;
                 const int64_t nw = khi >= klo ? khi - klo + 1 : 0; /* <= nw_max */

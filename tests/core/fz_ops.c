@@ -16,6 +16,25 @@ static const fz_tensor_spec nsa_compress_tensors[] = {
 static const fz_array_spec nsa_compress_arrays[] = {{{48, 80}, 2}};
 static const int64_t nsa_compress_attrs[] = {24, 8, 0}; /* blockSize, stride, actSeqLenType */
 
+/* Multiply-adds bound of the compress ops: every window row of the output
+ * (tensor out) reads blockSize (attr 0) input rows of N x D. With stride 1
+ * and a long block, inputs within the byte caps ask for minutes. */
+static double compress_work(const fz_call *c, int out)
+{
+    const spa_tensor *o = &c->t[out];
+    if (o->rank != 3 || c->attr[0] < 0)
+        return 0.0;
+    return (double)o->dims[0] * (double)o->dims[1] * (double)o->dims[2] * (double)c->attr[0];
+}
+static double nsa_compress_work(const fz_call *c)
+{
+    return compress_work(c, 2);
+}
+static double nsa_compress_grad_work(const fz_call *c)
+{
+    return 2.0 * compress_work(c, 0); /* inputGrad and weightGrad, from outputGrad's windows */
+}
+
 static spa_status nsa_compress_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
 {
     return spa_nsa_compress_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_A(c, 0), c->layout,
@@ -26,7 +45,7 @@ static spa_status nsa_compress_phase1(const fz_call *c, uint64_t *ws, spa_execut
 const fz_op fz_op_nsa_compress = {
     "nsa_compress", 3, nsa_compress_tensors, 1, nsa_compress_arrays,
     3, nsa_compress_attrs, 0.0, "TND",
-    nsa_compress_phase1, spa_nsa_compress, NULL,
+    nsa_compress_phase1, spa_nsa_compress, nsa_compress_work,
 };
 
 /* ---- nsa_compress_grad ---- */
@@ -52,7 +71,7 @@ static spa_status nsa_compress_grad_phase1(const fz_call *c, uint64_t *ws, spa_e
 const fz_op fz_op_nsa_compress_grad = {
     "nsa_compress_grad", 5, nsa_compress_grad_tensors, 1, nsa_compress_grad_arrays,
     3, nsa_compress_grad_attrs, 0.0, "TND",
-    nsa_compress_grad_phase1, spa_nsa_compress_grad, NULL,
+    nsa_compress_grad_phase1, spa_nsa_compress_grad, nsa_compress_grad_work,
 };
 
 /* ---- nsa_select ---- */

@@ -119,6 +119,29 @@ static void test_extreme_shapes(void)
     }
 }
 
+/* A head dim of 1 leaves the channel stride free: any value is a valid view
+ * (only element 0 is read). A huge one once sent the kernels' prefetch of
+ * the next rows over its whole span (minutes of hints); the strided rows
+ * take no prefetch now. Each dtype, a dense and a token-strided layout. */
+static void test_head_dim_one_any_stride(void)
+{
+    rng r = rng_seed(103);
+    const int64_t lens[2] = {48, 80};
+    const spa_dtype dts[3] = {SPA_FLOAT32, SPA_BFLOAT16, SPA_FLOAT16};
+    for (int i = 0; i < 6; i++) {
+        nsac_case c;
+        nsac_case_fixed(&c, dts[i % 3], 2, 1, 24, 8, 2, lens, 0);
+        c.strided = i >= 3;
+        fwd_io io;
+        io_make(&io, &c, &r);
+        io.x.t.strides[2] = (int64_t)1 << 56;
+        CU_ASSERT_EQUAL(run_fwd(&c, &io, i % 3, 0), SPA_OK);
+        CU_ASSERT_EQUAL(compare_with_ref(&c, &io), 0);
+        CU_ASSERT(tt_guard_ok(&io.y));
+        io_free(&io);
+    }
+}
+
 /* Shapes the NPU refuses and the native API takes (spec/nsa.md 0.3b): head
  * dims with channel tails (1, 48, 100, 300 and one past the kernels' tile),
  * blocks and strides that are not multiples of 16; every dtype, contiguous
@@ -428,6 +451,7 @@ void suite_nsa_compress(void)
     CU_add_test(s, "NaN and Inf inputs", test_nonfinite);
     CU_add_test(s, "extreme shapes", test_extreme_shapes);
     CU_add_test(s, "any D, block and stride", test_any_shape);
+    CU_add_test(s, "a head dim of 1, any channel stride", test_head_dim_one_any_stride);
     CU_add_test(s, "bit-identical across runners", test_deterministic_across_runners);
     CU_add_test(s, "upstream example", test_upstream_example);
     CU_add_test(s, "validation rules", test_validation_rules);
