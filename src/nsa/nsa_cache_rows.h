@@ -83,6 +83,12 @@ static inline void spa_nsa_cache_row_raw(const spa_tensor *c, int64_t page, int6
     memcpy(dst, src, (size_t)n * es);
 }
 
+/* The first element of row r of page `page`, head h of a 16-bit cache c. */
+static inline const uint16_t *spa_nsa_cache_row_u16(const spa_tensor *c, int64_t page, int64_t r, int64_t h)
+{
+    return (const uint16_t *)c->data + page * c->strides[0] + r * c->strides[1] + h * c->strides[2];
+}
+
 /* Row r of page `page`, head h of a bf16 cache c (n elements) as the bf16
  * pair words of the dot-product kernels (spa_nsas_args.kb): elements 2i and
  * 2i+1 in word i, the first in the low half, then zero words up to pitch;
@@ -92,7 +98,7 @@ static inline void spa_nsa_cache_row_words(const spa_tensor *c, int64_t page, in
 {
     int64_t i = 0;
     if (page >= 0) {
-        const uint16_t *u = (const uint16_t *)c->data + page * c->strides[0] + r * c->strides[1] + h * c->strides[2];
+        const uint16_t *u = spa_nsa_cache_row_u16(c, page, r, h);
         const int64_t s = c->strides[3];
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         if (s == 1) { /* a dense row holds its words already */
@@ -118,7 +124,7 @@ static inline void spa_nsa_cache_row_bits(const spa_tensor *c, int64_t page, int
 {
     int64_t i = 0;
     if (page >= 0) {
-        const uint16_t *u = (const uint16_t *)c->data + page * c->strides[0] + r * c->strides[1] + h * c->strides[2];
+        const uint16_t *u = spa_nsa_cache_row_u16(c, page, r, h);
         const int64_t s = c->strides[3];
         if (s == 1) {
             memcpy(dst, u, (size_t)n * sizeof *dst);

@@ -79,11 +79,19 @@ static int64_t first_batch(const nsas_pack *p, int64_t r0)
     return spa_nsas_batch_of(&kend, r0);
 }
 
+/* Kernel rows [r0, *r1) of pack task `task`; returns r0. */
+static int64_t task_rows(const nsas_pack *p, uint32_t task, int64_t *r1)
+{
+    const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
+    *r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
+    return r0;
+}
+
 static void pack_task(void *arg, uint32_t task)
 {
     const nsas_pack *p = arg;
-    const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
-    const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
+    int64_t r1;
+    const int64_t r0 = task_rows(p, task, &r1);
     const int64_t n = p->t->dims[2];
     int64_t b = first_batch(p, r0);
     for (int64_t r = r0; r < r1; r++) {
@@ -116,8 +124,8 @@ static uint32_t bf16_elem(const uint16_t *row, int64_t s, int64_t n, int64_t i)
 static void pack_bf16_task(void *arg, uint32_t task)
 {
     const nsas_pack *p = arg;
-    const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
-    const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
+    int64_t r1;
+    const int64_t r0 = task_rows(p, task, &r1);
     const int64_t n = p->t->dims[2], s = p->t->strides[2];
     uint32_t *dst = (uint32_t *)(void *)p->dst;
     int64_t b = first_batch(p, r0);
@@ -138,8 +146,8 @@ static void pack_bf16_task(void *arg, uint32_t task)
 static void pack_pairs_task(void *arg, uint32_t task)
 {
     const nsas_pack *p = arg;
-    const int64_t r0 = (int64_t)task * NSAS_PACK_ROWS;
-    const int64_t r1 = r0 + NSAS_PACK_ROWS < p->rows ? r0 + NSAS_PACK_ROWS : p->rows;
+    int64_t r1;
+    const int64_t r0 = task_rows(p, task, &r1);
     const int64_t n = p->t->dims[2], s = p->t->strides[2];
     uint32_t *dst = (uint32_t *)(void *)p->dst;
     int64_t b = first_batch(p, r0);
