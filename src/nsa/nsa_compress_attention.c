@@ -220,6 +220,7 @@ typedef struct nsca_run {
     spa_nsca_fwd_kernel *kernel;
     int64_t h2;
     bool in_place; /* float64: key / value rows of the caller */
+    bool dot;      /* bf16 on the layer's bf16 dot product: the rows as pairs */
     bool empty;
 } nsca_run;
 
@@ -277,6 +278,7 @@ static NSCA_NOINLINE spa_status prepare(void *workspace, uint64_t workspace_size
     r->args.stats_batch_major = e.stats_batch_major;
     r->kernel = kernel_for(e.q.dtype);
     r->in_place = e.q.dtype == SPA_FLOAT64;
+    r->dot = SPA_ISA_BF16_DOT && e.q.dtype == SPA_BFLOAT16;
     r->k = e.k, r->v = e.v;
     return SPA_OK;
 }
@@ -290,7 +292,10 @@ spa_status spa_nsa_cattn_phase2(void *workspace, uint64_t workspace_size,
     if (r.empty)
         return SPA_OK;
     for (r.h2 = 0; r.h2 < r.p.sh.n2; r.h2++) {
-        if (!r.in_place)
+        if (r.dot)
+            spa_nsca_attach_head_bf16(&r.args, &r.p.sh, &r.tr, &r.k, &r.v, r.slices.kpack,
+                                      r.slices.vpack, r.h2, &rn);
+        else if (!r.in_place)
             spa_nsca_attach_head(&r.args, &r.p.sh, &r.tr, &r.k, &r.v, r.slices.kpack,
                                  r.slices.vpack, r.h2, &rn);
         spa_run_blocks(&rn, run_block, &r, r.p.blocks);

@@ -159,19 +159,40 @@ uint64_t spa_nsca_pack_floats(const spa_tensor *t, const spa_nsca_shape *sh)
     return spa_nsas_pack_floats(t, &p);
 }
 
+/* The compressed rows' trusted arrays as selected attention's packing reads
+ * them. */
+static spa_nsas_trusted pack_trusted(const spa_nsca_trusted *tr)
+{
+    spa_nsas_trusted t;
+    memset(&t, 0, sizeof t);
+    t.sq = tr->sq, t.skv = tr->scmp, t.kend = tr->kend;
+    t.sqa = tr->sqa, t.skva = tr->scmpa;
+    return t;
+}
+
 void spa_nsca_attach_head(spa_nsca_args *a, const spa_nsca_shape *sh,
                           const spa_nsca_trusted *tr, const spa_tensor *k, const spa_tensor *v,
                           float *kpack, float *vpack, int64_t h2, const spa_runner *runner)
 {
     const spa_nsas_shape p = pack_shape(sh);
-    spa_nsas_trusted t;
-    memset(&t, 0, sizeof t);
-    t.sq = tr->sq, t.skv = tr->scmp, t.kend = tr->kend;
-    t.sqa = tr->sqa, t.skva = tr->scmpa;
+    const spa_nsas_trusted t = pack_trusted(tr);
     spa_nsas_args s;
     memset(&s, 0, sizeof s);
     spa_nsas_attach_head(&s, &p, &t, k, v, kpack, vpack, h2, runner);
     a->kf = s.kf, a->kfr = s.kfr, a->vf = s.vf, a->vfr = s.vfr;
+}
+
+void spa_nsca_attach_head_bf16(spa_nsca_args *a, const spa_nsca_shape *sh,
+                               const spa_nsca_trusted *tr, const spa_tensor *k, const spa_tensor *v,
+                               float *kpack, float *vpack, int64_t h2, const spa_runner *runner)
+{
+    const spa_nsas_shape p = pack_shape(sh);
+    const spa_nsas_trusted t = pack_trusted(tr);
+    spa_nsas_args s;
+    memset(&s, 0, sizeof s);
+    spa_nsas_attach_head_bf16(&s, &p, &t, k, v, kpack, vpack, h2, runner);
+    a->kf = NULL, a->vf = NULL;
+    a->kb = s.kb, a->kbr = s.kbr, a->vp = s.vp, a->vpr = s.vpr;
 }
 
 void spa_nsca_args_fill(spa_nsca_args *out, const spa_nsca_shape *sh, const spa_nsca_trusted *tr,

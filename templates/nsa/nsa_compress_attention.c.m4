@@ -13,6 +13,7 @@ SPA_STAMP
 #include <float.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "half.h"
 #include "nsa_cattn_exact.h"
@@ -22,6 +23,9 @@ SPA_STAMP
 #include "nsa_select_mk.h"
 
 m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
+m4_ifdef(`SPA_BF16_DOT', `', `m4_define(`SPA_BF16_DOT', 0)')m4_dnl
+m4_define(`NSAS_DOT', m4_ifelse(SPA_DT`'SPA_BF16_DOT, `bf161', 1, 0))m4_dnl
+m4_ifelse(NSAS_DOT, 1, `m4_include(`templates/nsa/nsa_select_dot.m4')')m4_dnl
 
 enum { TK = NSCA_TK };
 
@@ -213,6 +217,70 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
     }
 }
 
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+/* The bf16 dot-product forms (a->kb, a->vp: the rows of the kv head as bf16
+ * pairs, spa_nsca_attach_head_bf16; the kernel build, never a part):
+ * scores_rows and pv_rows on the pairs, in the same micro-steps. */
+static void scores_rows_dot(const uint32_t *kb, int64_t kbr, int64_t rows, const uint32_t *qt, int64_t dp,
+                            int64_t gp, float *st)
+{
+    for (int64_t j0 = 0; j0 < rows; j0 += TK) {
+        const int64_t nr = rows - j0 < TK ? rows - j0 : TK;
+        spa_nsas_pf pf = spa_nsas_pf_rows(j0 + TK < rows ? kb + (j0 + TK) * kbr : NULL, kbr * 4,
+                                          rows - j0 - TK < TK ? rows - j0 - TK : TK, dp * 2);
+        spa_nsas_scores_dot(kb + j0 * kbr, kbr, nr, qt, dp, gp, st + j0 * gp, &pf);
+        spa_nsas_pf_rest(&pf);
+    }
+}
+
+/* vp: the value rows from the first of the group, in pairs of rows (vpr words a
+ * pair row); pw: P in pairs of rows. rows a multiple of 16, as TK. */
+static void pv_rows_dot(const uint32_t *vp, int64_t vpr, int64_t rows, const uint32_t *pw, int64_t dvp,
+                        int64_t gp, float *ot)
+{
+    for (int64_t j0 = 0; j0 < rows; j0 += TK) {
+        const int64_t nr = rows - j0 < TK ? rows - j0 : TK;
+        spa_nsas_pf pf = spa_nsas_pf_rows(j0 + TK < rows ? vp + (j0 + TK) / 2 * vpr : NULL, vpr * 4,
+                                          (rows - j0 - TK < TK ? rows - j0 - TK : TK) / 2, dvp * 4);
+        spa_nsas_accum_dot(vp + j0 / 2 * vpr, vpr, nr, pw + j0 / 2 * gp, dvp, gp, ot, &pf);
+        spa_nsas_pf_rest(&pf);
+    }
+}
+
+/* Element e of value row j (from the first of the group) of the pairs, as f32. */
+static inline float value_pair_elem(const uint32_t *vp, int64_t vpr, int64_t j, int64_t e)
+{
+    const uint32_t w = vp[j / 2 * vpr + e];
+    return spa_bf16_to_f32((uint16_t)(j % 2 ? w >> 16 : w & 0xffffu));
+}
+
+/* Whether value row j of the pairs holds a NaN or an infinity (the bf16
+ * exponent all ones), as spa_nsca_row_nonfinite of its widened row. */
+static int value_pair_nonfinite(const uint32_t *vp, int64_t vpr, int64_t j, int64_t dvp)
+{
+    const uint32_t *w = vp + j / 2 * vpr;
+    const unsigned shift = j % 2 ? 16u : 0u;
+    for (int64_t e = 0; e < dvp; e++)
+        if ((w[e] >> shift & 0x7f80u) == 0x7f80u)
+            return 1;
+    return 0;
+}
+
+/* exact_pv on the pairs (f32 P in st). */
+SPA_NSCA_COLD static void exact_pv_dot(const spa_nsca_args *a, const uint32_t *vp, const float *st, int64_t R,
+                                       int64_t gp, const int64_t *vend, int64_t tg, int64_t qstart, int64_t nt,
+                                       int64_t nh, int64_t ncmp, int64_t dv, float *ot)
+{
+    for (int64_t l = 0; l < nt * nh; l++) {
+        const int64_t i = l / nh;
+        for (int64_t j = 0; j < R; j++)
+            if (spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp))
+                for (int64_t e = 0; e < dv; e++)
+                    ot[e * gp + l] += st[j * gp + l] * value_pair_elem(vp, a->vpr, j, e);
+    }
+}
+
+')m4_dnl
 /* The exact forms of the importance sums and of O = P V for a lane group
  * where a key some lane does not attend holds a NaN or an infinity, or a
  * row's softmax is NaN: the tiles would multiply those keys by a weight of 0
@@ -268,7 +336,7 @@ static int masked_nonfinite(const spa_nsca_args *a, const float *vb, int64_t R, 
 #endif
 static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1,
                                            int64_t qstart, int64_t qend, int64_t kstart, int64_t ncmp,
-                                           float *scratch, const int split)
+                                           float *scratch, const int split, const int dot)
 {
     const SPA_T *q = a->q;
     SPA_T *o = a->o;
@@ -278,7 +346,8 @@ static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, in
     float *mx = (float *)a->mx + mshift, *sm = (float *)a->sm + sshift;
     const int64_t G = a->g, HC = a->hc, TQ = a->tq, GP = a->gp, D = a->d, DV = a->dv, DP = a->dp,
                   DVP = a->dvp, RMAX = a->rows_max;
-    const float *kb = a->kf + kstart * a->kfr, *vb = a->vf + kstart * a->vfr;
+    /* the f32 rows (NULL on the dot product's pairs, a->kb / a->vp) */
+    const float *kb = dot ? NULL : a->kf + kstart * a->kfr, *vb = dot ? NULL : a->vf + kstart * a->vfr;
     const int in_place = split && a->pages != NULL; /* 0 in the kernel's own build */
     /* scratch (the floats phase 1 reserved) */
     float *qt = scratch;            /* [DP][GP] query lanes, transposed */
@@ -294,7 +363,7 @@ static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, in
     double *topv = imp + a->sel_max;                     /* [K] */
     int32_t *topi = (int32_t *)(void *)(topv + a->kc);  /* [K] */
     const int bf16 = m4_ifelse(SPA_DT, `bf16', 1, 0);
-    (void)bf16;
+    (void)bf16, (void)dot;
 
     for (int64_t x = 0; x < DP * GP; x++)
         qt[x] = 0.0f;
@@ -330,9 +399,21 @@ static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, in
                     for (int64_t x = 0; x < DP * GP; x++)
                         qt[x] = 0.0f;
                 for (int64_t i = 0; i < nt; i++)
-                    for (int64_t g = 0; g < nh; g++)
-                        lane_in(qt + i * nh + g, GP, q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1,
-                                a->qs2, D);
+                    for (int64_t g = 0; g < nh; g++) {
+                        const SPA_T *qr = q + (tg + i) * a->qs0 + (h2 * G + h0 + g) * a->qs1;
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+                        if (dot) { /* bf16 pairs, [DP / 2][GP] words */
+                            nsas_q_pairs((uint32_t *)(void *)qt + i * nh + g, GP, qr, a->qs2, D, DP);
+                            continue;
+                        }
+')m4_dnl
+                        lane_in(qt + i * nh + g, GP, qr, a->qs2, D);
+                    }
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+                if (dot)
+                    scores_rows_dot(a->kb + kstart * a->kbr, a->kbr, R, (const uint32_t *)(void *)qt, DP, GP, st);
+                else
+')m4_dnl
                 scores_part(a, kb, R, qt, DP, GP, st, in_place);
                 /* z' = scale * s, MASKVAL where masked, -inf past the keys, and
                  * the max of each lane: whole rows of lanes where no token of the
@@ -359,6 +440,12 @@ static NSCA_BODY_INLINE void nsca_forward(const spa_nsca_args *a, int64_t h2, in
                          * the batch's keys are the packing's zeros */
                         for (int64_t i = 0; i < nt && !exact && j < ncmp; i++)
                             if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+                                if (dot) {
+                                    exact = value_pair_nonfinite(a->vp + kstart / 2 * a->vpr, a->vpr, j, DVP);
+                                    break;
+                                }
+')m4_dnl
                                 exact = spa_nsca_row_nonfinite(value_row(a, vb, j, in_place), DVP);
                                 break;
                             }
@@ -436,10 +523,25 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
             /* f32 P needs no rounding: 1/l is applied to O instead */
 ', `m4_dnl
             /* P rounded to the dtype, as the spec computes it */
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+            /* (and paired, in pairs of rows, for the dot product: R is a
+             * multiple of 16; the exact form reads P as f32) */
+            const uint32_t *pw = dot && !exact ? spa_nsas_scale_round_pairs(st, R, GP, inv) : NULL;
+            if (pw == NULL)
+')m4_dnl
             spa_nsas_scale_round(st, R, GP, inv, bf16);
 ')m4_dnl
             for (int64_t x = 0; x < DVP * GP; x++)
                 ot[x] = 0.0f;
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+            if (dot) {
+                const uint32_t *vp = a->vp + kstart / 2 * a->vpr;
+                if (exact)
+                    exact_pv_dot(a, vp, st, R, GP, vend, tg, qstart, nt, nh, ncmp, DV, ot);
+                else
+                    pv_rows_dot(vp, a->vpr, R, pw, DVP, GP, ot);
+            } else
+')m4_dnl
             if (exact)
                 exact_pv(a, vb, in_place, st, R, GP, vend, tg, qstart, nt, nh, ncmp, DV, ot);
             else
@@ -474,11 +576,17 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
 void NSCA_KSYM()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                  int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
 {
-    nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, 0);
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+    if (a->kb != NULL) { /* the rows as bf16 pairs (spa_nsca_attach_head_bf16) */
+        nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, 0, 1);
+        return;
+    }
+')m4_dnl
+    nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, 0, 0);
 }
 
 void NSCA_KSYM_SPLIT()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                        int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
 {
-    nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, a->split);
+    nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, a->split, 0);
 }

@@ -83,27 +83,6 @@ static void nsas_part_stats(float *m, float *l, float mv, float lv)
     *m = mv, *l = lv;
 }
 
-m4_ifelse(NSAS_DOT, 1, `m4_dnl
-/* A query row (n elements, qs apart) as bf16 pairs into qt, words gp apart:
- * dp / 2 words, the elements past n 0. */
-static void nsas_q_pairs(uint32_t *qt, int64_t gp, const uint16_t *qr, int64_t qs, int64_t n, int64_t dp)
-{
-    int64_t i = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (qs == 1) /* a dense row holds its words already: element 2i in the low half */
-        for (; 2 * i + 1 < n; i++) {
-            uint32_t w;
-            memcpy(&w, qr + 2 * i, sizeof w);
-            qt[i * gp] = w;
-        }
-#endif
-    for (; i < dp / 2; i++) {
-        const uint32_t lo = 2 * i < n ? qr[2 * i * qs] : 0, hi = 2 * i + 1 < n ? qr[(2 * i + 1) * qs] : 0;
-        qt[i * gp] = lo | hi << 16;
-    }
-}
-
-')m4_dnl
 enum { TK = NSAS_TK };
 /* The rows of one call of the micro-kernels: TK, or a whole block where the
  * layer takes no prefetch hints (SPA_ISA_PREFETCH 0: the chunks only pace

@@ -122,6 +122,25 @@ SPA_NSAS_INLINE void spa_nsas_accum_dot(const uint32_t *a, int64_t lda, int64_t 
 NSAD_DISPATCH(`accum_dot', `a, lda, rows, p, n', `acc, pf')m4_dnl
 }
 
+/* A query row (n elements, qs apart) as bf16 pairs into qt, words gp apart:
+ * dp / 2 words, the elements past n 0. */
+static void nsas_q_pairs(uint32_t *qt, int64_t gp, const uint16_t *qr, int64_t qs, int64_t n, int64_t dp)
+{
+    int64_t i = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (qs == 1) /* a dense row holds its words already: element 2i in the low half */
+        for (; 2 * i + 1 < n; i++) {
+            uint32_t w;
+            memcpy(&w, qr + 2 * i, sizeof w);
+            qt[i * gp] = w;
+        }
+#endif
+    for (; i < dp / 2; i++) {
+        const uint32_t lo = 2 * i < n ? qr[2 * i * qs] : 0, hi = 2 * i + 1 < n ? qr[(2 * i + 1) * qs] : 0;
+        qt[i * gp] = lo | hi << 16;
+    }
+}
+
 /* P = x * s rounded to bf16 (as spa_nsas_scale_round does) and paired in
  * place: word (i, l) = rows 2i and 2i+1 of lane l, at float (i, l); rows
  * even. Row i is written after rows 2i and 2i+1 of the same lanes are read. */
