@@ -43,11 +43,12 @@ typedef struct spa_nsca_args {
     const float *vf; /* value rows of that head, the same way */
     int64_t vfr;
     /* The bf16 forward on a layer with the bf16 dot product
-     * (SPA_ISA_BF16_DOT, spa_nsca_attach_head_bf16; the forward op only, never
-     * a part): kb non-NULL, kf / vf NULL, and the rows as bf16 pairs, one
-     * word each, the first element in its low half: key row r at kb + r * kbr
-     * (dp / 2 words), value rows 2i and 2i + 1 interleaved in the pair row i
-     * of dvp words at vp + i * vpr (element e of both in word e). */
+     * (SPA_ISA_BF16_DOT: spa_nsca_attach_head_bf16, or the inference op's
+     * gather; never with pages): kb non-NULL, kf / vf NULL, and the rows as
+     * bf16 pairs, one word each, the first element in its low half: key row
+     * r at kb + r * kbr (dp / 2 words), value rows 2i and 2i + 1 interleaved
+     * in the pair row i of dvp words at vp + i * vpr (element e of both in
+     * word e). */
     const uint32_t *kb;
     int64_t kbr;
     const uint32_t *vp;

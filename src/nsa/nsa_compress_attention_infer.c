@@ -85,8 +85,12 @@ typedef struct nscai_shape {
 /* A block's scratch, 64-byte aligned parts: the kernel's own, the widened
  * key rows, the value rows, and a sink for the statistics the kernel writes
  * (an inference call returns none). */
+/* A block's scratch: the kernel's floats, then the key (kg) and value (vg)
+ * rows, a sink for the statistics the op does not return; vraw: the second
+ * half of the value rows' area, where the bf16 pairs' gather stages the
+ * value rows before it zips them into the first (gather_rows_pairs). */
 typedef struct nscai_layout {
-    uint64_t kg, vg, sink, bytes;
+    uint64_t kg, vg, vraw, sink, bytes;
 } nscai_layout;
 
 typedef struct nscai_plan {
@@ -278,6 +282,7 @@ static nscai_layout layout_of(const nscai_shape *sh, int64_t kc)
     }
     l.kg = round64(kernel);
     l.vg = l.kg + round64(kbytes);
+    l.vraw = l.vg + round64(vbytes) / 2; /* 4 * rmax * dvp bytes: a multiple of 128 */
     l.sink = l.vg + round64(vbytes);
     l.bytes = l.sink + 64u;
     return l;
@@ -386,6 +391,7 @@ typedef struct nscai_run {
     float *partial;
     int64_t u0; /* parts > 1: the round's first unit */
     bool in_place; /* parts_in_place */
+    bool dot;      /* bf16 on the layer's bf16 dot product: the rows gathered as pairs */
 } nscai_run;
 
 /* The kernel arguments every unit starts from (built where they are used:
@@ -448,6 +454,42 @@ static void gather_rows(const nscai_run *r, int64_t b, int64_t h, int64_t c0, in
     }
 }
 
+/* bf16 on the layer's dot product: compressed rows c0 .. c1-1 of batch b,
+ * head h, as the kernels' bf16 pairs from row 0 (spa_nsca_args.kb / vp): key
+ * rows as their words (dp / 2 a row), value rows zipped in pairs of rows
+ * (dvp words a pair), rounded up to 16 rows of zeros. The value rows' bits
+ * are staged in the second half of their area first (vraw: rmax rows of
+ * dvp halves), the pairs written to the first. */
+static void gather_rows_pairs(const nscai_run *r, int64_t b, int64_t h, int64_t c0, int64_t c1,
+                              unsigned char *scratch)
+{
+    const nscai_exec *e = r->e;
+    const nscai_shape *sh = &r->p->sh;
+    const nscai_layout *lay = &r->p->lay;
+    const int64_t kw = sh->dp / 2, rows = (c1 - c0 + 15) / 16 * 16;
+    uint32_t *kd = (uint32_t *)(void *)(scratch + lay->kg), *vd = (uint32_t *)(void *)(scratch + lay->vg);
+    uint16_t *raw = (uint16_t *)(void *)(scratch + lay->vraw);
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t p = c0 + i;
+        const int64_t pg = p < c1 ? spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p)
+                                  : -1; /* -1: zeros (past the keys, or a rewritten table entry) */
+        const int64_t in_page = e->has_table ? p % sh->page_size : p;
+        spa_nsa_cache_row_words(&e->k, pg, in_page, h, sh->d, kw, kd + i * kw);
+        spa_nsa_cache_row_bits(&e->v, pg, in_page, h, sh->dv, sh->dvp, raw + i * sh->dvp);
+    }
+    for (int64_t i = 0; i < rows; i += 2)
+        spa_vbp_zip_rows(vd + i / 2 * sh->dvp, raw + i * sh->dvp, raw + (i + 1) * sh->dvp, (ptrdiff_t)sh->dvp);
+}
+
+/* The kernel arguments of rows gathered as pairs (gather_rows_pairs). */
+static void pairs_args(const nscai_run *r, unsigned char *scratch, spa_nsca_args *a)
+{
+    const nscai_shape *sh = &r->p->sh;
+    a->kf = NULL, a->vf = NULL;
+    a->kb = (const uint32_t *)(const void *)(scratch + r->p->lay.kg), a->kbr = sh->dp / 2;
+    a->vp = (const uint32_t *)(const void *)(scratch + r->p->lay.vg), a->vpr = sh->dvp;
+}
+
 /* Whether the parts read the cache where it lies (spa_nsca_pages) instead
  * of widening its rows into the scratch, which at long contexts costs as
  * much as the attention (every key row written once more and read back):
@@ -501,16 +543,20 @@ static void run_unit(const nscai_run *r, int64_t b, int64_t h, unsigned char *sc
         return;
     const bool f64 = sh->dtype == SPA_FLOAT64;
     unsigned char *kg = scratch + lay->kg, *vg = scratch + lay->vg;
-    gather_rows(r, b, h, 0, c, scratch, false, 0, 0);
     spa_nsca_args a;
     base_args(r, &a);
+    if (r->dot) {
+        gather_rows_pairs(r, b, h, 0, c, scratch);
+        pairs_args(r, scratch, &a);
+    } else
+        gather_rows(r, b, h, 0, c, scratch, false, 0, 0);
     a.mx = scratch + lay->sink, a.ms0 = a.ms1 = a.ms2 = 0;
     a.sm = scratch + lay->sink, a.ss0 = a.ss1 = a.ss2 = 0;
     a.pos_shift = e->causal ? r->sel[b] - nq : 0;
     if (f64) {
         a.k = kg, a.ks0 = sh->d, a.ks1 = 0, a.ks2 = 1;
         a.v = vg, a.vs0 = sh->dv, a.vs1 = 0, a.vs2 = 1;
-    } else {
+    } else if (!r->dot) {
         a.kf = (const float *)(const void *)kg, a.kfr = sh->dp;
         a.vf = (const float *)(const void *)vg, a.vfr = sh->dvp;
     }
@@ -579,6 +625,8 @@ static void run_part_kernel(const nscai_run *r, spa_nsca_args *a, int64_t b, int
     a->key0 = c0;
     a->kf = (const float *)(const void *)(scratch + lay->kg), a->kfr = sh->dp;
     a->vf = (const float *)(const void *)(scratch + lay->vg), a->vfr = sh->dvp;
+    if (r->dot)
+        pairs_args(r, scratch, a);
     spa_nsca_pages pages;
     if (SPA_CATTN_INFER_IN_PLACE && r->in_place) { /* the cache where it lies; the tail and the zeros in the scratch (stage_part_tail) */
         const nscai_exec *e = r->e;
@@ -610,6 +658,8 @@ static void run_cpart_block(void *arg, uint32_t blk)
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->lay.bytes;
     if (SPA_CATTN_INFER_IN_PLACE && r->in_place)
         stage_part_tail(r, b, h, c0, c1, scratch);
+    else if (r->dot)
+        gather_rows_pairs(r, b, h, c0, c1, scratch);
     else
         gather_rows(r, b, h, c0, c1, scratch, false, 0, 0);
     spa_nsca_args a;
@@ -729,7 +779,10 @@ spa_status spa_nsa_cattn_infer_phase2(void *workspace, uint64_t workspace_size, 
     if (sh.t == 0)
         return SPA_OK;
     r.e = &e, r.p = &p, r.sq = sq, r.cmp = cmp, r.sel = sel, r.qs = qs;
-    r.in_place = parts_in_place(&e, &p);
+    /* bf16 on the dot product gathers its rows as pairs (half the bytes of
+     * the f32 rows the in-place parts avoid writing) */
+    r.dot = SPA_ISA_BF16_DOT && sh.dtype == SPA_BFLOAT16;
+    r.in_place = !r.dot && parts_in_place(&e, &p);
     if (p.parts == 1) {
         spa_run_blocks(&rn, run_block, &r, p.blocks);
         return SPA_OK;

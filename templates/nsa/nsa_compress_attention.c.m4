@@ -219,7 +219,7 @@ m4_ifelse(SPA_DT, `f32', `m4_dnl
 
 m4_ifelse(NSAS_DOT, 1, `m4_dnl
 /* The bf16 dot-product forms (a->kb, a->vp: the rows of the kv head as bf16
- * pairs, spa_nsca_attach_head_bf16; the kernel build, never a part):
+ * pairs, spa_nsca_attach_head_bf16, or as the inference op gathers them):
  * scores_rows and pv_rows on the pairs, in the same micro-steps. */
 static void scores_rows_dot(const uint32_t *kb, int64_t kbr, int64_t rows, const uint32_t *qt, int64_t dp,
                             int64_t gp, float *st)
@@ -312,15 +312,29 @@ SPA_NSCA_COLD static void exact_pv(const spa_nsca_args *a, const float *vb, int 
     }
 }
 
+/* Whether value row j (a kernel row from kstart) holds a NaN or an
+ * infinity: on the pairs (dot) or on its f32 row. */
+static inline int value_nonfinite(const spa_nsca_args *a, const float *vb, int64_t kstart, int64_t j, int in_place,
+                                  int dot)
+{
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+    if (dot)
+        return value_pair_nonfinite(a->vp + kstart / 2 * a->vpr, a->vpr, j, a->dvp);
+', `m4_dnl
+    (void)kstart, (void)dot;
+')m4_dnl
+    return spa_nsca_row_nonfinite(value_row(a, vb, j, in_place), a->dvp);
+}
+
 /* Whether a key some token does not attend holds a NaN or an infinity in
  * its value row (the test of the scoring pass, for a part's finish). */
-static int masked_nonfinite(const spa_nsca_args *a, const float *vb, int64_t R, int64_t tg, int64_t qstart,
-                            int64_t nt, const int64_t *vend, int64_t ncmp)
+static int masked_nonfinite(const spa_nsca_args *a, const float *vb, int64_t kstart, int64_t R, int64_t tg,
+                            int64_t qstart, int64_t nt, const int64_t *vend, int64_t ncmp, int dot)
 {
     for (int64_t j = 0; j < R && j < ncmp; j++)
         for (int64_t i = 0; i < nt; i++)
             if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
-                if (spa_nsca_row_nonfinite(value_row(a, vb, j, a->pages != NULL), a->dvp))
+                if (value_nonfinite(a, vb, kstart, j, a->pages != NULL, dot))
                     return 1;
                 break;
             }
@@ -440,13 +454,7 @@ m4_ifelse(NSAS_DOT, 1, `m4_dnl
                          * the batch's keys are the packing's zeros */
                         for (int64_t i = 0; i < nt && !exact && j < ncmp; i++)
                             if (!spa_nsca_attends(a, tg + i - qstart, j, vend[i], ncmp)) {
-m4_ifelse(NSAS_DOT, 1, `m4_dnl
-                                if (dot) {
-                                    exact = value_pair_nonfinite(a->vp + kstart / 2 * a->vpr, a->vpr, j, DVP);
-                                    break;
-                                }
-')m4_dnl
-                                exact = spa_nsca_row_nonfinite(value_row(a, vb, j, in_place), DVP);
+                                exact = value_nonfinite(a, vb, kstart, j, in_place, dot);
                                 break;
                             }
                         /* per token: its heads in whole vectors, then one by one */
@@ -484,7 +492,7 @@ m4_ifelse(NSAS_DOT, 1, `m4_dnl
                     continue;
                 }
             } else { /* the row's 1/L, times exp(m - M) of this part's exps */
-                exact = masked_nonfinite(a, vb, R, tg, qstart, nt, vend, ncmp);
+                exact = masked_nonfinite(a, vb, kstart, R, tg, qstart, nt, vend, ncmp, dot);
                 for (int64_t l = 0; l < GP; l++)
                     inv[l] = a->pscale[l];
             }
@@ -588,5 +596,11 @@ m4_ifelse(NSAS_DOT, 1, `m4_dnl
 void NSCA_KSYM_SPLIT()(const spa_nsca_args *a, int64_t h2, int64_t t0, int64_t t1, int64_t qstart,
                        int64_t qend, int64_t kstart, int64_t ncmp, float *scratch)
 {
+m4_ifelse(NSAS_DOT, 1, `m4_dnl
+    if (a->kb != NULL) { /* a part gathered as bf16 pairs (nsa_compress_attention_infer.c) */
+        nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, a->split, 1);
+        return;
+    }
+')m4_dnl
     nsca_forward(a, h2, t0, t1, qstart, qend, kstart, ncmp, scratch, a->split, 0);
 }

@@ -13,7 +13,7 @@
  * nsa_compress_attention(_grad) T 1024 (512 on the boards), N1 8 / N2 1,
  * D = Dv = 128, compress block 32 / stride 16 (C = 63 keys), select block 64,
  * K 8, causal; swa(_grad) T 384, N1 8 / N2 1, D = Dv = 128, window 256;
- * nsa_select_infer: see nsa_select_infer(). */
+ * nsa_select_infer, nsa_compress_attention_infer: see those functions below. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,6 +338,36 @@ static double nsa_select_infer(spa_dtype dt, int calls)
     return 2.0 * B * N1 * (double)KC * BS * (D + DV);
 }
 
+/* NsaCompressAttentionInfer: decode steps, one query per batch of 4
+ * sequences of 16384 tokens, their 1023 compressed keys (l 32, stride d 16)
+ * in a contiguous cache, N1 16 / N2 1 (G 16), D = Dv = 128, selection blocks
+ * l' 64, K 16, causal: two parts of keys per sequence (the split passes). */
+static double nsa_compress_attention_infer(spa_dtype dt, int calls)
+{
+    enum { B = 4, L = 16384, CL = 32, ST = 16, C = (L - CL) / ST + 1, N1 = 16, N2 = 1, D = 128, DV = 128, LS = 64,
+           KC = 16 };
+    const int64_t cmp_vals[B] = {C, C, C, C}, len_vals[B] = {L, L, L, L};
+    const spa_int_array cmp = {cmp_vals, B}, len = {len_vals, B};
+    const int64_t qd[3] = {B, N1, D}, kd[4] = {B, C, N2, D}, vd[4] = {B, C, N2, DV}, od[3] = {B, N1, DV},
+                  id[3] = {B, N2, KC};
+    void *q = fill(dt, (size_t)B * N1 * D, -1, 1), *k = fill(dt, (size_t)B * C * N2 * D, -1, 1);
+    void *v = fill(dt, (size_t)B * C * N2 * DV, -1, 1), *o = fill(dt, (size_t)B * N1 * DV, 0, 0);
+    int32_t *idx = malloc(sizeof(int32_t) * B * N2 * KC);
+    spa_tensor tq = tensor(dt, 3, qd, q), tk = tensor(dt, 4, kd, k), tv = tensor(dt, 4, vd, v),
+               to = tensor(dt, 3, od, o), ti = tensor(SPA_INT32, 3, id, idx);
+    uint64_t ws;
+    spa_executor ex;
+    if (spa_nsa_compress_attention_infer_get_workspace_size(&tq, &tk, &tv, NULL, NULL, &cmp, &len, 0.088, 1, CL, ST,
+                                                            LS, KC, &to, &ti, &ws, &ex) != SPA_OK) {
+        fprintf(stderr, "insn: nsa_compress_attention_infer refused\n");
+        exit(1);
+    }
+    run(spa_nsa_compress_attention_infer, ws, &ex, calls);
+    free(q), free(k), free(v), free(o), free(idx);
+    /* Q Kᵀ and P V over the C keys of each query head */
+    return 2.0 * B * N1 * (double)C * (D + DV);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -358,6 +388,8 @@ int main(int argc, char **argv)
         flops = swa(dt, op[3] != '\0', calls);
     else if (strcmp(op, "nsa_select_infer") == 0)
         flops = nsa_select_infer(dt, calls);
+    else if (strcmp(op, "nsa_compress_attention_infer") == 0)
+        flops = nsa_compress_attention_infer(dt, calls);
     else if (strcmp(op, "msda") == 0 || strcmp(op, "msda_grad") == 0)
         flops = msda(dt, op[4] != '\0', calls);
     else {
