@@ -402,10 +402,13 @@ $(TEST_BIN): $(TEST_OBJ) $(TEST_EXTRA_OBJ) $(ACL_LIB) $(LIB) $(if $(HAVE_PTHREAD
 # slowest part 79 s instead of 100 s). TEST_FILTER: only the suites whose
 # name contains it. TEST_CASES: full, or quick (tests/core/util.h: the sizes
 # of a small target, every named case kept) where a target.mk or CI asks.
+# TEST_PARTS: which of the TEST_SHARDS parts run (default all; CI shares the
+# RVV layer's tests between its two targets this way).
 TEST_SHARDS ?= $(if $(RUN),4,2)
 TEST_CASES ?= full
+TEST_PARTS ?=
 test: $(TEST_BIN)
-	tools/run_tests.sh '$(RUN)' $(TEST_BIN) $(TEST_SHARDS) $(B)/tests/log $(TEST_CASES) $(TEST_FILTER)
+	TEST_PARTS='$(TEST_PARTS)' tools/run_tests.sh '$(RUN)' $(TEST_BIN) $(TEST_SHARDS) $(B)/tests/log $(TEST_CASES) $(TEST_FILTER)
 
 # ---- CUnit for targets without a packaged one: Debian's source package,
 # fetched at build time (never committed), compiled with the target's compiler.

@@ -4,7 +4,9 @@
 # order, once all have ended; fails when any part fails. N = 1 runs the
 # program as it is, its output straight through.
 #   tools/run_tests.sh "<run command>" <program> <shards> <log dir> <cases> [filter]
-# cases: full or quick (spattn_tests --cases=).
+# cases: full, quick or thin (spattn_tests --cases=). TEST_PARTS (environment):
+# the parts to run, a list of K in 1..N (default all): two runs of one layer
+# on two builds can share the tests between them (TEST_PARTS="1 3" and "2 4").
 # The run command is the target's RUN: empty (native), a wrapper (valgrind,
 # qemu-user: arguments follow the program) or qemu-system-* ending in -kernel
 # (a semihosting image: its arguments go through -append).
@@ -21,21 +23,26 @@ if [ "$shards" -le 1 ]; then
     exit $?
 fi
 mkdir -p "$logs"
-k=1
+rm -f "$logs"/part*.log # a previous run's parts would count below
+parts=${TEST_PARTS:-$(seq 1 "$shards")}
+for k in $parts; do
+    case $k in *[!0-9]* | '') echo "run_tests: TEST_PARTS: $k is not a part number"; exit 2 ;; esac
+    [ "$k" -ge 1 ] && [ "$k" -le "$shards" ] || { echo "run_tests: TEST_PARTS: part $k of $shards"; exit 2; }
+done
 pids=""
-while [ "$k" -le "$shards" ]; do
+for k in $parts; do
     start --cases="$cases" $filter "--shard=$k/$shards" > "$logs/part$k.log" 2>&1 &
     pids="$pids $!"
-    k=$((k + 1))
 done
 failed=0
-k=1
+set -- $parts
 for p in $pids; do
+    k=$1
+    shift
     if wait "$p"; then st=0; else st=$?; fi
     echo "---- test part $k of $shards: exit status $st"
     cat "$logs/part$k.log"
     [ "$st" -eq 0 ] || failed=1
-    k=$((k + 1))
 done
 # one closing line for the whole run: the tests each part ran and failed
 awk '/^ +tests +[0-9]/ { ran += $3; bad += $5 } END { printf "%d passed, %d failed\n", ran - bad, bad }' \
