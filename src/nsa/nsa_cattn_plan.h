@@ -61,17 +61,14 @@ static inline int64_t spa_nsca_rows16(int64_t c)
 }
 
 /* The f32 key / value rows of kv head h2 (nsa_select_pack.c's packing, on
- * the compressed rows in batches of 16). */
-void spa_nsca_attach_head(spa_nsca_args *a, const spa_nsca_shape *sh,
-                          const spa_nsca_trusted *tr, const spa_tensor *k, const spa_tensor *v,
-                          float *kpack, float *vpack, int64_t h2, const spa_runner *runner);
-uint64_t spa_nsca_pack_floats(const spa_tensor *t, const spa_nsca_shape *sh);
-/* The same rows as bf16 pairs for the forward on a layer with the bf16 dot
+ * the compressed rows in batches of 16: a->kf / a->vf), or with pairs the
+ * same rows as bf16 pairs for the forward on a layer with the bf16 dot
  * product (spa_nsas_attach_head_bf16: a->kb / a->vp, kf / vf NULL), in the
  * same pack slices. */
-void spa_nsca_attach_head_bf16(spa_nsca_args *a, const spa_nsca_shape *sh,
-                               const spa_nsca_trusted *tr, const spa_tensor *k, const spa_tensor *v,
-                               float *kpack, float *vpack, int64_t h2, const spa_runner *runner);
+void spa_nsca_attach_head(spa_nsca_args *a, const spa_nsca_shape *sh,
+                          const spa_nsca_trusted *tr, const spa_tensor *k, const spa_tensor *v,
+                          float *kpack, float *vpack, int64_t h2, bool pairs, const spa_runner *runner);
+uint64_t spa_nsca_pack_floats(const spa_tensor *t, const spa_nsca_shape *sh);
 
 /* Kernel argument block into *out (grad tensors may be NULL, forward ones
  * too); filled in place, so no copy of it lands on the phase-2 stack. */

@@ -292,12 +292,9 @@ spa_status spa_nsa_cattn_phase2(void *workspace, uint64_t workspace_size,
     if (r.empty)
         return SPA_OK;
     for (r.h2 = 0; r.h2 < r.p.sh.n2; r.h2++) {
-        if (r.dot)
-            spa_nsca_attach_head_bf16(&r.args, &r.p.sh, &r.tr, &r.k, &r.v, r.slices.kpack,
-                                      r.slices.vpack, r.h2, &rn);
-        else if (!r.in_place)
+        if (!r.in_place)
             spa_nsca_attach_head(&r.args, &r.p.sh, &r.tr, &r.k, &r.v, r.slices.kpack,
-                                 r.slices.vpack, r.h2, &rn);
+                                 r.slices.vpack, r.h2, r.dot, &rn);
         spa_run_blocks(&rn, run_block, &r, r.p.blocks);
     }
     return SPA_OK;

@@ -369,7 +369,7 @@ spa_status spa_nsa_cattn_grad_phase2(void *workspace, uint64_t workspace_size,
         if (p->sh.t1 > 0) {
             if (!p->kv_rows)
                 spa_nsca_attach_head(&r.args, &p->sh, &r.tr, &r.k, &r.v, r.s.kpack, r.s.vpack,
-                                     r.h2, &rn);
+                                     r.h2, false, &rn);
             spa_run_blocks(&rn, run_token_block, &r, (uint32_t)p->ranges);
         }
         spa_run_blocks(&rn, run_reduce, &r, (uint32_t)tasks);

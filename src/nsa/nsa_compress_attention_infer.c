@@ -481,11 +481,11 @@ static void gather_rows_pairs(const nscai_run *r, int64_t b, int64_t h, int64_t 
         spa_vbp_zip_rows(vd + i / 2 * sh->dvp, raw + i * sh->dvp, raw + (i + 1) * sh->dvp, (ptrdiff_t)sh->dvp);
 }
 
-/* The kernel arguments of rows gathered as pairs (gather_rows_pairs). */
+/* The kernel arguments of rows gathered as pairs (gather_rows_pairs; kf /
+ * vf stay NULL, as base_args leaves them). */
 static void pairs_args(const nscai_run *r, unsigned char *scratch, spa_nsca_args *a)
 {
     const nscai_shape *sh = &r->p->sh;
-    a->kf = NULL, a->vf = NULL;
     a->kb = (const uint32_t *)(const void *)(scratch + r->p->lay.kg), a->kbr = sh->dp / 2;
     a->vp = (const uint32_t *)(const void *)(scratch + r->p->lay.vg), a->vpr = sh->dvp;
 }
@@ -623,10 +623,12 @@ static void run_part_kernel(const nscai_run *r, spa_nsca_args *a, int64_t b, int
     a->sm = scratch + lay->sink, a->ss0 = a->ss1 = a->ss2 = 0;
     a->pos_shift = r->e->causal ? r->sel[b] - nq : 0;
     a->key0 = c0;
-    a->kf = (const float *)(const void *)(scratch + lay->kg), a->kfr = sh->dp;
-    a->vf = (const float *)(const void *)(scratch + lay->vg), a->vfr = sh->dvp;
     if (r->dot)
         pairs_args(r, scratch, a);
+    else {
+        a->kf = (const float *)(const void *)(scratch + lay->kg), a->kfr = sh->dp;
+        a->vf = (const float *)(const void *)(scratch + lay->vg), a->vfr = sh->dvp;
+    }
     spa_nsca_pages pages;
     if (SPA_CATTN_INFER_IN_PLACE && r->in_place) { /* the cache where it lies; the tail and the zeros in the scratch (stage_part_tail) */
         const nscai_exec *e = r->e;

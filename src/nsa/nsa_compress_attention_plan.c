@@ -172,26 +172,17 @@ static spa_nsas_trusted pack_trusted(const spa_nsca_trusted *tr)
 
 void spa_nsca_attach_head(spa_nsca_args *a, const spa_nsca_shape *sh,
                           const spa_nsca_trusted *tr, const spa_tensor *k, const spa_tensor *v,
-                          float *kpack, float *vpack, int64_t h2, const spa_runner *runner)
+                          float *kpack, float *vpack, int64_t h2, bool pairs, const spa_runner *runner)
 {
     const spa_nsas_shape p = pack_shape(sh);
     const spa_nsas_trusted t = pack_trusted(tr);
-    spa_nsas_args s;
+    spa_nsas_args s; /* the rows the packing does not make stay NULL */
     memset(&s, 0, sizeof s);
-    spa_nsas_attach_head(&s, &p, &t, k, v, kpack, vpack, h2, runner);
+    if (pairs)
+        spa_nsas_attach_head_bf16(&s, &p, &t, k, v, kpack, vpack, h2, runner);
+    else
+        spa_nsas_attach_head(&s, &p, &t, k, v, kpack, vpack, h2, runner);
     a->kf = s.kf, a->kfr = s.kfr, a->vf = s.vf, a->vfr = s.vfr;
-}
-
-void spa_nsca_attach_head_bf16(spa_nsca_args *a, const spa_nsca_shape *sh,
-                               const spa_nsca_trusted *tr, const spa_tensor *k, const spa_tensor *v,
-                               float *kpack, float *vpack, int64_t h2, const spa_runner *runner)
-{
-    const spa_nsas_shape p = pack_shape(sh);
-    const spa_nsas_trusted t = pack_trusted(tr);
-    spa_nsas_args s;
-    memset(&s, 0, sizeof s);
-    spa_nsas_attach_head_bf16(&s, &p, &t, k, v, kpack, vpack, h2, runner);
-    a->kf = NULL, a->vf = NULL;
     a->kb = s.kb, a->kbr = s.kbr, a->vp = s.vp, a->vpr = s.vpr;
 }
 
