@@ -93,7 +93,8 @@ M4_IN_F64 := gen/isa/$(ISA).m4 targets/$(TARGET)/budget.m4 gen/tiles.m4 template
 M4_INC_F64 := $(filter-out %.c.m4,$(foreach d,$(TEMPLATE_DIRS),$(wildcard $(d)/f64/*.m4)))
 ISA_H := $(wildcard src/isa/*.h)
 
-GEN_C := $(foreach op,$(KERNEL_OPS),$(foreach dt,$(filter-out f64,$(DTYPES)),$(B)/gen/$(op)_$(dt).c)) \
+# an op of F32_ONLY_KERNELS (mk/ops.mk) has one kernel for every dtype, on f32 rows
+GEN_C := $(foreach op,$(KERNEL_OPS),$(foreach dt,$(if $(filter $(op),$(F32_ONLY_KERNELS)),f32,$(filter-out f64,$(DTYPES))),$(B)/gen/$(op)_$(dt).c)) \
 	$(if $(filter f64,$(DTYPES)),$(foreach op,$(F64_OPS),$(B)/gen/$(op)_f64.c))
 ABSENT_HALF := $(filter-out $(DTYPES),f16 bf16)
 ifeq ($(filter f32,$(DTYPES)),)

@@ -7,7 +7,7 @@
 # generated spa_ops.h). A suite runs only where every op it calls is built.
 ALL_OPS := msda msda_grad nsa_compress nsa_compress_grad nsa_compress_attention \
   nsa_compress_attention_grad nsa_select nsa_select_grad swa swa_grad nsa_select_infer \
-  nsa_compress_attention_infer nsa_compress_with_cache
+  nsa_compress_attention_infer nsa_compress_with_cache dsa_lightning_indexer
 OPS ?= $(ALL_OPS)
 ifneq ($(filter-out $(ALL_OPS),$(OPS)),)
 $(error OPS: no operator '$(filter-out $(ALL_OPS),$(OPS))': pick from $(ALL_OPS))
@@ -55,6 +55,13 @@ OP_F64_swa := swa
 OP_SRC_swa_grad := nsa/swa_grad.c nsa/swa_plan.c nsa/attn_plan.c
 OP_KERNELS_swa_grad := swa_grad
 OP_F64_swa_grad := swa_grad
+OP_SRC_dsa_lightning_indexer := dsa/dsa_lightning_indexer.c
+OP_KERNELS_dsa_lightning_indexer := dsa_lightning_indexer
+OP_F64_dsa_lightning_indexer :=
+
+# kernels that read f32 rows whatever the dtype (the driver widens them):
+# generated once, with the f32 kernels
+F32_ONLY_KERNELS := dsa_lightning_indexer
 
 # the ops each suite calls (a suite not listed calls every op)
 SUITE_OPS_msda := msda
@@ -69,6 +76,7 @@ SUITE_OPS_nsa_select := nsa_select
 SUITE_OPS_nsa_select_grad := nsa_select nsa_select_grad
 SUITE_OPS_nsa_select_infer := nsa_select_infer
 SUITE_OPS_swa := swa swa_grad
+SUITE_OPS_dsa_lightning_indexer := dsa_lightning_indexer
 SUITE_OPS_half :=
 
 BUILT_OPS_ALL := $(if $(filter-out $(OPS),$(ALL_OPS)),,1)

@@ -12,9 +12,10 @@ set(SPATTN_OPS_MSDA_GRAD msda_grad)
 set(SPATTN_OPS_NSA_TRAINING nsa_compress nsa_compress_attention nsa_select swa)
 set(SPATTN_OPS_NSA_TRAINING_GRAD nsa_compress_grad nsa_compress_attention_grad nsa_select_grad swa_grad)
 set(SPATTN_OPS_NSA_INFERENCE nsa_select_infer nsa_compress_attention_infer nsa_compress_with_cache)
+set(SPATTN_OPS_DSA dsa_lightning_indexer)
 set(SPATTN_ALL_OPS msda msda_grad nsa_compress nsa_compress_grad nsa_compress_attention
   nsa_compress_attention_grad nsa_select nsa_select_grad swa swa_grad nsa_select_infer
-  nsa_compress_attention_infer nsa_compress_with_cache)
+  nsa_compress_attention_infer nsa_compress_with_cache dsa_lightning_indexer)
 
 # spattn_make_args(<prefix>): sets <prefix>_TARGET, <prefix>_OPS,
 # <prefix>_DTYPES (space-separated, as make takes them) and
@@ -79,12 +80,15 @@ function(spattn_make_args prefix)
   if(CONFIG_SPATTN_NSA_INFERENCE)
     list(APPEND wanted ${SPATTN_OPS_NSA_INFERENCE})
   endif()
+  if(CONFIG_SPATTN_DSA)
+    list(APPEND wanted ${SPATTN_OPS_DSA})
+  endif()
   if(NOT wanted)
     # OPS= with nothing would build an archive of stubs only.
     message(FATAL_ERROR
       "spattn: CONFIG_SPATTN is set but no operator family is: enable "
-      "CONFIG_SPATTN_MSDA, CONFIG_SPATTN_NSA_TRAINING or "
-      "CONFIG_SPATTN_NSA_INFERENCE.")
+      "CONFIG_SPATTN_MSDA, CONFIG_SPATTN_NSA_TRAINING, "
+      "CONFIG_SPATTN_NSA_INFERENCE or CONFIG_SPATTN_DSA.")
   endif()
   set(ops)
   foreach(op IN LISTS SPATTN_ALL_OPS)

@@ -8,4 +8,5 @@
 #include "spattn/executor.h"
 #include "spattn/nsa_compress_attention.h"
 #include "spattn/swa.h"
+#include "spattn/dsa.h"
 #endif

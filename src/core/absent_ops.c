@@ -6,6 +6,7 @@
  * link error. The arguments are not read. */
 #include "internal.h"
 #include "spa_ops.h"
+#include "spattn/dsa.h"
 #include "spattn/msda.h"
 #include "spattn/nsa.h"
 #include "spattn/nsa_compress_attention.h"
@@ -334,4 +335,21 @@ spa_status spa_swa_grad(void *workspace, uint64_t workspace_size, const spa_exec
 {
     return absent_phase2();
 }
+
+#if !SPA_BUILT_DSA_LIGHTNING_INDEXER
+spa_status spa_dsa_lightning_indexer_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *weights, const spa_tensor *block_table,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len, int64_t sparse_count,
+    int64_t sparse_mode, const spa_tensor *sparse_indices_out, const spa_tensor *sparse_values_out,
+    uint64_t *workspace_size, spa_executor *executor)
+{
+    return absent_phase1(executor, SPA_OP_DSA_LIGHTNING_INDEXER);
+}
+
+spa_status spa_dsa_lightning_indexer(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                     const spa_runner *runner)
+{
+    return absent_phase2();
+}
+#endif
 #endif

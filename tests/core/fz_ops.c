@@ -438,3 +438,45 @@ const fz_op fz_op_nsa_cattn_infer = {
     5, nsa_cattn_infer_attrs, 0.125, "TND",
     nsa_cattn_infer_phase1, spa_nsa_compress_attention_infer, NULL,
 };
+
+/* ---- dsa_lightning_indexer ---- */
+/* The DSA lightning indexer (spattn/dsa.h). Baseline: f16, two sequences
+ * of 60 and 40 keys in a pool of 8 pages of 16 rows through a block table
+ * whose entries past each sequence are -1 (N2 2, D 40), their last 4 and 2
+ * tokens as queries (N1 4), f32 weights, K 24 (more than some queries
+ * see), causal, values out in f16. */
+static const int64_t dsa_li_table_vals[] = {3, 0, 6, 1, -1, 4, 7, 2, -1, -1};
+static const fz_tensor_spec dsa_li_tensors[] = {
+    {"query", SPA_FLOAT16, 3, {6, 4, 40}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT16, 4, {8, 16, 2, 40}, FZ_IN, false, NULL, 0},
+    {"weights", SPA_FLOAT32, 2, {6, 4}, FZ_IN, false, NULL, 0},
+    {"blockTable", SPA_INT32, 2, {2, 5}, FZ_INDEX, false, dsa_li_table_vals, 10},
+    {"sparseIndicesOut", SPA_INT32, 3, {6, 2, 24}, FZ_OUT, false, NULL, 0},
+    {"sparseValuesOut", SPA_FLOAT16, 3, {6, 2, 24}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec dsa_li_arrays[] = {{{4, 2}, 2}, {{60, 40}, 2}};
+static const int64_t dsa_li_attrs[] = {24, 3}; /* sparseCount, sparseMode */
+
+/* Multiply-adds bound: every query head against every row the lengths may
+ * reach (the table's pages may repeat one page of the pool). */
+static double dsa_li_work(const fz_call *c)
+{
+    const spa_tensor *q = &c->t[0], *k = &c->t[1], *tb = &c->t[3];
+    if (q->rank != 3 || k->rank != 4 || tb->rank != 2)
+        return 0.0;
+    const double rows = c->present[3] ? (double)tb->dims[1] * (double)k->dims[1] : (double)k->dims[1];
+    return (double)q->dims[0] * (double)q->dims[1] * (double)q->dims[2] * rows;
+}
+
+static spa_status dsa_li_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_dsa_lightning_indexer_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3),
+                                                        FZ_A(c, 0), FZ_A(c, 1), c->attr[0], c->attr[1],
+                                                        FZ_T(c, 4), FZ_T(c, 5), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_dsa_lightning_indexer = {
+    "dsa_lightning_indexer", 6, dsa_li_tensors, 2, dsa_li_arrays,
+    2, dsa_li_attrs, 0.0, "TND",
+    dsa_li_phase1, spa_dsa_lightning_indexer, dsa_li_work,
+};

@@ -92,7 +92,7 @@ mapping "gradients with NSA inference only: no backward ops" \
     $m55 $hard CONFIG_SPATTN_NSA_INFERENCE=y CONFIG_SPATTN_GRADIENTS=y
 mapping "m55 softfp, every option: every op of mk/ops.mk" \
     "TARGET=cortex-m55-softfp | OPS=$all_ops | DTYPES=f32 f16 bf16 | REASONS=1" \
-    $m55 $soft CONFIG_SPATTN_MSDA=y CONFIG_SPATTN_NSA_TRAINING=y CONFIG_SPATTN_NSA_INFERENCE=y \
+    $m55 $soft CONFIG_SPATTN_MSDA=y CONFIG_SPATTN_NSA_TRAINING=y CONFIG_SPATTN_NSA_INFERENCE=y CONFIG_SPATTN_DSA=y \
     CONFIG_SPATTN_GRADIENTS=y CONFIG_SPATTN_FLOAT16=y CONFIG_SPATTN_BFLOAT16=y CONFIG_SPATTN_REASONS=y
 mapping "no FPU: refused" \
     "FATAL: spattn: CONFIG_FPU is not set." \

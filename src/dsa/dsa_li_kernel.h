@@ -1,0 +1,23 @@
+/* The LightningIndexer score kernel (generated per ISA from
+ * templates/dsa/dsa_lightning_indexer.c.m4, f32 only): the scores
+ * I[r] = sum_g w[g] * ReLU(q[g] . k[r]) of `rows` gathered key rows against
+ * one token's heads of one key head. */
+#ifndef SPA_DSA_LI_KERNEL_H
+#define SPA_DSA_LI_KERNEL_H
+
+#include <stdint.h>
+
+typedef struct spa_dsli_args {
+    const float *qt; /* [chunks][dp][gp]: the heads transposed, lanes past G zero */
+    const float *w;  /* [chunks][gp]: their weights, lanes past G zero */
+    int64_t chunks;  /* ceil(G / 32) chunks of heads */
+    int64_t gp;      /* lanes per chunk: 8, 16 or 32 (spa_nsas_lanes) */
+    int64_t dp;      /* the head dim padded to 16 (rows of k, of qt) */
+} spa_dsli_args;
+
+/* k [rows][dp] (rows a multiple of 16, at most SPA_DSLI_TK), s a scratch of
+ * rows * gp floats; out[r] for r < rows. Per row the chunks' terms are
+ * summed in a fixed order: the result does not depend on who calls. */
+typedef void spa_dsli_kernel(const spa_dsli_args *a, const float *k, int64_t rows, float *s, float *out);
+
+#endif
