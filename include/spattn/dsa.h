@@ -21,15 +21,18 @@ extern "C" {
  *   key         paged (block_table given): [pages, page_size, N2, D], batch
  *               b's row p is row p % page_size of page
  *               block_table[b][p / page_size]; contiguous (block_table
- *               NULL): [B, S, N2, D], batch b's rows in key[b]. Any strides.
+ *               NULL): [B, S, N2, D], batch b's rows in key[b]; TND
+ *               (block_table NULL): [T2, N2, D], the batches' rows one
+ *               after the other (L_0 + L_1 + ... <= T2). Any strides.
  *   weights     [T, N1], the query's dtype or FLOAT32.
  *   block_table INT32 [B, max_pages] or NULL; its entries are untrusted
  *               (every page batch b's L_b rows lie on must be a page of
  *               key: checked in both phases).
  *   actual_seq_q_len[b]: S_b, the query count of batch b (NULL: T / B,
  *               T a multiple of B).
- *   actual_seq_kv_len[b]: L_b, the key count of batch b (NULL: contiguous
- *               key only, B = key dim 0 and every L_b = key dim 1).
+ *   actual_seq_kv_len[b]: L_b, the key count of batch b (NULL: a
+ *               [B, S, N2, D] key only, every L_b = S; 161001 for a paged or
+ *               TND key).
  *   sparse_mode 3 (causal, CANN's rightDownCausal): query i of batch b
  *               stands at position L_b - S_b + i and sees keys 0 .. that
  *               position (none where it is negative); 0: every query sees

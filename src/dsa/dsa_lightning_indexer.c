@@ -62,9 +62,11 @@ _Static_assert(sizeof(dsli_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
 /* What the arguments determine (derived again in phase 2). */
 typedef struct dsli_shape {
+    spa_tensor kx; /* key as [pages, page_size, N2, D] ([1, T2, N2, D] for TND) */
     int64_t t, n1, n2, g, d, dp, kc, batches, pages, page_size, kv_cap;
     int64_t chunks, gp; /* heads in chunks of gp lanes */
     int32_t dtype;
+    bool tnd; /* key [T2, N2, D]: the batches' rows one after the other */
 } dsli_shape;
 
 typedef struct dsli_plan {
@@ -84,7 +86,16 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
 {
     memset(sh, 0, sizeof *sh);
     SPA_TRY(spa_tensor_check(&e->q, 3));
-    SPA_TRY(spa_tensor_check(&e->k, 4));
+    sh->tnd = e->k.rank == 3;
+    SPA_TRY(spa_tensor_check(&e->k, sh->tnd ? 3 : 4));
+    sh->kx = e->k;
+    if (sh->tnd) { /* the same elements as one page of T2 rows */
+        SPA_REQUIRE(!e->has_table /* a TND key takes no block_table */);
+        SPA_REQUIRE(e->has_skv /* a TND key: actual_seq_kv_len gives the batches */);
+        for (int32_t k = 3; k > 0; k--)
+            sh->kx.dims[k] = e->k.dims[k - 1], sh->kx.strides[k] = e->k.strides[k - 1];
+        sh->kx.dims[0] = 1, sh->kx.strides[0] = 0, sh->kx.rank = 4;
+    }
     SPA_TRY(spa_tensor_check(&e->w, 2));
     SPA_TRY(spa_tensor_check_output(&e->idx, 3));
     const int32_t dt = e->q.dtype;
@@ -95,12 +106,12 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
     SPA_REQUIRE(e->mode == 0 || e->mode == 3 /* sparse_mode: 0 or 3 */);
     SPA_REQUIRE(e->kc >= 1 && e->kc <= 65536 /* sparse_count: 1 .. 65536 */);
     sh->t = e->q.dims[0], sh->n1 = e->q.dims[1], sh->d = e->q.dims[2];
-    sh->n2 = e->k.dims[2], sh->kc = e->kc;
+    sh->n2 = sh->kx.dims[2], sh->kc = e->kc;
     SPA_REQUIRE(sh->n2 >= 1);
     SPA_REQUIRE(sh->n1 >= 1 && sh->n1 <= 256 /* query heads: 1 .. 256 */);
     SPA_REQUIRE(sh->n1 % sh->n2 == 0 /* query heads a multiple of key heads */);
     SPA_REQUIRE(sh->d >= 1 && sh->d <= 768 /* head dim: 1 .. 768 */);
-    SPA_REQUIRE(e->k.dims[3] == sh->d /* key head dim == query head dim */);
+    SPA_REQUIRE(sh->kx.dims[3] == sh->d /* key head dim == query head dim */);
     const int64_t wd[2] = {sh->t, sh->n1}, od[3] = {sh->t, sh->n2, sh->kc};
     SPA_REQUIRE(spa_tensor_dims_are(&e->w, 2, wd) /* weights: [T, N1] */);
     SPA_REQUIRE(spa_tensor_dims_are(&e->idx, 3, od) /* sparse_indices_out: [T, N2, K] */);
@@ -109,7 +120,7 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
         SPA_REQUIRE(e->val.dtype == dt || e->val.dtype == SPA_FLOAT32 /* sparse_values_out: query's dtype or FLOAT32 */);
         SPA_REQUIRE(spa_tensor_dims_are(&e->val, 3, od) /* sparse_values_out: [T, N2, K] */);
     }
-    sh->pages = e->k.dims[0], sh->page_size = e->k.dims[1];
+    sh->pages = sh->kx.dims[0], sh->page_size = sh->kx.dims[1];
     if (e->has_skv) {
         SPA_TRY(spa_seq_check_size(&e->skv));
         sh->batches = (int64_t)e->skv.size;
@@ -130,8 +141,8 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
         SPA_REQUIRE(e->table.dims[0] == sh->batches /* block_table: a row per batch */);
         SPA_REQUIRE(spa_mul_ok(e->table.dims[1], sh->page_size, &sh->kv_cap));
     } else {
-        SPA_REQUIRE(sh->pages >= sh->batches /* contiguous key: key[b] per batch */);
-        sh->kv_cap = sh->page_size;
+        SPA_REQUIRE(sh->tnd || sh->pages >= sh->batches /* contiguous key: key[b] per batch */);
+        sh->kv_cap = sh->page_size; /* TND: every batch's rows inside the T2 rows (check_seq) */
     }
     int64_t units;
     SPA_REQUIRE(spa_mul_ok(sh->t, sh->n2, &units) /* T * N2 units */);
@@ -144,11 +155,11 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
 }
 
 /* S_b and L_b of batch b, read once each (copies: the trusted arrays of
- * phase 2); *lmax: the longest L_b. */
+ * phase 2, and a TND key's first row of each batch); *lmax: the longest L_b. */
 static spa_status check_seq(const dsli_exec *e, const dsli_shape *sh, int64_t *sq_copy, int64_t *kv_copy,
-                            int64_t *lmax)
+                            int64_t *start_copy, int64_t *lmax)
 {
-    int64_t total = 0;
+    int64_t total = 0, start = 0;
     *lmax = 0;
     for (int64_t b = 0; b < sh->batches; b++) {
         const int64_t s = e->has_sq ? e->sq.data[b] : sh->t / sh->batches;
@@ -156,18 +167,23 @@ static spa_status check_seq(const dsli_exec *e, const dsli_shape *sh, int64_t *s
         SPA_REQUIRE(s >= 0 && l >= 0 /* actual_seq_q_len / actual_seq_kv_len >= 0 */);
         SPA_REQUIRE(l <= sh->kv_cap /* L_b fits the cache (block_table row, or key dim 1) */);
         SPA_REQUIRE(l <= INT32_MAX /* key indices are INT32 */);
+        if (sh->tnd)
+            SPA_REQUIRE(l <= sh->kv_cap - start /* actual_seq_kv_len: the batches' rows inside key's T2 */);
         SPA_REQUIRE(spa_add_ok(total, s, &total));
         *lmax = l > *lmax ? l : *lmax;
         if (sq_copy != NULL)
-            sq_copy[b] = s, kv_copy[b] = l;
+            sq_copy[b] = s, kv_copy[b] = l, start_copy[b] = start;
+        start += sh->tnd ? l : 0;
     }
     SPA_REQUIRE(total == sh->t /* the query counts sum to T */);
     return SPA_OK;
 }
 
-/* The page holding row p of batch b (spa_nsa_cache_page). */
+/* The page holding row p of batch b (spa_nsa_cache_page; TND: the one page). */
 static int64_t page_of(const dsli_exec *e, const dsli_shape *sh, int64_t b, int64_t p)
 {
+    if (sh->tnd)
+        return 0;
     return spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p);
 }
 
@@ -223,12 +239,13 @@ static void make_plan(const dsli_shape *sh, int64_t lmax, dsli_plan *p)
 }
 
 /* The workspace: the sequence copies, the round's scores, a scratch per block. */
-static void carve(spa_ws *ws, const dsli_plan *p, int64_t **sq, int64_t **kv, int64_t **qs, double **scores,
-                  unsigned char **scratch)
+static void carve(spa_ws *ws, const dsli_plan *p, int64_t **sq, int64_t **kv, int64_t **qs, int64_t **ks,
+                  double **scores, unsigned char **scratch)
 {
     *sq = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
     *kv = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
     *qs = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *ks = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
     *scores = spa_ws_take(ws, (uint64_t)p->round * (uint64_t)(p->lmax > 0 ? p->lmax : 1), sizeof(double));
     *scratch = spa_ws_take(ws, (uint64_t)p->blocks, p->scratch_bytes);
 }
@@ -236,11 +253,11 @@ static void carve(spa_ws *ws, const dsli_plan *p, int64_t **sq, int64_t **kv, in
 static uint64_t planned_bytes(const dsli_plan *p)
 {
     spa_ws ws;
-    int64_t *a, *b, *c;
+    int64_t *a, *b, *c, *d;
     double *s;
     unsigned char *x;
     spa_ws_plan(&ws);
-    carve(&ws, p, &a, &b, &c, &s, &x);
+    carve(&ws, p, &a, &b, &c, &d, &s, &x);
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
 }
 
@@ -253,8 +270,8 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
     if (query == NULL || key == NULL || weights == NULL || sparse_indices_out == NULL || workspace_size == NULL ||
         executor == NULL)
         return SPA_ERR_NULLPTR;
-    if (block_table != NULL && actual_seq_kv_len == NULL) /* a paged key has no lengths of its own */
-        return SPA_ERR_NULLPTR;
+    if ((block_table != NULL || key->rank == 3) && actual_seq_kv_len == NULL)
+        return SPA_ERR_NULLPTR; /* a paged or TND key has no lengths of its own */
     dsli_exec e;
     memset(&e, 0, sizeof e);
     e.q = *query, e.k = *key, e.w = *weights, e.idx = *sparse_indices_out;
@@ -269,7 +286,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
     e.kc = sparse_count, e.mode = sparse_mode;
     dsli_shape sh;
     SPA_TRY(check_args(&e, &sh));
-    SPA_TRY(check_seq(&e, &sh, NULL, NULL, &e.lmax));
+    SPA_TRY(check_seq(&e, &sh, NULL, NULL, NULL, &e.lmax));
     dsli_plan p;
     make_plan(&sh, e.lmax, &p);
     e.head.ws_size = planned_bytes(&p);
@@ -283,7 +300,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
 typedef struct dsli_run {
     const dsli_exec *e;
     const dsli_plan *p;
-    const int64_t *sq, *kv, *qs; /* trusted: per-batch counts, lengths, first query */
+    const int64_t *sq, *kv, *qs, *ks; /* trusted: per-batch counts, lengths, first query, first key row (TND) */
     double *scores;              /* [round][lmax] */
     unsigned char *scratch;
     int64_t u0; /* the round's first unit */
@@ -349,7 +366,8 @@ static void gather_row(const dsli_run *r, int64_t b, int64_t h, int64_t s, void 
         spa_nsa_zero_row(dst, sh->dp, sh->dtype);
         return;
     }
-    spa_nsa_cache_row(&e->k, pg, e->has_table ? s % sh->page_size : s, h, sh->d, sh->dp, dst);
+    const int64_t row = sh->tnd ? r->ks[b] + s : e->has_table ? s % sh->page_size : s;
+    spa_nsa_cache_row(&sh->kx, pg, row, h, sh->d, sh->dp, dst);
 }
 
 /* Keys [s0, s1) of a unit in f32 on the generated kernel. */
@@ -503,18 +521,18 @@ spa_status spa_dsa_lightning_indexer_phase2(void *workspace, uint64_t workspace_
     SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
     spa_ws ws;
     dsli_run r;
-    int64_t *sq, *kv, *qs, lmax;
+    int64_t *sq, *kv, *qs, *ks, lmax;
     spa_ws_attach(&ws, workspace, e.head.ws_size);
-    carve(&ws, &p, &sq, &kv, &qs, &r.scores, &r.scratch);
+    carve(&ws, &p, &sq, &kv, &qs, &ks, &r.scores, &r.scratch);
     SPA_REQUIRE(!ws.overflow);
-    SPA_TRY(check_seq(&e, &sh, sq, kv, &lmax));
+    SPA_TRY(check_seq(&e, &sh, sq, kv, ks, &lmax));
     SPA_REQUIRE(lmax <= e.lmax /* the lengths phase 1 planned for */);
     for (int64_t b = 0, t = 0; b < sh.batches; t += sq[b], b++)
         qs[b] = t;
     SPA_TRY(check_table(&e, &sh, kv));
     if (sh.t == 0)
         return SPA_OK;
-    r.e = &e, r.p = &p, r.sq = sq, r.kv = kv, r.qs = qs;
+    r.e = &e, r.p = &p, r.sq = sq, r.kv = kv, r.qs = qs, r.ks = ks;
     for (r.u0 = 0; r.u0 < p.units; r.u0 += p.round) { /* a round's scores, then its top K */
         spa_run_blocks(&rn, run_scores_block, &r, p.blocks);
         const int64_t n = p.units - r.u0 < p.round ? p.units - r.u0 : p.round;
