@@ -93,6 +93,13 @@ void spa_acl_call_begin(spa_acl_call *c, aclOpExecutor **executor);
 const spa_tensor *spa_acl_call_tensor(spa_acl_call *c, const aclTensor *t, spa_tensor *out);
 /* Array argument: NULL stays NULL; otherwise an executor-owned copy. */
 const spa_int_array *spa_acl_call_array(spa_acl_call *c, const aclIntArray *a);
+/* Lengths given as a 1-D INT32 tensor (CANN's actualSeqLengths*): an
+ * executor-owned int64 copy of its values, read once here (CANN's kernel
+ * reads them at run time; a caller that rewrites them between the phases
+ * gets the values of phase 1), per batch, from a prefix sum where
+ * cumulative (TND). NULL stays NULL; *ok false: not a 1-D INT32 tensor of
+ * at most 65536 values, or a prefix sum that decreases. */
+const spa_int_array *spa_acl_call_tensor_lengths(spa_acl_call *c, const aclTensor *t, bool cumulative, bool *ok);
 aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
                              const uint64_t *workspace_size, aclOpExecutor **executor);
 /* Phase 2 of every op. */

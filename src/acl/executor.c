@@ -99,6 +99,38 @@ const spa_int_array *spa_acl_call_array(spa_acl_call *c, const aclIntArray *a)
     return &c->arrays[i];
 }
 
+const spa_int_array *spa_acl_call_tensor_lengths(spa_acl_call *c, const aclTensor *t, bool cumulative, bool *ok)
+{
+    *ok = true;
+    if (t == NULL || c->narrays >= SPA_ACL_CALL_ARRAYS)
+        return NULL;
+    spa_tensor v;
+    const spa_tensor *tv = spa_acl_tensor(t, &v);
+    if (tv->rank != 1 || tv->dtype != SPA_INT32 || tv->dims[0] < 0 || tv->dims[0] > 65536 ||
+        (tv->dims[0] > 0 && tv->data == NULL)) {
+        *ok = false;
+        return NULL;
+    }
+    const unsigned i = c->narrays++;
+    const uint64_t n = (uint64_t)tv->dims[0];
+    int64_t *values = malloc((size_t)(n > 0 ? n : 1) * sizeof *values);
+    if (values == NULL)
+        c->alloc_failed = true;
+    const int32_t *src = tv->data;
+    int64_t prev = 0;
+    for (uint64_t k = 0; values != NULL && k < n; k++) {
+        const int64_t x = src[(int64_t)k * tv->strides[0]]; /* read once */
+        values[k] = cumulative ? x - prev : x;
+        if (cumulative && x < prev)
+            *ok = false; /* a prefix sum that decreases */
+        prev = x;
+    }
+    c->owned[i] = values;
+    c->arrays[i].data = values;
+    c->arrays[i].size = values != NULL ? n : 0;
+    return &c->arrays[i];
+}
+
 static aclnnStatus map_status(spa_status st)
 {
     return st == SPA_ERR_WORKSPACE ? ACLNN_ERR_PARAM_INVALID : (aclnnStatus)st;
@@ -119,6 +151,7 @@ static const char *api_name(spa_acl_run_fn run)
         {spa_msda_grad, "aclnnMultiScaleDeformableAttentionGrad"},
         {spa_nsa_compress_attention, "aclnnNsaCompressAttention"},
         {spa_nsa_select_infer, "aclnnNsaSelectedAttentionInfer"},
+        {spa_dsa_lightning_indexer, "aclnnLightningIndexer"},
         {spa_nsa_compress_with_cache, "aclnnNsaCompressWithCache"},
         {spa_nsa_compress_attention_infer, "aclnnNsaCompressAttentionInfer"},
     };
