@@ -11,6 +11,7 @@ typedef struct spa_dsli_args {
     const float *qt; /* [chunks][dp][gp]: the heads transposed, lanes past G zero */
     const float *w;  /* [chunks][gp]: their weights, lanes past G zero */
     int64_t chunks;  /* ceil(G / 32) chunks of heads */
+    int64_t g;       /* G: the lanes past it (of the last chunk) are padding */
     int64_t gp;      /* lanes per chunk: 8, 16 or 32 (spa_nsas_lanes) */
     int64_t dp;      /* the head dim padded to 16 (rows of k, of qt) */
 } spa_dsli_args;

@@ -391,7 +391,7 @@ static void scores_f32(const dsli_run *r, int64_t t, int64_t h, int64_t b, int64
             col[d * gp] = (float)elem(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + d * e->q.strides[2]);
         w[c * gp + l] = (float)elem(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
     }
-    const spa_dsli_args a = {qt, w, sh->chunks, gp, dp};
+    const spa_dsli_args a = {qt, w, sh->chunks, sh->g, gp, dp};
     for (int64_t r0 = s0; r0 < s1; r0 += tk) {
         const int64_t n = s1 - r0 < tk ? s1 - r0 : tk, rows = (n + 15) / 16 * 16;
         for (int64_t i = 0; i < rows; i++) {
