@@ -34,6 +34,8 @@
 #define SPA_FLOAT64_NSA_SELECT_GRAD SPA_HAVE_F64
 #define SPA_FLOAT64_MSDA SPA_HAVE_F64
 #define SPA_FLOAT64_MSDA_GRAD SPA_HAVE_F64
+/* the lightning indexer's f64 path is its driver's own double code */
+#define SPA_FLOAT64_DSA_LIGHTNING_INDEXER SPA_HAVE_F64
 
 /* The dtype of selected attention's softmax statistics (max, sum) for
  * query dtype dt: float64 with float64 tensors (the grad recomputes P from

@@ -27,6 +27,7 @@
 
 #include "dsa_li_kernel.h"
 #include "dsa_topk.h"
+#include "f64.h"
 #include "half.h"
 #include "internal.h"
 #include "nsa_cache_rows.h"
@@ -100,6 +101,7 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
     SPA_TRY(spa_tensor_check_output(&e->idx, 3));
     const int32_t dt = e->q.dtype;
     SPA_REQUIRE(spa_is_float_dtype(dt) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_DSA_LIGHTNING_INDEXER);
     SPA_REQUIRE(e->k.dtype == dt /* key: the dtype of query */);
     SPA_REQUIRE(e->w.dtype == dt || e->w.dtype == SPA_FLOAT32 /* weights: the query's dtype or FLOAT32 */);
     SPA_REQUIRE(e->idx.dtype == SPA_INT32 /* sparse_indices_out: INT32 */);
@@ -406,6 +408,7 @@ static void scores_f32(const dsli_run *r, int64_t t, int64_t h, int64_t b, int64
     }
 }
 
+#if SPA_FLOAT64_DSA_LIGHTNING_INDEXER
 /* The same sums in double (float64): per head q . k over the head dim in
  * order, max(0, x) under the kernel's rule (NaN kept), the heads' products
  * with w in order. */
@@ -436,6 +439,7 @@ static void scores_f64(const dsli_run *r, int64_t t, int64_t h, int64_t b, int64
         out[s] = acc;
     }
 }
+#endif
 
 /* Parts blk, blk + blocks, ... of the round (part i: keys of part i %
  * parts of round unit i / parts): their scores. */
@@ -454,10 +458,13 @@ static void run_scores_block(void *arg, uint32_t blk)
         if (s0 >= s1)
             continue;
         double *out = r->scores + ru * p->lmax;
-        if (is_f64(&p->sh))
+#if SPA_FLOAT64_DSA_LIGHTNING_INDEXER
+        if (is_f64(&p->sh)) {
             scores_f64(r, t, h, b, s0, s1, scratch, out);
-        else
-            scores_f32(r, t, h, b, s0, s1, scratch, out);
+            continue;
+        }
+#endif
+        scores_f32(r, t, h, b, s0, s1, scratch, out);
     }
 }
 
