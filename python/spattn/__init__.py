@@ -37,3 +37,8 @@ from .nsa_layer import parallel_nsa  # noqa: E402
 from .nsa_decode import NSACache  # noqa: E402
 
 __all__ += ["parallel_nsa", "nsa_compress_attention", "sliding_window_attention", "NSACache"]
+
+# DeepSeek sparse attention
+from .dsa import npu_lightning_indexer  # noqa: E402
+
+__all__ += ["npu_lightning_indexer"]

@@ -153,6 +153,8 @@ def not_differentiable(name, why="second derivatives are not implemented"):
     second derivative asked for through the operator itself), they refuse,
     saying why, instead of returning results without a graph or a tangent."""
     operator = op(name)
+    arguments = operator.default._schema.arguments
+    npos = sum(1 for a in arguments if not a.kwarg_only)
 
     def kernel(*args):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
@@ -160,7 +162,9 @@ def not_differentiable(name, why="second derivatives are not implemented"):
                 forward_ad._current_level >= 0
                 and any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)):
             raise RuntimeError("spattn: %s::%s is not differentiable (%s)" % (NAMESPACE, name, why))
-        return below_autograd(operator, *args)
+        # the schema's keyword-only arguments (after "*") go by name
+        keywords = {a.name: v for a, v in zip(arguments[npos:], args[npos:])}
+        return below_autograd(operator, *args[:npos], **keywords)
     register(name, kernel, "Autograd")
 
 

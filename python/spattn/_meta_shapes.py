@@ -100,3 +100,13 @@ def _cattn_infer(query, key, value, scale, head_num, kv_heads, block, count, pag
 @L.meta("nsa_compress_infer")
 def _compress_infer(x, weight, slots, l, d, page, cache, *rest):
     return cache
+
+
+@L.meta("npu_lightning_indexer")
+def _lightning_indexer(query, key, weights, sq=None, skv=None, table=None, layout_query="BSND",
+                       layout_key="BSND", sparse_count=2048, sparse_mode=3, pre=2**63 - 1,
+                       nxt=2**63 - 1, return_value=False):
+    lead = tuple(query.shape[:-2])
+    shape = lead + (key.shape[-2], sparse_count)
+    return (_empty(shape, torch.int32),
+            _empty(shape if return_value else (0,), query.dtype))

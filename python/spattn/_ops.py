@@ -754,3 +754,126 @@ class SlidingWindowAutograd(torch.autograd.Function):
 
 L.differentiable("sliding_window_attention", SlidingWindowAutograd)
 L.not_differentiable("sliding_window_attention_backward")
+
+
+# ---- DeepSeek sparse attention: the lightning indexer (LightningIndexer) ----
+# torch_npu.npu_lightning_indexer's arguments, names, order and defaults. The
+# union contract: query BSND [B, S1, N1, D] (batches with fewer queries than
+# S1 as actual_seq_lengths_query says: their rows past it get -1 / -inf) or
+# TND [T1, N1, D] (prefix sums); key PA_BSND [blocks, block_size, N2, D]
+# through block_table, BSND [B, S2, N2, D] or TND [T2, N2, D] (prefix sums);
+# any N1, N2, D up to 768, sparse_count up to 65536, float16 / bfloat16 /
+# float32 / float64, weights float32 or the query's dtype. Returns
+# (sparse_indices int32, sparse_values in the query's dtype, or an empty
+# tensor without return_value). No gradient (indices; the indexer's own
+# backward, LightningIndexerGrad, is not built yet).
+
+L.define("npu_lightning_indexer(Tensor query, Tensor key, Tensor weights, *, "
+        "Tensor? actual_seq_lengths_query=None, Tensor? actual_seq_lengths_key=None, "
+        "Tensor? block_table=None, str layout_query=\"BSND\", str layout_key=\"BSND\", "
+        "int sparse_count=2048, int sparse_mode=3, int pre_tokens=9223372036854775807, "
+        "int next_tokens=9223372036854775807, bool return_value=False) -> (Tensor, Tensor)")
+
+
+def _lengths(name, t, cumulative):
+    """An int32 / int64 lengths tensor (or list) as per-batch ints; prefix sums
+    (TND) as their differences."""
+    if isinstance(t, torch.Tensor):
+        if t.dim() != 1 or t.dtype not in (torch.int32, torch.int64):
+            raise ValueError("spattn: %s must be a 1-D int32 tensor of one value per batch" % name)
+        values = [int(x) for x in t.tolist()]
+    else:
+        values = [int(x) for x in t]
+    if not cumulative:
+        return values
+    out, prev = [], 0
+    for x in values:
+        if x < prev:
+            raise ValueError("spattn: %s holds prefix sums (TND), which must not decrease: %s"
+                             % (name, values))
+        out.append(x - prev)
+        prev = x
+    return out
+
+
+@L.cpu("npu_lightning_indexer")
+def _lightning_indexer_cpu(query, key, weights, actual_seq_lengths_query=None,
+                           actual_seq_lengths_key=None, block_table=None, layout_query="BSND",
+                           layout_key="BSND", sparse_count=2048, sparse_mode=3,
+                           pre_tokens=2**63 - 1, next_tokens=2**63 - 1, return_value=False):
+    if _lib.dsa_li_ws is None:
+        raise RuntimeError("spattn: the loaded libspattn has no spa_dsa_lightning_indexer")
+    if layout_query not in ("BSND", "TND"):
+        raise ValueError("spattn: layout_query is BSND or TND, not %r" % (layout_query,))
+    if layout_key not in ("PA_BSND", "BSND", "TND"):
+        raise ValueError("spattn: layout_key is PA_BSND, BSND or TND, not %r" % (layout_key,))
+    if pre_tokens != 2**63 - 1 or next_tokens != 2**63 - 1:
+        raise ValueError("spattn: pre_tokens and next_tokens take only their default 2^63 - 1 "
+                         "(sparse_mode says which keys a query sees)")
+    _lib.check_tensor("query", query, 4 if layout_query == "BSND" else 3)
+    _lib.check_tensor("key", key, 3 if layout_key == "TND" else 4)
+    _lib.check_tensor("weights", weights, 3 if layout_query == "BSND" else 2)
+    if layout_query == "TND" and actual_seq_lengths_query is None:
+        raise ValueError("spattn: a TND query needs actual_seq_lengths_query (prefix sums)")
+    if layout_key in ("TND", "PA_BSND") and actual_seq_lengths_key is None:
+        raise ValueError("spattn: a %s key needs actual_seq_lengths_key" % layout_key)
+    if layout_key == "PA_BSND" and block_table is None:
+        raise ValueError("spattn: a PA_BSND key needs block_table")
+    if layout_key != "PA_BSND" and block_table is not None:
+        raise ValueError("spattn: block_table goes with layout_key PA_BSND")
+    skv = None
+    if actual_seq_lengths_key is not None:
+        skv = _lengths("actual_seq_lengths_key", actual_seq_lengths_key, layout_key == "TND")
+    n2 = key.shape[-2]
+    if layout_query == "BSND":
+        b, s1 = query.shape[0], query.shape[1]
+        counts = [s1] * b
+        if actual_seq_lengths_query is not None:
+            counts = _lengths("actual_seq_lengths_query", actual_seq_lengths_query, False)
+            if len(counts) != b or any(c < 0 or c > s1 for c in counts):
+                raise ValueError("spattn: actual_seq_lengths_query must give each of the %d batches "
+                                 "0..%d queries, got %s" % (b, s1, counts))
+        rows = [bi * s1 + i for bi in range(b) for i in range(counts[bi])]
+        q = query.reshape(b * s1, query.shape[2], query.shape[3])
+        w = weights.reshape(b * s1, weights.shape[2])
+        full = len(rows) == b * s1
+        if not full:  # the valid queries packed (the native operator's T)
+            index = torch.tensor(rows, dtype=torch.long)
+            q, w = q.index_select(0, index), w.index_select(0, index)
+        lead = (b, s1)
+    else:
+        counts = _lengths("actual_seq_lengths_query", actual_seq_lengths_query, True)
+        if sum(counts) > query.shape[0]:
+            raise ValueError("spattn: actual_seq_lengths_query ends at %d, past the query's %d rows"
+                             % (sum(counts), query.shape[0]))
+        rows = list(range(sum(counts)))
+        full = len(rows) == query.shape[0]
+        q, w = query[:len(rows)], weights[:len(rows)]
+        lead = (query.shape[0],)
+    if skv is None and layout_key == "BSND" and key.shape[0] != len(counts):
+        raise ValueError("spattn: key has %d batches, the query %d" % (key.shape[0], len(counts)))
+    idx = _lib.new_output((q.shape[0], n2, sparse_count), torch.int32)
+    val = _lib.new_output((q.shape[0], n2, sparse_count), query.dtype) if return_value else None
+    sq, keep_q = _lib.int_array(counts)
+    kv, keep_kv = (_lib.int_array(skv) if skv is not None else (None, None))
+    d = _lib.describe
+    _lib.call("spa_dsa_lightning_indexer", _lib.dsa_li_ws,
+              (d(q), d(key), d(w), d(block_table) if block_table is not None else None, sq, kv,
+               sparse_count, sparse_mode, d(idx), d(val) if val is not None else None))
+    if not full:  # padding rows: -1 and -inf, as CANN leaves them
+        all_idx = torch.full((lead[0] * (lead[1] if len(lead) > 1 else 1), n2, sparse_count), -1,
+                             dtype=torch.int32)
+        all_idx[torch.tensor(rows, dtype=torch.long)] = idx
+        idx = all_idx
+        if val is not None:
+            all_val = torch.full(tuple(all_idx.shape), float("-inf"), dtype=query.dtype)
+            all_val[torch.tensor(rows, dtype=torch.long)] = val
+            val = all_val
+    idx = idx.reshape(lead + (n2, sparse_count))
+    val = val.reshape(lead + (n2, sparse_count)) if val is not None else query.new_empty((0,))
+    return idx, val
+
+
+L.not_differentiable("npu_lightning_indexer",
+                     "the lightning indexer's backward (LightningIndexerGrad) is not built yet; "
+                     "run it under torch.no_grad() or on detached tensors")
