@@ -82,7 +82,11 @@ static void test_workspace_over_call(void)
     }
 }
 
-/* Every byte of the executor's record, in inputs of 64 edits each. */
+/* Every byte of the executor's record, in inputs of 64 edits each, each
+ * byte flipped three ways; in the thin case set (the emulated and valgrind
+ * runs, whose drivers are the same C the quick and full runs edit three
+ * ways) one way, turning with the op and the run of 64 bytes, so that all
+ * three still occur. */
 static void test_edited_executors(void)
 {
     static const uint8_t flips[] = {0x01, 0x80, 0xFF};
@@ -95,6 +99,8 @@ static void test_edited_executors(void)
         CU_ASSERT_FATAL(rep.exec_bytes > 0 && rep.exec_bytes <= SPA_EXECUTOR_BYTES);
         for (size_t f = 0; f < sizeof flips; f++)
             for (uint32_t first = 0; first < rep.exec_bytes; first += 64) {
+                if (test_thin && f != ((size_t)o + first / 64) % sizeof flips)
+                    continue;
                 uint8_t in[2 + 64 * 6];
                 size_t n = 0;
                 in[n++] = 7;

@@ -13,7 +13,8 @@
  * nsa_compress_attention(_grad) T 1024 (512 on the boards), N1 8 / N2 1,
  * D = Dv = 128, compress block 32 / stride 16 (C = 63 keys), select block 64,
  * K 8, causal; swa(_grad) T 384, N1 8 / N2 1, D = Dv = 128, window 256;
- * nsa_select_infer, nsa_compress_attention_infer: see those functions below. */
+ * nsa_select_infer, nsa_compress_attention_infer, dsa_lightning_indexer: see
+ * those functions below. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -368,6 +369,36 @@ static double nsa_compress_attention_infer(spa_dtype dt, int calls)
     return 2.0 * B * N1 * (double)C * (D + DV);
 }
 
+/* The DSA lightning indexer: a decode step of DeepSeek's indexer (64 heads
+ * of D 128 on one key head, f32 weights) against 2048 keys (1024 on the
+ * boards), top 512, a contiguous key. */
+static double dsa_lightning_indexer(spa_dtype dt, int calls)
+{
+#if defined(SPA_TEST_SMALL)
+    enum { L = 1024 };
+#else
+    enum { L = 2048 };
+#endif
+    enum { N1 = 64, D = 128, KC = 512 };
+    const int64_t qd[3] = {1, N1, D}, kd[4] = {1, L, 1, D}, wd[2] = {1, N1}, id[3] = {1, 1, KC};
+    void *q = fill(dt, (size_t)N1 * D, -1, 1), *k = fill(dt, (size_t)L * D, -1, 1);
+    void *w = fill(SPA_FLOAT32, (size_t)N1, -1, 1);
+    int32_t *idx = malloc(sizeof(int32_t) * KC);
+    spa_tensor tq = tensor(dt, 3, qd, q), tk = tensor(dt, 4, kd, k), tw = tensor(SPA_FLOAT32, 2, wd, w),
+               ti = tensor(SPA_INT32, 3, id, idx);
+    uint64_t ws;
+    spa_executor ex;
+    if (spa_dsa_lightning_indexer_get_workspace_size(&tq, &tk, &tw, NULL, NULL, NULL, KC, 3, &ti, NULL, &ws, &ex) !=
+        SPA_OK) {
+        fprintf(stderr, "insn: dsa_lightning_indexer refused\n");
+        exit(1);
+    }
+    run(spa_dsa_lightning_indexer, ws, &ex, calls);
+    free(q), free(k), free(w), free(idx);
+    /* Q Kᵀ over the L keys of each query head */
+    return 2.0 * N1 * (double)L * D;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -390,6 +421,8 @@ int main(int argc, char **argv)
         flops = nsa_select_infer(dt, calls);
     else if (strcmp(op, "nsa_compress_attention_infer") == 0)
         flops = nsa_compress_attention_infer(dt, calls);
+    else if (strcmp(op, "dsa_lightning_indexer") == 0)
+        flops = dsa_lightning_indexer(dt, calls);
     else if (strcmp(op, "msda") == 0 || strcmp(op, "msda_grad") == 0)
         flops = msda(dt, op[4] != '\0', calls);
     else {
