@@ -323,21 +323,6 @@ static double elem(const spa_tensor *x, int64_t i)
     }
 }
 
-/* The batch of token t: the last b with qs[b] <= t (a batch without
- * queries shares its qs with the next, which wins). */
-static int64_t batch_of(const dsli_run *r, int64_t t)
-{
-    int64_t lo = 0, hi = r->p->sh.batches - 1;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo + 1) / 2;
-        if (r->qs[mid] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 /* Round unit ru: its token, key head, batch and the keys it sees; false
  * past the units. */
 static bool unit_of(const dsli_run *r, int64_t ru, int64_t *t, int64_t *h, int64_t *b, int64_t *seen)
@@ -346,7 +331,7 @@ static bool unit_of(const dsli_run *r, int64_t ru, int64_t *t, int64_t *h, int64
     const int64_t u = r->u0 + ru;
     if (u >= p->units)
         return false;
-    *t = u / p->sh.n2, *h = u - *t * p->sh.n2, *b = batch_of(r, *t);
+    *t = u / p->sh.n2, *h = u - *t * p->sh.n2, *b = spa_nsa_cache_batch_of(r->qs, r->p->sh.batches, *t);
     const int64_t len = r->kv[*b];
     if (r->e->mode == 0) {
         *seen = len;

@@ -24,6 +24,22 @@ static inline int64_t spa_nsa_cache_page(const spa_tensor *table, int64_t page_s
     return pg >= 0 && pg < pages ? pg : -1;
 }
 
+/* The batch of query token t, qs[b] the first token of batch b (ascending):
+ * the last b with qs[b] <= t (a batch without queries shares its qs with
+ * the next, which wins). */
+static inline int64_t spa_nsa_cache_batch_of(const int64_t *qs, int64_t batches, int64_t t)
+{
+    int64_t lo = 0, hi = batches - 1;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (qs[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 /* Row r of page `page`, head h of cache tensor c ([pages, rows, heads, dim]),
  * n elements widened into dst, then zeros up to pitch. */
 static inline void spa_nsa_cache_row(const spa_tensor *c, int64_t page, int64_t r, int64_t h, int64_t n,

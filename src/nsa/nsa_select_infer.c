@@ -497,21 +497,6 @@ static void run_block(void *arg, uint32_t blk)
     }
 }
 
-/* The batch of token t: the last b with qs[b] <= t (a batch without
- * queries shares its qs with the next, which wins). */
-static int64_t batch_of(const nsasi_run *r, int64_t t)
-{
-    int64_t lo = 0, hi = r->p->sh.batches - 1;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo + 1) / 2;
-        if (r->qs[mid] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 /* Where part `part` of round unit ru keeps its output [g][dv], max [g] and
  * sum [g] (the kernel's element; f32 for the half dtypes). */
 static unsigned char *partial_at(const nsasi_run *r, int64_t ru, int64_t part, int which)
@@ -552,7 +537,7 @@ static bool part_block(const nsasi_run *r, uint32_t blk, int64_t *ru, int64_t *p
     const int64_t u = r->u0 + *ru;
     if (u >= p->units)
         return false;
-    *t = u / p->sh.n2, *h = u - *t * p->sh.n2, *b = batch_of(r, *t);
+    *t = u / p->sh.n2, *h = u - *t * p->sh.n2, *b = spa_nsa_cache_batch_of(r->qs, r->p->sh.batches, *t);
     *j0 = *part * p->kcp, *j1 = *j0 + p->kcp < p->sh.kc ? *j0 + p->kcp : p->sh.kc;
     return true;
 }
