@@ -208,21 +208,32 @@ static uint64_t round64(uint64_t x)
     return (x + 63u) / 64u * 64u;
 }
 
-/* A block's scratch: the scores step's (f32: qt, w, TK rows, the kernel's
- * scores and out; f64: the heads, w and one row, in double) or the top-K
- * step's (K doubles and K indices), whichever is larger. Dims are bounded
- * (dp <= 768, chunks * gp <= 256, kc <= 65536): no overflow. */
-static uint64_t scratch_of(const dsli_shape *sh)
+/* A block's scratch, 64-byte aligned parts at these offsets: the scores
+ * step's (f32: qt, w, TK rows, the kernel's scores and out; f64: the heads,
+ * w and one row, in double) or the top-K step's (K doubles, then K indices),
+ * whichever is larger. Dims are bounded (dp <= 768, chunks * gp <= 256,
+ * kc <= 65536): no overflow. */
+typedef struct dsli_layout {
+    uint64_t w, rows, s, out; /* the scores step's w, key rows, kernel scores, kernel out (q at 0) */
+    uint64_t keys;            /* the top-K step's indices (values at 0) */
+    uint64_t bytes;
+} dsli_layout;
+
+static dsli_layout layout_of(const dsli_shape *sh)
 {
     const uint64_t dp = (uint64_t)sh->dp, lanes = (uint64_t)(sh->chunks * sh->gp), tk = SPA_DSLI_TK;
-    uint64_t scores;
-    if (is_f64(sh))
-        scores = round64(8u * (uint64_t)sh->g * dp) + round64(8u * (uint64_t)sh->g) + round64(8u * dp);
-    else
-        scores = round64(4u * lanes * dp) + round64(4u * lanes) + round64(4u * tk * dp) +
-                 round64(4u * tk * (uint64_t)sh->gp) + round64(4u * tk);
-    const uint64_t topk = round64(8u * (uint64_t)sh->kc) + round64(4u * (uint64_t)sh->kc);
-    return scores > topk ? scores : topk;
+    const uint64_t es = is_f64(sh) ? 8u : 4u, heads = is_f64(sh) ? (uint64_t)sh->g : lanes;
+    const uint64_t rows = is_f64(sh) ? 1u : tk;
+    dsli_layout l;
+    l.w = round64(es * heads * dp);
+    l.rows = l.w + round64(es * heads);
+    l.s = l.rows + round64(es * rows * dp);
+    l.out = l.s + (is_f64(sh) ? 0u : round64(4u * tk * (uint64_t)sh->gp));
+    const uint64_t scores = l.out + (is_f64(sh) ? 0u : round64(4u * tk));
+    l.keys = round64(8u * (uint64_t)sh->kc);
+    const uint64_t topk = l.keys + round64(4u * (uint64_t)sh->kc);
+    l.bytes = scores > topk ? scores : topk;
+    return l;
 }
 
 static void make_plan(const dsli_shape *sh, int64_t lmax, dsli_plan *p)
@@ -237,7 +248,7 @@ static void make_plan(const dsli_shape *sh, int64_t lmax, dsli_plan *p)
     p->blocks = (uint32_t)(items < SPA_DSLI_BLOCKS_MAX ? items : SPA_DSLI_BLOCKS_MAX);
     if (p->blocks < p->round)
         p->blocks = (uint32_t)p->round; /* the top-K step's blocks share the scratches */
-    p->scratch_bytes = scratch_of(sh);
+    p->scratch_bytes = layout_of(sh).bytes;
 }
 
 /* The workspace: the sequence copies, the round's scores, a scratch per block. */
@@ -364,11 +375,10 @@ static void scores_f32(const dsli_run *r, int64_t t, int64_t h, int64_t b, int64
     const dsli_exec *e = r->e;
     const dsli_shape *sh = &r->p->sh;
     const int64_t dp = sh->dp, gp = sh->gp, tk = SPA_DSLI_TK, lanes = sh->chunks * gp;
-    float *qt = (float *)(void *)scratch;
-    float *w = (float *)(void *)(scratch + round64(4u * (uint64_t)(lanes * dp)));
-    float *kr = (float *)(void *)((unsigned char *)w + round64(4u * (uint64_t)lanes));
-    float *s = (float *)(void *)((unsigned char *)kr + round64(4u * (uint64_t)(tk * dp)));
-    float *o = (float *)(void *)((unsigned char *)s + round64(4u * (uint64_t)(tk * gp)));
+    const dsli_layout lay = layout_of(sh);
+    float *qt = (float *)(void *)scratch, *w = (float *)(void *)(scratch + lay.w);
+    float *kr = (float *)(void *)(scratch + lay.rows), *s = (float *)(void *)(scratch + lay.s);
+    float *o = (float *)(void *)(scratch + lay.out);
     memset(qt, 0, 4u * (size_t)(lanes * dp));
     memset(w, 0, 4u * (size_t)lanes);
     for (int64_t g = 0; g < sh->g; g++) { /* head g: chunk g / 32, lane g % 32 */
@@ -403,9 +413,9 @@ static void scores_f64(const dsli_run *r, int64_t t, int64_t h, int64_t b, int64
     const dsli_exec *e = r->e;
     const dsli_shape *sh = &r->p->sh;
     const int64_t dp = sh->dp;
-    double *q = (double *)(void *)scratch;
-    double *w = (double *)(void *)(scratch + round64(8u * (uint64_t)(sh->g * dp)));
-    double *kr = (double *)(void *)((unsigned char *)w + round64(8u * (uint64_t)sh->g));
+    const dsli_layout lay = layout_of(sh);
+    double *q = (double *)(void *)scratch, *w = (double *)(void *)(scratch + lay.w);
+    double *kr = (double *)(void *)(scratch + lay.rows);
     for (int64_t g = 0; g < sh->g; g++) {
         const int64_t hq = h * sh->g + g;
         for (int64_t d = 0; d < sh->d; d++)
@@ -483,7 +493,7 @@ static void run_topk_block(void *arg, uint32_t blk)
         return;
     unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
     double *hv = (double *)(void *)scratch;
-    int32_t *hk = (int32_t *)(void *)(scratch + round64(8u * (uint64_t)p->sh.kc));
+    int32_t *hk = (int32_t *)(void *)(scratch + layout_of(&p->sh).keys);
     const int64_t m = spa_dsa_topk(r->scores + (int64_t)blk * p->lmax, seen, p->sh.kc, hv, hk);
     for (int64_t j = 0; j < p->sh.kc; j++) {
         const int64_t io = t * e->idx.strides[0] + h * e->idx.strides[1] + j * e->idx.strides[2];
