@@ -7,7 +7,7 @@
 # generated spa_ops.h). A suite runs only where every op it calls is built.
 ALL_OPS := msda msda_grad nsa_compress nsa_compress_grad nsa_compress_attention \
   nsa_compress_attention_grad nsa_select nsa_select_grad swa swa_grad nsa_select_infer \
-  nsa_compress_attention_infer nsa_compress_with_cache dsa_lightning_indexer
+  nsa_compress_attention_infer nsa_compress_with_cache dsa_lightning_indexer dsa_sparse_attention
 OPS ?= $(ALL_OPS)
 ifneq ($(filter-out $(ALL_OPS),$(OPS)),)
 $(error OPS: no operator '$(filter-out $(ALL_OPS),$(OPS))': pick from $(ALL_OPS))
@@ -46,7 +46,7 @@ OP_F64_nsa_select := nsa_select nsa_select_grad
 OP_SRC_nsa_select_grad := nsa/nsa_select_grad.c $(SELECT_SRC)
 OP_KERNELS_nsa_select_grad := nsa_select_grad
 OP_F64_nsa_select_grad := nsa_select nsa_select_grad
-OP_SRC_nsa_select_infer := nsa/nsa_select_infer.c nsa/nsa_select_plan.c nsa/nsa_select_f64.c
+OP_SRC_nsa_select_infer := nsa/nsa_select_infer.c nsa/nsa_select_plan.c nsa/nsa_select_f64.c nsa/attn_parts.c
 OP_KERNELS_nsa_select_infer := nsa_select
 OP_F64_nsa_select_infer := nsa_select nsa_select_grad
 OP_SRC_swa := nsa/swa.c nsa/swa_plan.c nsa/attn_plan.c
@@ -55,9 +55,12 @@ OP_F64_swa := swa
 OP_SRC_swa_grad := nsa/swa_grad.c nsa/swa_plan.c nsa/attn_plan.c
 OP_KERNELS_swa_grad := swa_grad
 OP_F64_swa_grad := swa_grad
-OP_SRC_dsa_lightning_indexer := dsa/dsa_lightning_indexer.c
+OP_SRC_dsa_lightning_indexer := dsa/dsa_lightning_indexer.c dsa/dsa_kv.c
 OP_KERNELS_dsa_lightning_indexer := dsa_lightning_indexer
 OP_F64_dsa_lightning_indexer :=
+OP_SRC_dsa_sparse_attention := dsa/dsa_sparse_attention.c dsa/dsa_kv.c nsa/nsa_select_plan.c nsa/attn_parts.c
+OP_KERNELS_dsa_sparse_attention := nsa_select
+OP_F64_dsa_sparse_attention := nsa_select nsa_select_grad
 
 # kernels that read f32 rows whatever the dtype (the driver widens them):
 # generated once, with the f32 kernels
@@ -77,6 +80,7 @@ SUITE_OPS_nsa_select_grad := nsa_select nsa_select_grad
 SUITE_OPS_nsa_select_infer := nsa_select_infer
 SUITE_OPS_swa := swa swa_grad
 SUITE_OPS_dsa_lightning_indexer := dsa_lightning_indexer
+SUITE_OPS_dsa_sparse_attention := dsa_sparse_attention
 SUITE_OPS_half :=
 
 BUILT_OPS_ALL := $(if $(filter-out $(OPS),$(ALL_OPS)),,1)

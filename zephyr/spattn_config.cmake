@@ -12,10 +12,11 @@ set(SPATTN_OPS_MSDA_GRAD msda_grad)
 set(SPATTN_OPS_NSA_TRAINING nsa_compress nsa_compress_attention nsa_select swa)
 set(SPATTN_OPS_NSA_TRAINING_GRAD nsa_compress_grad nsa_compress_attention_grad nsa_select_grad swa_grad)
 set(SPATTN_OPS_NSA_INFERENCE nsa_select_infer nsa_compress_attention_infer nsa_compress_with_cache)
-set(SPATTN_OPS_DSA dsa_lightning_indexer)
+set(SPATTN_OPS_DSA dsa_lightning_indexer dsa_sparse_attention)
 set(SPATTN_ALL_OPS msda msda_grad nsa_compress nsa_compress_grad nsa_compress_attention
   nsa_compress_attention_grad nsa_select nsa_select_grad swa swa_grad nsa_select_infer
-  nsa_compress_attention_infer nsa_compress_with_cache dsa_lightning_indexer)
+  nsa_compress_attention_infer nsa_compress_with_cache dsa_lightning_indexer
+  dsa_sparse_attention)
 
 # spattn_make_args(<prefix>): sets <prefix>_TARGET, <prefix>_OPS,
 # <prefix>_DTYPES (space-separated, as make takes them) and

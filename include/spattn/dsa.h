@@ -55,6 +55,51 @@ spa_status spa_dsa_lightning_indexer_get_workspace_size(
 spa_status spa_dsa_lightning_indexer(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                                      const spa_runner *runner);
 
+/* Sparse attention over the tokens an index selects (CANN's
+ * SparseFlashAttention, MLA-absorb and the general form; FlashMLA's sparse
+ * decoding), with the union of what CANN and the public implementations
+ * accept: for each query token t, query head h = n G + g (G = N1 / N2) of
+ * key head n,
+ *   z[r] = scale * (q[t][h] . k[r][n] + qr[t][h] . kr[r][n])
+ *   out[t][h] = sum_r softmax(z)[r] * v[r][n]
+ * over the rows r the token selects and sees: every slot j of
+ * sparse_indices[t][n] that is not -1 selects the tokens x S .. x S + S - 1
+ * of its batch (x the entry, S sparse_block_size), those below L_b, in slot
+ * order then token order (a slot given twice counts twice).
+ *   query       [T, N1, D]: batch 0's queries, then batch 1's, ...
+ *   query_rope  [T, N1, Dr] or NULL (no rope part: Dr 0).
+ *   key         paged / contiguous / TND, as the lightning indexer's:
+ *               [pages, page_size, N2, D] through block_table,
+ *               [B, S, N2, D], or [T2, N2, D].
+ *   key_rope    key's leading dims with Dr, or NULL (with query_rope NULL).
+ *   value       key's leading dims with Dv; may be key itself or a view of
+ *               its first Dv elements (MLA-absorb: out = P k[:Dv]).
+ *   sparse_indices INT32 [T, N2, K]: -1 (skipped, anywhere in a row) or a
+ *               block x with x S < L_b; anything else is refused (161002).
+ *   block_table, actual_seq_q_len, actual_seq_kv_len: as the indexer's.
+ *   sparse_mode 3 (causal, CANN's rightDownCausal): query i of batch b sees
+ *               the tokens up to L_b - S_b + i; 0: all L_b tokens.
+ *   sparse_block_size S: 1 .. 4096, K * S at most 1048576.
+ * Out: attention_out [T, N1, Dv] (the query's dtype); softmax_max_out and
+ * softmax_sum_out (each NULL or [N2, T, G], FLOAT32; FLOAT64 for f64
+ * inputs): M = max z, L = sum exp(z - M), as the grad reads them. A query
+ * that sees no selected token gets out 0, M -FLT_MAX, L 0.
+ * q . k (with the rope part) is summed in f32 (double for FLOAT64) over
+ * the values widened exactly; for f16 / bf16, P is rounded to the dtype
+ * before P V (f32 sums). The order of every sum is fixed by the shape, so
+ * results are bit-identical across runners and thread counts. N1 1 .. 128,
+ * N1 a multiple of N2, D + Dr 1 .. 768, Dv 1 .. 768, K 1 .. 65536, any page
+ * size, f16 / bf16 / f32 / f64 (every float tensor of one dtype). */
+spa_status spa_dsa_sparse_attention_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *query_rope, const spa_tensor *key, const spa_tensor *key_rope,
+    const spa_tensor *value, const spa_tensor *sparse_indices, const spa_tensor *block_table,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len, double scale_value,
+    int64_t sparse_block_size, int64_t sparse_mode, const spa_tensor *attention_out,
+    const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out, uint64_t *workspace_size,
+    spa_executor *executor);
+spa_status spa_dsa_sparse_attention(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                    const spa_runner *runner);
+
 #ifdef __cplusplus
 }
 #endif

@@ -352,4 +352,22 @@ spa_status spa_dsa_lightning_indexer(void *workspace, uint64_t workspace_size, c
     return absent_phase2();
 }
 #endif
+#if !SPA_BUILT_DSA_SPARSE_ATTENTION
+spa_status spa_dsa_sparse_attention_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *query_rope, const spa_tensor *key, const spa_tensor *key_rope,
+    const spa_tensor *value, const spa_tensor *sparse_indices, const spa_tensor *block_table,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len, double scale_value,
+    int64_t sparse_block_size, int64_t sparse_mode, const spa_tensor *attention_out,
+    const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out, uint64_t *workspace_size,
+    spa_executor *executor)
+{
+    return absent_phase1(executor, SPA_OP_DSA_SPARSE_ATTENTION);
+}
+
+spa_status spa_dsa_sparse_attention(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                    const spa_runner *runner)
+{
+    return absent_phase2();
+}
+#endif
 #endif

@@ -25,6 +25,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dsa_kv.h"
 #include "dsa_li_kernel.h"
 #include "dsa_topk.h"
 #include "f64.h"
@@ -63,11 +64,10 @@ _Static_assert(sizeof(dsli_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
 /* What the arguments determine (derived again in phase 2). */
 typedef struct dsli_shape {
-    spa_tensor kx; /* key as [pages, page_size, N2, D] ([1, T2, N2, D] for TND) */
-    int64_t t, n1, n2, g, d, dp, kc, batches, pages, page_size, kv_cap;
+    spa_dsa_kv kv; /* the key's layout and batches */
+    int64_t t, n1, n2, g, d, dp, kc, batches;
     int64_t chunks, gp; /* heads in chunks of gp lanes */
     int32_t dtype;
-    bool tnd; /* key [T2, N2, D]: the batches' rows one after the other */
 } dsli_shape;
 
 typedef struct dsli_plan {
@@ -87,16 +87,8 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
 {
     memset(sh, 0, sizeof *sh);
     SPA_TRY(spa_tensor_check(&e->q, 3));
-    sh->tnd = e->k.rank == 3;
-    SPA_TRY(spa_tensor_check(&e->k, sh->tnd ? 3 : 4));
-    sh->kx = e->k;
-    if (sh->tnd) { /* the same elements as one page of T2 rows */
-        SPA_REQUIRE(!e->has_table /* a TND key takes no block_table */);
-        SPA_REQUIRE(e->has_skv /* a TND key: actual_seq_kv_len gives the batches */);
-        for (int32_t k = 3; k > 0; k--)
-            sh->kx.dims[k] = e->k.dims[k - 1], sh->kx.strides[k] = e->k.strides[k - 1];
-        sh->kx.dims[0] = 1, sh->kx.strides[0] = 0, sh->kx.rank = 4;
-    }
+    SPA_TRY(spa_dsa_kv_check(&e->k, e->has_table ? &e->table : NULL, e->has_sq ? &e->sq : NULL,
+                             e->has_skv ? &e->skv : NULL, e->q.dims[0], &sh->kv));
     SPA_TRY(spa_tensor_check(&e->w, 2));
     SPA_TRY(spa_tensor_check_output(&e->idx, 3));
     const int32_t dt = e->q.dtype;
@@ -108,12 +100,12 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
     SPA_REQUIRE(e->mode == 0 || e->mode == 3 /* sparse_mode: 0 or 3 */);
     SPA_REQUIRE(e->kc >= 1 && e->kc <= 65536 /* sparse_count: 1 .. 65536 */);
     sh->t = e->q.dims[0], sh->n1 = e->q.dims[1], sh->d = e->q.dims[2];
-    sh->n2 = sh->kx.dims[2], sh->kc = e->kc;
+    sh->n2 = sh->kv.kx.dims[2], sh->kc = e->kc;
     SPA_REQUIRE(sh->n2 >= 1);
     SPA_REQUIRE(sh->n1 >= 1 && sh->n1 <= 256 /* query heads: 1 .. 256 */);
     SPA_REQUIRE(sh->n1 % sh->n2 == 0 /* query heads a multiple of key heads */);
     SPA_REQUIRE(sh->d >= 1 && sh->d <= 768 /* head dim: 1 .. 768 */);
-    SPA_REQUIRE(sh->kx.dims[3] == sh->d /* key head dim == query head dim */);
+    SPA_REQUIRE(sh->kv.kx.dims[3] == sh->d /* key head dim == query head dim */);
     const int64_t wd[2] = {sh->t, sh->n1}, od[3] = {sh->t, sh->n2, sh->kc};
     SPA_REQUIRE(spa_tensor_dims_are(&e->w, 2, wd) /* weights: [T, N1] */);
     SPA_REQUIRE(spa_tensor_dims_are(&e->idx, 3, od) /* sparse_indices_out: [T, N2, K] */);
@@ -122,30 +114,7 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
         SPA_REQUIRE(e->val.dtype == dt || e->val.dtype == SPA_FLOAT32 /* sparse_values_out: query's dtype or FLOAT32 */);
         SPA_REQUIRE(spa_tensor_dims_are(&e->val, 3, od) /* sparse_values_out: [T, N2, K] */);
     }
-    sh->pages = sh->kx.dims[0], sh->page_size = sh->kx.dims[1];
-    if (e->has_skv) {
-        SPA_TRY(spa_seq_check_size(&e->skv));
-        sh->batches = (int64_t)e->skv.size;
-    } else {
-        sh->batches = sh->pages;
-        SPA_REQUIRE(sh->batches >= 1 /* no actual_seq_kv_len: key's dim 0 is B */);
-    }
-    SPA_REQUIRE(sh->batches <= 65536 /* at most 65536 batches */);
-    if (e->has_sq) {
-        SPA_TRY(spa_seq_check_size(&e->sq));
-        SPA_REQUIRE((int64_t)e->sq.size == sh->batches /* actual_seq_q_len: one count per batch */);
-    } else {
-        SPA_REQUIRE(sh->t % sh->batches == 0 /* no actual_seq_q_len: T a multiple of B */);
-    }
-    if (e->has_table) {
-        SPA_TRY(spa_tensor_check(&e->table, 2));
-        SPA_REQUIRE(e->table.dtype == SPA_INT32 /* block_table: INT32 */);
-        SPA_REQUIRE(e->table.dims[0] == sh->batches /* block_table: a row per batch */);
-        SPA_REQUIRE(spa_mul_ok(e->table.dims[1], sh->page_size, &sh->kv_cap));
-    } else {
-        SPA_REQUIRE(sh->tnd || sh->pages >= sh->batches /* contiguous key: key[b] per batch */);
-        sh->kv_cap = sh->page_size; /* TND: every batch's rows inside the T2 rows (check_seq) */
-    }
+    sh->batches = sh->kv.batches;
     int64_t units;
     SPA_REQUIRE(spa_mul_ok(sh->t, sh->n2, &units) /* T * N2 units */);
     sh->g = sh->n1 / sh->n2;
@@ -156,51 +125,18 @@ static spa_status check_args(const dsli_exec *e, dsli_shape *sh)
     return SPA_OK;
 }
 
-/* S_b and L_b of batch b, read once each (copies: the trusted arrays of
- * phase 2, and a TND key's first row of each batch); *lmax: the longest L_b. */
+/* The sequence arrays (spa_dsa_kv_check_seq), the table entries of every
+ * page the sequences' rows lie on (len: the trusted copies, or NULL). */
 static spa_status check_seq(const dsli_exec *e, const dsli_shape *sh, int64_t *sq_copy, int64_t *kv_copy,
                             int64_t *start_copy, int64_t *lmax)
 {
-    int64_t total = 0, start = 0;
-    *lmax = 0;
-    for (int64_t b = 0; b < sh->batches; b++) {
-        const int64_t s = e->has_sq ? e->sq.data[b] : sh->t / sh->batches;
-        const int64_t l = e->has_skv ? e->skv.data[b] : sh->page_size;
-        SPA_REQUIRE(s >= 0 && l >= 0 /* actual_seq_q_len / actual_seq_kv_len >= 0 */);
-        SPA_REQUIRE(l <= sh->kv_cap /* L_b fits the cache (block_table row, or key dim 1) */);
-        SPA_REQUIRE(l <= INT32_MAX /* key indices are INT32 */);
-        if (sh->tnd)
-            SPA_REQUIRE(l <= sh->kv_cap - start /* actual_seq_kv_len: the batches' rows inside key's T2 */);
-        SPA_REQUIRE(spa_add_ok(total, s, &total));
-        *lmax = l > *lmax ? l : *lmax;
-        if (sq_copy != NULL)
-            sq_copy[b] = s, kv_copy[b] = l, start_copy[b] = start;
-        start += sh->tnd ? l : 0;
-    }
-    SPA_REQUIRE(total == sh->t /* the query counts sum to T */);
-    return SPA_OK;
+    return spa_dsa_kv_check_seq(&sh->kv, e->has_sq ? &e->sq : NULL, e->has_skv ? &e->skv : NULL, sh->t, sq_copy,
+                                kv_copy, start_copy, lmax);
 }
 
-/* The page holding row p of batch b (spa_nsa_cache_page; TND: the one page). */
-static int64_t page_of(const dsli_exec *e, const dsli_shape *sh, int64_t b, int64_t p)
-{
-    if (sh->tnd)
-        return 0;
-    return spa_nsa_cache_page(e->has_table ? &e->table : NULL, sh->page_size, sh->pages, b, p);
-}
-
-/* The table entries of every page the sequences' rows lie on; kv: the
- * trusted copies (phase 2), or NULL to read the caller's checked array. */
 static spa_status check_table(const dsli_exec *e, const dsli_shape *sh, const int64_t *kv)
 {
-    if (!e->has_table)
-        return SPA_OK;
-    for (int64_t b = 0; b < sh->batches; b++) {
-        const int64_t len = kv != NULL ? kv[b] : e->skv.data[b];
-        for (int64_t p = 0; p < len; p += sh->page_size)
-            SPA_REQUIRE(page_of(e, sh, b, p) >= 0 /* block_table: pages of the key cache */);
-    }
-    return SPA_OK;
+    return spa_dsa_kv_check_table(&sh->kv, &e->table, &e->skv, kv);
 }
 
 static uint64_t round64(uint64_t x)
@@ -359,13 +295,12 @@ static void gather_row(const dsli_run *r, int64_t b, int64_t h, int64_t s, void 
 {
     const dsli_exec *e = r->e;
     const dsli_shape *sh = &r->p->sh;
-    const int64_t pg = page_of(e, sh, b, s);
+    const int64_t pg = spa_dsa_kv_page(&sh->kv, &e->table, b, s);
     if (pg < 0) {
         spa_nsa_zero_row(dst, sh->dp, sh->dtype);
         return;
     }
-    const int64_t row = sh->tnd ? r->ks[b] + s : e->has_table ? s % sh->page_size : s;
-    spa_nsa_cache_row(&sh->kx, pg, row, h, sh->d, sh->dp, dst);
+    spa_nsa_cache_row(&sh->kv.kx, pg, spa_dsa_kv_row(&sh->kv, r->ks[b], s), h, sh->d, sh->dp, dst);
 }
 
 /* Keys [s0, s1) of a unit in f32 on the generated kernel. */
@@ -512,7 +447,7 @@ spa_status spa_dsa_lightning_indexer_phase2(void *workspace, uint64_t workspace_
     SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_DSA_LIGHTNING_INDEXER));
     dsli_shape sh;
     SPA_TRY(check_args(&e, &sh));
-    SPA_REQUIRE(e.lmax >= 0 && e.lmax <= sh.kv_cap && e.lmax <= INT32_MAX);
+    SPA_REQUIRE(e.lmax >= 0 && e.lmax <= sh.kv.kv_cap && e.lmax <= INT32_MAX);
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
     const spa_tensor *tensors[] = {&e.q, &e.k, &e.w, &e.idx, e.has_val ? &e.val : NULL,
                                    e.has_table ? &e.table : NULL};

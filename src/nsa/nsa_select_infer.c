@@ -36,6 +36,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attn_parts.h"
 #include "f64.h"
 #include "half.h"
 #include "internal.h"
@@ -58,6 +59,7 @@
 #ifndef SPA_SELECT_INFER_PARTS_MAX
 #define SPA_SELECT_INFER_PARTS_MAX 4
 #endif
+_Static_assert(SPA_SELECT_INFER_PARTS_MAX <= SPA_ATTN_PARTS_MAX, "parts beyond the merge's");
 
 /* The call's arguments as phase 1 took them: all phase 2 reads of it. */
 typedef struct nsasi_exec {
@@ -274,11 +276,10 @@ static void make_plan(const nsasi_shape *sh, nsasi_plan *p)
     p->blocks = (uint32_t)((p->units + p->per_block - 1) / p->per_block);
 }
 
-/* The partial results of a round (parts > 1): per (unit, part) the output
- * [g][dv], then the max [g] and the sum [g], as the kernel's element. */
+/* The partial results of a round (parts > 1, attn_parts.h). */
 static uint64_t partial_elems(const nsasi_plan *p)
 {
-    return p->parts > 1 ? (uint64_t)(p->round * p->parts * p->sh.g * (p->sh.dv + 2)) : 0;
+    return p->parts > 1 ? spa_attn_parts_elems(p->round, p->parts, p->sh.g, p->sh.dv) : 0;
 }
 
 /* The workspace: the sequence copies, a scratch per block, the partials. */
@@ -289,7 +290,7 @@ static void carve(spa_ws *ws, const nsasi_plan *p, int64_t **sq, int64_t **kv, i
     *kv = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
     *qs = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
     *scratch = spa_ws_take(ws, (uint64_t)p->blocks, p->scratch_bytes);
-    *partial = p->parts > 1 ? spa_ws_take(ws, partial_elems(p), elem_bytes(p->sh.dtype)) : NULL;
+    *partial = p->parts > 1 ? spa_ws_take(ws, partial_elems(p), spa_attn_parts_elem_bytes(p->sh.dtype)) : NULL;
 }
 
 static uint64_t planned_bytes(const nsasi_plan *p)
@@ -338,8 +339,9 @@ typedef struct nsasi_run {
     const nsasi_exec *e;
     const nsasi_plan *p;
     const int64_t *sq, *kv, *qs; /* trusted: per-batch counts, lengths, first query */
-    unsigned char *scratch, *partial;
-    int64_t u0; /* parts > 1: the round's first unit */
+    unsigned char *scratch;
+    spa_attn_parts partial; /* parts > 1: the round's partials */
+    int64_t u0;             /* parts > 1: the round's first unit */
     spa_nsas_args args; /* the kernel arguments every unit starts from */
 } nsasi_run;
 
@@ -497,34 +499,15 @@ static void run_block(void *arg, uint32_t blk)
     }
 }
 
-/* Where part `part` of round unit ru keeps its output [g][dv], max [g] and
- * sum [g] (the kernel's element; f32 for the half dtypes). */
-static unsigned char *partial_at(const nsasi_run *r, int64_t ru, int64_t part, int which)
-{
-    const nsasi_plan *p = r->p;
-    const size_t es = elem_bytes(p->sh.dtype);
-    const int64_t pu = ru * p->parts + part, g = p->sh.g, dv = p->sh.dv, all = p->round * p->parts;
-    const int64_t at = which == 0 ? pu * g * dv : which == 1 ? all * g * dv + pu * g : all * g * (dv + 1) + pu * g;
-    return r->partial + (uint64_t)at * es;
-}
-
 /* The arguments of part `part` of round unit ru: its query rows (kv head h
  * offset into a, so that the kernel runs as kv head 0), its partials. */
 static void part_args(const nsasi_run *r, int64_t ru, int64_t part, int64_t h, spa_nsas_args *a)
 {
     const int64_t g = r->p->sh.g;
     a->q = (const unsigned char *)a->q + (uint64_t)(h * g * a->qs1) * spa_dtype_size(r->p->sh.dtype);
-    a->o = partial_at(r, ru, part, 0), a->os0 = 0, a->os1 = r->p->sh.dv, a->os2 = 1;
-    a->mx = partial_at(r, ru, part, 1), a->ms0 = 0, a->ms1 = 1, a->ms2 = 0;
-    a->sm = partial_at(r, ru, part, 2), a->ss0 = 0, a->ss1 = 1, a->ss2 = 0;
-}
-
-/* A partial value as double. */
-static double part_at(const unsigned char *base, int32_t dt, int64_t i)
-{
-    if (dt == SPA_FLOAT64)
-        return ((const double *)(const void *)base)[i];
-    return (double)((const float *)(const void *)base)[i];
+    a->o = spa_attn_parts_at(&r->partial, ru, part, 0), a->os0 = 0, a->os1 = r->p->sh.dv, a->os2 = 1;
+    a->mx = spa_attn_parts_at(&r->partial, ru, part, 1), a->ms0 = 0, a->ms1 = 1, a->ms2 = 0;
+    a->sm = spa_attn_parts_at(&r->partial, ru, part, 2), a->ss0 = 0, a->ss1 = 1, a->ss2 = 0;
 }
 
 /* Block blk of a round's parts: its round unit, part, token, kv head,
@@ -540,27 +523,6 @@ static bool part_block(const nsasi_run *r, uint32_t blk, int64_t *ru, int64_t *p
     *t = u / p->sh.n2, *h = u - *t * p->sh.n2, *b = spa_nsa_cache_batch_of(r->qs, r->p->sh.batches, *t);
     *j0 = *part * p->kcp, *j1 = *j0 + p->kcp < p->sh.kc ? *j0 + p->kcp : p->sh.kc;
     return true;
-}
-
-/* Head l of round unit ru: each part's weight l_k exp(m_k - M) into w (a
- * part without keys: 0), the row's max M into *m; returns their sum L
- * (double, part order). */
-static double row_weights(const nsasi_run *r, int64_t ru, int64_t l, double *w, double *m)
-{
-    const nsasi_plan *p = r->p;
-    const int32_t dt = p->sh.dtype;
-    double sum = 0.0;
-    *m = -HUGE_VAL;
-    for (int64_t k = 0; k < p->parts; k++) {
-        const double mk = part_at(partial_at(r, ru, k, 1), dt, l);
-        *m = mk > *m ? mk : *m;
-    }
-    for (int64_t k = 0; k < p->parts; k++) {
-        const double mk = part_at(partial_at(r, ru, k, 1), dt, l), lk = part_at(partial_at(r, ru, k, 2), dt, l);
-        w[k] = lk == 0.0 ? 0.0 : lk * exp(mk - *m);
-        sum += w[k];
-    }
-    return sum;
 }
 
 /* Part blk % parts of unit u0 + blk / parts: its slots into its partial
@@ -592,12 +554,7 @@ static void run_finish_block(void *arg, uint32_t blk)
         return;
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
     float pscale[32] = {0.0f}; /* g <= 32; padded lanes 0 */
-    for (int64_t l = 0; l < r->p->sh.g; l++) {
-        double w[SPA_SELECT_INFER_PARTS_MAX], m;
-        const double sum = row_weights(r, ru, l, w, &m);
-        const double mp = part_at(partial_at(r, ru, part, 1), SPA_FLOAT32, l);
-        pscale[l] = sum == 0.0 ? 0.0f : (float)(exp(mp - m) / sum); /* NaN stays NaN */
-    }
+    spa_attn_parts_scale(&r->partial, ru, part, r->p->sh.g, pscale);
     spa_nsas_args a;
     slot_args(r, j1 - j0, scratch, &a);
     part_args(r, ru, part, h, &a);
@@ -605,43 +562,19 @@ static void run_finish_block(void *arg, uint32_t blk)
     run_kernel(r, &a, 0, t, b, scratch);
 }
 
-/* Unit u0 + blk: its parts merged in part order, each weighted by
- * l_p exp(m_p - M), M the largest max; a NaN max or sum makes the row NaN,
- * as in one part; no part with a key: O = 0, as the kernel gives. */
+/* Unit u0 + blk: its parts merged in part order (attn_parts.h). */
 static void run_merge_block(void *arg, uint32_t blk)
 {
     const nsasi_run *r = arg;
     const nsasi_plan *p = r->p;
-    const nsasi_shape *sh = &p->sh;
     const int64_t u = r->u0 + (int64_t)blk;
     if (u >= p->units)
         return;
-    const nsasi_exec *e = r->e;
-    const int64_t t = u / sh->n2, h = u - t * sh->n2, g = sh->g, dv = sh->dv, ru = (int64_t)blk;
-    const bool half = is_half(sh); /* the parts are normalised: their sum */
-    for (int64_t l = 0; l < g; l++) {
-        double w[SPA_SELECT_INFER_PARTS_MAX], m, sum = 1.0;
-        for (int64_t k = 0; k < p->parts; k++)
-            w[k] = 1.0;
-        if (!half)
-            sum = row_weights(r, ru, l, w, &m);
-        const int64_t hq = h * g + l;
-        for (int64_t c = 0; c < dv; c++) {
-            double acc = 0.0;
-            for (int64_t k = 0; k < p->parts; k++)
-                acc += w[k] * part_at(partial_at(r, ru, k, 0), sh->dtype, l * dv + c);
-            const double x = half ? acc : sum == 0.0 ? 0.0 : acc / sum;
-            const int64_t off = t * e->o.strides[0] + hq * e->o.strides[1] + c * e->o.strides[2];
-            if (sh->dtype == SPA_FLOAT64)
-                ((double *)e->o.data)[off] = x;
-            else if (sh->dtype == SPA_FLOAT32)
-                ((float *)e->o.data)[off] = (float)x;
-            else if (sh->dtype == SPA_BFLOAT16)
-                ((uint16_t *)e->o.data)[off] = spa_f32_to_bf16((float)x);
-            else
-                ((uint16_t *)e->o.data)[off] = spa_f32_to_f16((float)x);
-        }
-    }
+    const spa_tensor *o = &r->e->o;
+    const int64_t t = u / p->sh.n2, h = u - t * p->sh.n2;
+    void *row = (unsigned char *)o->data +
+                (uint64_t)(t * o->strides[0] + h * p->sh.g * o->strides[1]) * spa_dtype_size(o->dtype);
+    spa_attn_parts_merge(&r->partial, (int64_t)blk, p->sh.g, row, o->strides[1], o->strides[2], NULL, 0, NULL, 0);
 }
 
 spa_status spa_nsa_select_infer_phase2(void *workspace, uint64_t workspace_size,
@@ -663,7 +596,9 @@ spa_status spa_nsa_select_infer_phase2(void *workspace, uint64_t workspace_size,
     nsasi_run r;
     int64_t *sq, *kv, *qs;
     spa_ws_attach(&ws, workspace, e.head.ws_size);
-    carve(&ws, &p, &sq, &kv, &qs, &r.scratch, &r.partial);
+    carve(&ws, &p, &sq, &kv, &qs, &r.scratch, &r.partial.base);
+    r.partial.round = p.round, r.partial.parts = p.parts, r.partial.g = sh.g, r.partial.dv = sh.dv;
+    r.partial.dtype = sh.dtype;
     SPA_REQUIRE(!ws.overflow);
     SPA_TRY(check_seq(&e, &sh, sq, kv));
     for (int64_t b = 0, t = 0; b < sh.batches; t += sq[b], b++)

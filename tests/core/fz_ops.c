@@ -480,3 +480,50 @@ const fz_op fz_op_dsa_lightning_indexer = {
     2, dsa_li_attrs, 0.0, "TND",
     dsa_li_phase1, spa_dsa_lightning_indexer, dsa_li_work,
 };
+
+/* ---- dsa_sparse_attention ---- */
+/* DSA's sparse attention (spattn/dsa.h). Baseline: bf16, two sequences of
+ * 50 and 37 tokens in a pool of 8 pages of 16 rows through a block table
+ * (N2 1, D 24 + rope 8, a value of its own, Dv 16), their last 3 and 2 tokens as queries (N1 4), K 12
+ * slots of 2 tokens (-1 among them), causal, both statistics out. */
+static const int64_t dsa_sa_table_vals[] = {3, 0, 6, 1, 4, 7, 2, 5};
+static const int64_t dsa_sa_index_vals[] = {0, 5, -1, 3, 17, 1, 9, 2, -1, 11, 4, 6};
+static const fz_tensor_spec dsa_sa_tensors[] = {
+    {"query", SPA_BFLOAT16, 3, {5, 4, 24}, FZ_IN, false, NULL, 0},
+    {"queryRope", SPA_BFLOAT16, 3, {5, 4, 8}, FZ_IN, false, NULL, 0},
+    {"key", SPA_BFLOAT16, 4, {8, 16, 1, 24}, FZ_IN, false, NULL, 0},
+    {"keyRope", SPA_BFLOAT16, 4, {8, 16, 1, 8}, FZ_IN, false, NULL, 0},
+    {"value", SPA_BFLOAT16, 4, {8, 16, 1, 16}, FZ_IN, false, NULL, 0},
+    {"sparseIndices", SPA_INT32, 3, {5, 1, 12}, FZ_INDEX, false, dsa_sa_index_vals, 12},
+    {"blockTable", SPA_INT32, 2, {2, 4}, FZ_INDEX, false, dsa_sa_table_vals, 8},
+    {"attentionOut", SPA_BFLOAT16, 3, {5, 4, 16}, FZ_OUT, false, NULL, 0},
+    {"softmaxMax", SPA_FLOAT32, 3, {1, 5, 4}, FZ_OUT, false, NULL, 0},
+    {"softmaxSum", SPA_FLOAT32, 3, {1, 5, 4}, FZ_OUT, false, NULL, 0},
+};
+static const fz_array_spec dsa_sa_arrays[] = {{{3, 2}, 2}, {{50, 37}, 2}};
+static const int64_t dsa_sa_attrs[] = {2, 3}; /* sparseBlockSize, sparseMode */
+
+/* Multiply-adds bound: every query head against every token its slots may
+ * select, over the key, rope and value dims. */
+static double dsa_sa_work(const fz_call *c)
+{
+    const spa_tensor *q = &c->t[0], *ix = &c->t[5], *k = &c->t[2];
+    if (q->rank != 3 || ix->rank != 3 || k->rank < 3)
+        return 0.0;
+    const double dims = (double)q->dims[2] + 64.0 + (double)c->t[4].dims[c->t[4].rank > 0 ? c->t[4].rank - 1 : 0];
+    return (double)q->dims[0] * (double)q->dims[1] * (double)ix->dims[2] * (double)c->attr[0] * dims;
+}
+
+static spa_status dsa_sa_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_dsa_sparse_attention_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4),
+                                                       FZ_T(c, 5), FZ_T(c, 6), FZ_A(c, 0), FZ_A(c, 1), c->dattr,
+                                                       c->attr[0], c->attr[1], FZ_T(c, 7), FZ_T(c, 8), FZ_T(c, 9),
+                                                       FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+const fz_op fz_op_dsa_sparse_attention = {
+    "dsa_sparse_attention", 10, dsa_sa_tensors, 2, dsa_sa_arrays,
+    2, dsa_sa_attrs, 0.125, "TND",
+    dsa_sa_phase1, spa_dsa_sparse_attention, dsa_sa_work,
+};

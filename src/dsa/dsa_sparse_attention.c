@@ -1,0 +1,728 @@
+/* SparseFlashAttention, native (spattn/dsa.h): each query token attends to
+ * the tokens its row of sparse_indices selects.
+ *
+ * A unit is one (query token, key head, group of heads). It gathers the
+ * tokens its slots select and it sees, in slot order then token order,
+ * widened to the kernels' element: row n of the key scratch is token n's
+ * key with its rope part after it ([D | Dr], zero-padded), and of the value
+ * scratch its value (none where value is the key, MLA-absorb: the value
+ * rows are then the key rows' first Dv elements). The gathered rows are
+ * then virtual blocks of 16 rows, numbered 0, 1, ..., and the unit runs
+ * selected attention's kernel in its gathered mode on them
+ * (spa_nsas_args.gathered, no causal rule: every rule of which token is
+ * seen was applied by the gather, and the rows past the gathered count
+ * fall outside the kernel's kvlen). The query's heads, with their rope
+ * part after them, are packed the same way in the unit's scratch. So a
+ * call costs O(T * N1 * K * S * (D + Dr + Dv)) whatever L_b is.
+ *
+ * Groups of heads: f16 and bf16 round P after dividing by the whole row's
+ * sum, which parts of a row know only with the split kernel's two passes,
+ * and those run one chunk of at most 32 heads; so f16 and bf16 units hold
+ * at most 32 heads (the kernel runs heads in chunks of 32 anyway, so the
+ * bits are those of one unit of all the heads). f32 and f64 units hold all
+ * G heads.
+ *
+ * Parts: a decode step has few units, so a unit's slots are split into
+ * parts of about SPA_DSSA_PART_ROWS selected tokens (from K and S alone,
+ * never T or the runner), each run as its own block, and merged in part
+ * order (attn_parts.h). Results do not depend on the runner or its threads.
+ *
+ * Validation: phase 1 and phase 2 both check every argument, the sequence
+ * arrays (copied in phase 2), every index and every block-table entry of the
+ * pages the sequences' rows lie on, before anything is written. The gather
+ * reads each index and page number once more and uses only what that read
+ * gives if it is still valid (an array rewritten during the call loses
+ * those tokens, never reads outside the cache). */
+#include <string.h>
+
+#include "attn_parts.h"
+#include "dsa_kv.h"
+#include "f64.h"
+#include "half.h"
+#include "internal.h"
+#include "nsa_cache_rows.h"
+#include "nsa_select_f64.h"
+#include "nsa_select_kernel.h"
+#include "nsa_select_plan.h"
+#include "spa_kernels.h"
+#include "spattn/dsa.h"
+
+/* float64: selected attention's f64 kernel */
+#define SPA_FLOAT64_DSA_SPARSE_ATTENTION SPA_FLOAT64_NSA_SELECT
+
+/* Blocks per call at most (each owns a scratch in the workspace). */
+#ifndef SPA_DSSA_BLOCKS_MAX
+#define SPA_DSSA_BLOCKS_MAX 64
+#endif
+/* Selected tokens per part at least, and parts per unit at most. */
+#ifndef SPA_DSSA_PART_ROWS
+#define SPA_DSSA_PART_ROWS 256
+#endif
+#ifndef SPA_DSSA_PARTS_MAX
+#define SPA_DSSA_PARTS_MAX 8
+#endif
+_Static_assert(SPA_DSSA_PARTS_MAX <= SPA_ATTN_PARTS_MAX, "parts beyond the merge's");
+
+enum { DSSA_VB = 16, DSSA_HALF_HEADS = 32 }; /* virtual block rows; heads per f16 / bf16 unit */
+
+/* The call's arguments as phase 1 took them: all phase 2 reads of it. */
+typedef struct dssa_exec {
+    spa_exec_head head;
+    spa_tensor q, qr, k, kr, v, idx, table, o, mx, sm;
+    spa_int_array sq, skv;
+    double scale;
+    int64_t sbs, mode;
+    int32_t has_rope, has_table, has_sq, has_skv, has_mx, has_sm;
+} dssa_exec;
+_Static_assert(sizeof(dssa_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
+
+/* What the arguments determine (derived again in phase 2). */
+typedef struct dssa_shape {
+    spa_dsa_kv kv;         /* the key's layout and batches */
+    spa_tensor krx, vx;    /* key_rope and value as kv.kx is the key */
+    int64_t t, n1, n2, g, d, dr, dv, kc, sbs, batches;
+    int64_t dq, dp, dvp;   /* D + Dr; it and Dv rounded up to 16 */
+    int64_t gu, groups;    /* heads per unit at most, groups of them per key head */
+    int32_t dtype;
+    bool v_in_k;           /* value is key's first Dv elements: no value rows of its own */
+} dssa_shape;
+
+typedef struct dssa_plan {
+    dssa_shape sh;
+    int64_t units, per_block;  /* units: (token, key head, group) */
+    int64_t parts, kcp, round; /* parts per unit, slots per part; units per round (parts > 1) */
+    uint32_t blocks;
+    uint64_t scratch_bytes;    /* per block */
+} dssa_plan;
+
+static bool is_half(const dssa_shape *sh)
+{
+    return sh->dtype != SPA_FLOAT32 && sh->dtype != SPA_FLOAT64;
+}
+
+/* Whether value is a view of key's first Dv elements (same memory, same
+ * strides): MLA-absorb, where the key rows hold the value rows. */
+static bool value_in_key(const spa_tensor *kx, const spa_tensor *vx, int64_t dv)
+{
+    if (vx->data != kx->data || vx->dtype != kx->dtype || dv > kx->dims[3])
+        return false;
+    for (int32_t i = 0; i < 4; i++)
+        if (vx->strides[i] != kx->strides[i] || (i < 3 && vx->dims[i] != kx->dims[i]))
+            return false;
+    return true;
+}
+
+/* A key-like tensor (key_rope, value) of the key's layout, n: its last dim. */
+static spa_status check_like_key(const spa_tensor *x, const dssa_shape *sh, int32_t dt, int64_t *n)
+{
+    SPA_TRY(spa_tensor_check(x, sh->kv.tnd ? 3 : 4));
+    SPA_REQUIRE(x->dtype == dt /* key_rope / value: the dtype of query */);
+    const spa_tensor v = spa_dsa_kv_view(x);
+    for (int32_t i = 0; i < 3; i++)
+        SPA_REQUIRE(v.dims[i] == sh->kv.kx.dims[i] /* key_rope / value: key's leading dims */);
+    *n = v.dims[3];
+    return SPA_OK;
+}
+
+/* A softmax statistics output: [N2, T, G], FLOAT32 (FLOAT64 for f64). */
+static spa_status check_stat(const spa_tensor *x, const dssa_shape *sh)
+{
+    SPA_TRY(spa_tensor_check_output(x, 3));
+    SPA_REQUIRE(x->dtype == spa_nsas_stat_dtype(sh->dtype) /* softmax_max / softmax_sum: FLOAT32 (f64: FLOAT64) */);
+    const int64_t dims[3] = {sh->n2, sh->t, sh->g};
+    SPA_REQUIRE(spa_tensor_dims_are(x, 3, dims) /* softmax_max / softmax_sum: [N2, T, G] */);
+    return SPA_OK;
+}
+
+/* The rules that read no array contents. */
+static spa_status check_args(const dssa_exec *e, dssa_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    SPA_TRY(spa_tensor_check(&e->q, 3));
+    SPA_TRY(spa_dsa_kv_check(&e->k, e->has_table ? &e->table : NULL, e->has_sq ? &e->sq : NULL,
+                             e->has_skv ? &e->skv : NULL, e->q.dims[0], &sh->kv));
+    SPA_TRY(spa_tensor_check(&e->idx, 3));
+    SPA_TRY(spa_tensor_check_output(&e->o, 3));
+    const int32_t dt = e->q.dtype;
+    SPA_REQUIRE(spa_is_float_dtype(dt) /* a float dtype, not one this build left out (DTYPES) */);
+    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_DSA_SPARSE_ATTENTION);
+    SPA_REQUIRE(e->k.dtype == dt /* key: the dtype of query */);
+    SPA_REQUIRE(e->o.dtype == dt /* attention_out: the dtype of query */);
+    SPA_REQUIRE(e->idx.dtype == SPA_INT32 /* sparse_indices: INT32 */);
+    SPA_REQUIRE(e->mode == 0 || e->mode == 3 /* sparse_mode: 0 or 3 */);
+    SPA_REQUIRE(e->sbs >= 1 && e->sbs <= 4096 /* sparse_block_size: 1 .. 4096 */);
+    SPA_REQUIRE(e->scale == e->scale && e->scale - e->scale == 0.0 /* scale_value finite */);
+    sh->t = e->q.dims[0], sh->n1 = e->q.dims[1], sh->d = e->q.dims[2];
+    sh->n2 = sh->kv.kx.dims[2], sh->kc = e->idx.dims[2], sh->sbs = e->sbs;
+    sh->batches = sh->kv.batches;
+    sh->dtype = dt;
+    SPA_REQUIRE(sh->n2 >= 1);
+    SPA_REQUIRE(sh->n1 >= 1 && sh->n1 <= 128 /* query heads: 1 .. 128 */);
+    SPA_REQUIRE(sh->n1 % sh->n2 == 0 /* query heads a multiple of key heads */);
+    SPA_REQUIRE(sh->kv.kx.dims[3] == sh->d /* key head dim == query head dim */);
+    SPA_REQUIRE(sh->kc >= 1 && sh->kc <= 65536 /* sparse_indices: K 1 .. 65536 */);
+    SPA_REQUIRE(sh->kc * sh->sbs <= 1048576 /* sparse_indices: K * sparse_block_size at most 1048576 */);
+    const int64_t id[3] = {sh->t, sh->n2, sh->kc};
+    SPA_REQUIRE(spa_tensor_dims_are(&e->idx, 3, id) /* sparse_indices: [T, N2, K] */);
+    SPA_TRY(check_like_key(&e->v, sh, dt, &sh->dv));
+    sh->vx = spa_dsa_kv_view(&e->v);
+    if (e->has_rope) {
+        SPA_TRY(spa_tensor_check(&e->qr, 3));
+        SPA_REQUIRE(e->qr.dtype == dt /* query_rope: the dtype of query */);
+        SPA_TRY(check_like_key(&e->kr, sh, dt, &sh->dr));
+        sh->krx = spa_dsa_kv_view(&e->kr);
+        const int64_t qd[3] = {sh->t, sh->n1, sh->dr};
+        SPA_REQUIRE(spa_tensor_dims_are(&e->qr, 3, qd) /* query_rope: [T, N1, Dr], Dr of key_rope */);
+    }
+    sh->dq = sh->d + sh->dr;
+    SPA_REQUIRE(sh->d >= 1 && sh->dq <= 768 /* head dim D + Dr: 1 .. 768 */);
+    SPA_REQUIRE(sh->dv >= 1 && sh->dv <= 768 /* value head dim: 1 .. 768 */);
+    const int64_t od[3] = {sh->t, sh->n1, sh->dv};
+    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, od) /* attention_out: [T, N1, Dv] */);
+    sh->g = sh->n1 / sh->n2;
+    if (e->has_mx)
+        SPA_TRY(check_stat(&e->mx, sh));
+    if (e->has_sm)
+        SPA_TRY(check_stat(&e->sm, sh));
+    sh->gu = is_half(sh) && sh->g > DSSA_HALF_HEADS ? DSSA_HALF_HEADS : sh->g;
+    sh->groups = (sh->g + sh->gu - 1) / sh->gu;
+    int64_t units;
+    SPA_REQUIRE(spa_mul_ok(sh->t, sh->n1, &units) /* T * N1 units at most */);
+    sh->dp = (sh->dq + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
+    sh->dvp = (sh->dv + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
+    sh->v_in_k = value_in_key(&sh->kv.kx, &sh->vx, sh->dv);
+    return SPA_OK;
+}
+
+/* The sequence arrays (spa_dsa_kv_check_seq). */
+static spa_status check_seq(const dssa_exec *e, const dssa_shape *sh, int64_t *sq_copy, int64_t *kv_copy,
+                            int64_t *start_copy)
+{
+    int64_t lmax;
+    return spa_dsa_kv_check_seq(&sh->kv, e->has_sq ? &e->sq : NULL, e->has_skv ? &e->skv : NULL, sh->t, sq_copy,
+                                kv_copy, start_copy, &lmax);
+}
+
+/* Every index, then the table entries of the pages the sequences' rows lie
+ * on; sq / kv: the trusted copies (phase 2), or NULL to read the caller's
+ * checked arrays. */
+static spa_status check_indices(const dssa_exec *e, const dssa_shape *sh, const int64_t *sq, const int64_t *kv)
+{
+    const int32_t *idx = e->idx.data;
+    for (int64_t b = 0, t = 0; b < sh->batches; b++) {
+        const int64_t nq = sq != NULL ? sq[b] : e->has_sq ? e->sq.data[b] : sh->t / sh->batches;
+        const int64_t len = kv != NULL ? kv[b] : e->has_skv ? e->skv.data[b] : sh->kv.page_size;
+        for (int64_t i = 0; i < nq && t < sh->t; i++, t++)
+            for (int64_t h = 0; h < sh->n2; h++)
+                for (int64_t j = 0; j < sh->kc; j++) {
+                    const int64_t x =
+                        idx[t * e->idx.strides[0] + h * e->idx.strides[1] + j * e->idx.strides[2]];
+                    SPA_REQUIRE(x == -1 || (x >= 0 && x * sh->sbs < len) /* sparse_indices: -1 or a block of the sequence */);
+                }
+    }
+    return spa_dsa_kv_check_table(&sh->kv, &e->table, &e->skv, kv);
+}
+
+static uint64_t round64(uint64_t x)
+{
+    return (x + 63u) / 64u * 64u;
+}
+
+static uint64_t elem_bytes(const dssa_shape *sh)
+{
+    return sh->dtype == SPA_FLOAT64 ? 8u : 4u; /* the kernels' element: double, or float */
+}
+
+/* A block's scratch, 64-byte aligned parts: the kernel's own scratch, the
+ * packed query heads [gu][dq] (the query's dtype), the gathered key rows
+ * [vb * 16][dp] and value rows [vb * 16][dvp] (none when value is in key),
+ * the virtual slots [vb], the gathered count and a sink for the statistics
+ * nobody asked for. */
+typedef struct dssa_layout {
+    uint64_t q, kg, vg, slots, count, sink, bytes; /* offsets, and the whole */
+} dssa_layout;
+
+/* The scratch of a block gathering at most vb virtual blocks. Dims are
+ * bounded (dp, dvp <= 768, gu <= 128, vb * 16 <= 2^20 + 16): no overflow. */
+static dssa_layout layout_of(const dssa_shape *sh, int64_t vb)
+{
+    const uint64_t rows = (uint64_t)vb * DSSA_VB, es = elem_bytes(sh), gp = (uint64_t)spa_nsas_lanes(sh->gu);
+    uint64_t kernel;
+    if (sh->dtype == SPA_FLOAT64)
+        kernel = 8u * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(sh->gu, sh->dq, sh->dv, vb, DSSA_VB);
+    else /* qt [dp][gp], scores [rows][gp], out [dvp][gp], max and sum [gp] */
+        kernel = 4u * ((uint64_t)sh->dp * gp + rows * gp + (uint64_t)sh->dvp * gp + 2u * gp);
+    dssa_layout l;
+    l.q = round64(kernel);
+    l.kg = l.q + round64((uint64_t)(sh->gu * sh->dq) * spa_dtype_size(sh->dtype));
+    l.vg = l.kg + round64(rows * (uint64_t)sh->dp * es);
+    l.slots = l.vg + (sh->v_in_k ? 0u : round64(rows * (uint64_t)sh->dvp * es));
+    l.count = l.slots + round64(4u * (uint64_t)vb);
+    l.sink = l.count + 64u;
+    l.bytes = l.sink + 64u;
+    return l;
+}
+
+/* Virtual blocks for n slots: their tokens, 16 a block. */
+static int64_t vblocks(const dssa_shape *sh, int64_t n)
+{
+    return (n * sh->sbs + DSSA_VB - 1) / DSSA_VB;
+}
+
+/* Every block's scratch: sized for the slots of a part (or of the unit). */
+static dssa_layout block_layout(const dssa_plan *p)
+{
+    return layout_of(&p->sh, vblocks(&p->sh, p->kcp));
+}
+
+static void make_plan(const dssa_shape *sh, dssa_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->sh = *sh;
+    p->units = sh->t * sh->n2 * sh->groups; /* <= T * N1: no overflow */
+    int64_t parts = sh->kc * sh->sbs / SPA_DSSA_PART_ROWS;
+    parts = parts < SPA_DSSA_PARTS_MAX ? parts : SPA_DSSA_PARTS_MAX;
+    parts = parts < sh->kc ? parts : sh->kc;
+    p->parts = parts > 1 ? parts : 1;
+    if (p->parts > 1) {
+        p->kcp = (sh->kc + p->parts - 1) / p->parts;
+        p->parts = (sh->kc + p->kcp - 1) / p->kcp; /* no empty last part */
+        p->scratch_bytes = layout_of(sh, vblocks(sh, p->kcp)).bytes;
+        p->round = SPA_DSSA_BLOCKS_MAX / p->parts;
+        p->round = p->round < p->units ? p->round : p->units;
+        p->round = p->round > 0 ? p->round : 1;
+        p->per_block = 1;
+        p->blocks = (uint32_t)(p->round * p->parts);
+        return;
+    }
+    p->kcp = sh->kc;
+    p->scratch_bytes = layout_of(sh, vblocks(sh, sh->kc)).bytes;
+    p->per_block = (p->units + SPA_DSSA_BLOCKS_MAX - 1) / SPA_DSSA_BLOCKS_MAX;
+    p->per_block = p->per_block > 0 ? p->per_block : 1;
+    p->blocks = (uint32_t)((p->units + p->per_block - 1) / p->per_block);
+}
+
+/* The workspace: the sequence copies, a scratch per block, the partials. */
+static void carve(spa_ws *ws, const dssa_plan *p, int64_t **sq, int64_t **kv, int64_t **qs, int64_t **ks,
+                  unsigned char **scratch, unsigned char **partial)
+{
+    *sq = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *kv = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *qs = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *ks = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *scratch = spa_ws_take(ws, p->blocks > 0 ? (uint64_t)p->blocks : 1u, p->scratch_bytes);
+    *partial = p->parts > 1 ? spa_ws_take(ws, spa_attn_parts_elems(p->round, p->parts, p->sh.gu, p->sh.dv),
+                                          spa_attn_parts_elem_bytes(p->sh.dtype))
+                            : NULL;
+}
+
+static uint64_t planned_bytes(const dssa_plan *p)
+{
+    spa_ws ws;
+    int64_t *a, *b, *c, *d;
+    unsigned char *s, *part;
+    spa_ws_plan(&ws);
+    carve(&ws, p, &a, &b, &c, &d, &s, &part);
+    return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
+}
+
+static spa_status phase1(const spa_tensor *query, const spa_tensor *query_rope, const spa_tensor *key,
+                         const spa_tensor *key_rope, const spa_tensor *value, const spa_tensor *sparse_indices,
+                         const spa_tensor *block_table, const spa_int_array *actual_seq_q_len,
+                         const spa_int_array *actual_seq_kv_len, double scale_value, int64_t sparse_block_size,
+                         int64_t sparse_mode, const spa_tensor *attention_out, const spa_tensor *softmax_max_out,
+                         const spa_tensor *softmax_sum_out, uint64_t *workspace_size, spa_executor *executor)
+{
+    if (query == NULL || key == NULL || value == NULL || sparse_indices == NULL || attention_out == NULL ||
+        workspace_size == NULL || executor == NULL)
+        return SPA_ERR_NULLPTR;
+    if ((block_table != NULL || key->rank == 3) && actual_seq_kv_len == NULL)
+        return SPA_ERR_NULLPTR; /* a paged or TND key has no lengths of its own */
+    dssa_exec e;
+    memset(&e, 0, sizeof e);
+    SPA_REQUIRE((query_rope == NULL) == (key_rope == NULL) /* query_rope and key_rope: both or neither */);
+    e.q = *query, e.k = *key, e.v = *value, e.idx = *sparse_indices, e.o = *attention_out;
+    if (query_rope != NULL)
+        e.qr = *query_rope, e.kr = *key_rope, e.has_rope = 1;
+    if (block_table != NULL)
+        e.table = *block_table, e.has_table = 1;
+    if (actual_seq_q_len != NULL)
+        e.sq = *actual_seq_q_len, e.has_sq = 1;
+    if (actual_seq_kv_len != NULL)
+        e.skv = *actual_seq_kv_len, e.has_skv = 1;
+    if (softmax_max_out != NULL)
+        e.mx = *softmax_max_out, e.has_mx = 1;
+    if (softmax_sum_out != NULL)
+        e.sm = *softmax_sum_out, e.has_sm = 1;
+    e.scale = scale_value, e.sbs = sparse_block_size, e.mode = sparse_mode;
+    dssa_shape sh;
+    SPA_TRY(check_args(&e, &sh));
+    SPA_TRY(check_seq(&e, &sh, NULL, NULL, NULL));
+    dssa_plan p;
+    make_plan(&sh, &p);
+    e.head.ws_size = planned_bytes(&p);
+    SPA_REQUIRE(e.head.ws_size > 0);
+    SPA_TRY(check_indices(&e, &sh, NULL, NULL)); /* last: its cost grows with T * K */
+    *workspace_size = e.head.ws_size;
+    spa_exec_seal(executor, &e, sizeof e, SPA_OP_DSA_SPARSE_ATTENTION);
+    return SPA_OK;
+}
+
+typedef struct dssa_run {
+    const dssa_exec *e;
+    const dssa_plan *p;
+    const int64_t *sq, *kv, *qs, *ks; /* trusted: per-batch counts, lengths, first query, first key row (TND) */
+    unsigned char *scratch;
+    spa_attn_parts partial; /* parts > 1: the round's partials */
+    int64_t u0;             /* parts > 1: the round's first unit */
+} dssa_run;
+
+/* Unit u: its token, key head, first query head and head count, batch. */
+typedef struct dssa_unit {
+    int64_t t, n, h0, g, b;
+} dssa_unit;
+
+static dssa_unit unit_of(const dssa_run *r, int64_t u)
+{
+    const dssa_shape *sh = &r->p->sh;
+    dssa_unit x;
+    const int64_t grp = u % sh->groups, tn = u / sh->groups;
+    x.t = tn / sh->n2, x.n = tn - x.t * sh->n2;
+    x.h0 = x.n * sh->g + grp * sh->gu;
+    x.g = sh->g - grp * sh->gu < sh->gu ? sh->g - grp * sh->gu : sh->gu;
+    x.b = spa_nsa_cache_batch_of(r->qs, sh->batches, x.t);
+    return x;
+}
+
+/* The tokens unit x sees: 0 .. seen - 1. */
+static int64_t seen_of(const dssa_run *r, const dssa_unit *x)
+{
+    const int64_t len = r->kv[x->b];
+    if (r->e->mode == 0)
+        return len;
+    const int64_t pos = len - r->sq[x->b] + (x->t - r->qs[x->b]); /* may be negative: sees nothing */
+    return pos < 0 ? 0 : pos + 1 < len ? pos + 1 : len;
+}
+
+/* n elements of x from element base on, stride apart, copied to dst. */
+static void copy_elems(unsigned char *dst, const spa_tensor *x, int64_t base, int64_t n, int64_t stride)
+{
+    const size_t es = spa_dtype_size(x->dtype);
+    const unsigned char *src = (const unsigned char *)x->data;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + (size_t)i * es, src + (size_t)(base + i * stride) * es, es);
+}
+
+/* Unit x's query heads with their rope part after them, [g][dq] in the
+ * query's dtype, at q. */
+static void pack_query(const dssa_run *r, const dssa_unit *x, unsigned char *q)
+{
+    const dssa_exec *e = r->e;
+    const dssa_shape *sh = &r->p->sh;
+    const size_t es = spa_dtype_size(sh->dtype);
+    for (int64_t l = 0; l < x->g; l++) {
+        unsigned char *row = q + (size_t)(l * sh->dq) * es;
+        const int64_t h = x->h0 + l;
+        copy_elems(row, &e->q, x->t * e->q.strides[0] + h * e->q.strides[1], sh->d, e->q.strides[2]);
+        if (e->has_rope)
+            copy_elems(row + (size_t)sh->d * es, &e->qr, x->t * e->qr.strides[0] + h * e->qr.strides[1], sh->dr,
+                       e->qr.strides[2]);
+    }
+}
+
+/* Token p of unit x's batch as gathered row n: its key (and rope) row at
+ * kg, its value row at vg (unless value is in key); zeros where its table
+ * entry, read again, is no longer a page of the cache. */
+static void gather_token(const dssa_run *r, const dssa_unit *x, int64_t p, int64_t n, unsigned char *kg,
+                         unsigned char *vg)
+{
+    const dssa_exec *e = r->e;
+    const dssa_shape *sh = &r->p->sh;
+    const uint64_t es = elem_bytes(sh);
+    unsigned char *kd = kg + (uint64_t)(n * sh->dp) * es, *vd = vg + (uint64_t)(n * sh->dvp) * es;
+    const int64_t pg = spa_dsa_kv_page(&sh->kv, &e->table, x->b, p);
+    if (pg < 0) {
+        spa_nsa_zero_row(kd, sh->dp, sh->dtype);
+        if (!sh->v_in_k)
+            spa_nsa_zero_row(vd, sh->dvp, sh->dtype);
+        return;
+    }
+    const int64_t row = spa_dsa_kv_row(&sh->kv, r->ks[x->b], p);
+    spa_nsa_cache_row(&sh->kv.kx, pg, row, x->n, sh->d, e->has_rope ? sh->d : sh->dp, kd);
+    if (e->has_rope)
+        spa_nsa_cache_row(&sh->krx, pg, row, x->n, sh->dr, sh->dp - sh->d, kd + (uint64_t)sh->d * es);
+    if (!sh->v_in_k)
+        spa_nsa_cache_row(&sh->vx, pg, row, x->n, sh->dv, sh->dvp, vd);
+}
+
+/* Slots j0 .. j1-1 of unit x: the tokens they select and x sees, gathered
+ * in order into scratch, zero rows up to a whole virtual block, the virtual
+ * slots (0, 1, ..., then -1) and the gathered count. */
+static void gather_slots(const dssa_run *r, const dssa_unit *x, int64_t j0, int64_t j1, unsigned char *scratch)
+{
+    const dssa_exec *e = r->e;
+    const dssa_shape *sh = &r->p->sh;
+    const dssa_layout lay = block_layout(r->p);
+    unsigned char *kg = scratch + lay.kg, *vg = sh->v_in_k ? kg : scratch + lay.vg;
+    const int64_t seen = seen_of(r, x), vb = vblocks(sh, j1 - j0);
+    const int32_t *idx = (const int32_t *)e->idx.data + x->t * e->idx.strides[0] + x->n * e->idx.strides[1];
+    int64_t n = 0;
+    for (int64_t j = j0; j < j1; j++) {
+        const int64_t s = idx[j * e->idx.strides[2]]; /* read once */
+        /* padding, or (an array rewritten during the call) a value phase 2
+         * did not check: nothing; a block past what the query sees: its
+         * tokens up to there */
+        if (s < 0 || s >= (seen + sh->sbs - 1) / sh->sbs)
+            continue;
+        for (int64_t p = s * sh->sbs; p < (s + 1) * sh->sbs && p < seen; p++)
+            gather_token(r, x, p, n++, kg, vg);
+    }
+    const int64_t used = (n + DSSA_VB - 1) / DSSA_VB;
+    for (int64_t i = n; i < used * DSSA_VB; i++) { /* finite rows under the kernel's mask */
+        spa_nsa_zero_row(kg + (uint64_t)(i * sh->dp) * elem_bytes(sh), sh->dp, sh->dtype);
+        if (!sh->v_in_k)
+            spa_nsa_zero_row(vg + (uint64_t)(i * sh->dvp) * elem_bytes(sh), sh->dvp, sh->dtype);
+    }
+    int32_t *slots = (int32_t *)(void *)(scratch + lay.slots);
+    for (int64_t i = 0; i < vb; i++)
+        slots[i] = i < used ? (int32_t)i : -1;
+    *(int64_t *)(void *)(scratch + lay.count) = n;
+}
+
+/* The kernel arguments for unit x's rows in scratch (gather_slots) and for
+ * vb virtual slots: its packed query, its outputs (o, mx, sm as set by the
+ * caller stay). */
+static void unit_args(const dssa_run *r, const dssa_unit *x, int64_t vb, unsigned char *scratch, spa_nsas_args *a)
+{
+    const dssa_shape *sh = &r->p->sh;
+    const dssa_layout lay = block_layout(r->p);
+    memset(a, 0, sizeof *a);
+    a->q = scratch + lay.q, a->qs0 = 0, a->qs1 = sh->dq, a->qs2 = 1;
+    a->idx = (const int32_t *)(const void *)(scratch + lay.slots), a->is0 = 0, a->is1 = 0, a->is2 = 1;
+    a->mx = scratch + lay.sink, a->sm = scratch + lay.sink; /* strides 0 */
+    a->n2 = 1, a->g = x->g, a->gp = spa_nsas_lanes(x->g);
+    a->d = sh->dq, a->dv = sh->dv, a->dp = sh->dp, a->dvp = sh->dvp;
+    a->bs = DSSA_VB, a->kc = vb;
+    a->scale = (float)r->e->scale;
+    a->causal = 0, a->gathered = 1;
+    a->kf = (const float *)(const void *)(scratch + lay.kg), a->kfr = sh->dp;
+    if (sh->v_in_k)
+        a->vf = a->kf, a->vfr = sh->dp;
+    else
+        a->vf = (const float *)(const void *)(scratch + lay.vg), a->vfr = sh->dvp;
+}
+
+/* The gathered count gather_slots left (bounded by the scratch's rows,
+ * whatever the workspace holds now). */
+static int64_t gathered_count(const dssa_run *r, const unsigned char *scratch, int64_t vb)
+{
+    const dssa_layout lay = block_layout(r->p);
+    const int64_t n = *(const int64_t *)(const void *)(scratch + lay.count);
+    return n < 0 ? 0 : n > vb * DSSA_VB ? vb * DSSA_VB : n;
+}
+
+/* The kernel on a's rows: kvlen of them attended. */
+static void run_kernel(const dssa_run *r, const spa_nsas_args *a, int64_t kvlen, unsigned char *scratch)
+{
+    const dssa_shape *sh = &r->p->sh;
+#if SPA_FLOAT64_DSA_SPARSE_ATTENTION
+    if (sh->dtype == SPA_FLOAT64) {
+        spa_nsas_f64_args f;
+        memset(&f, 0, sizeof f);
+        f.a = *a;
+        f.k = (const double *)(const void *)a->kf, f.ks0 = sh->dp, f.ks1 = 0, f.ks2 = 1;
+        f.v = (const double *)(const void *)a->vf, f.vs0 = a->vfr, f.vs1 = 0, f.vs2 = 1;
+        f.scale = r->e->scale;
+        SPA_K_NSA_SELECT_F64(&f, 0, 0, 1, 0, 0, kvlen, (double *)(void *)scratch);
+        return;
+    }
+#endif
+    /* direct calls: the stack bound (tools/stack.awk) follows them */
+    float *s = (float *)(void *)scratch;
+    if (sh->dtype == SPA_FLOAT16 && a->split)
+        SPA_K_NSA_SELECT_SPLIT_F16(a, 0, 0, 1, 0, 0, kvlen, s);
+    else if (sh->dtype == SPA_FLOAT16)
+        SPA_K_NSA_SELECT_F16(a, 0, 0, 1, 0, 0, kvlen, s);
+    else if (sh->dtype == SPA_BFLOAT16 && a->split)
+        SPA_K_NSA_SELECT_SPLIT_BF16(a, 0, 0, 1, 0, 0, kvlen, s);
+    else if (sh->dtype == SPA_BFLOAT16)
+        SPA_K_NSA_SELECT_BF16(a, 0, 0, 1, 0, 0, kvlen, s);
+    else
+        SPA_K_NSA_SELECT_F32(a, 0, 0, 1, 0, 0, kvlen, s);
+}
+
+/* Element offset of tensor x at (i, j, k) as a pointer. */
+static void *at3(const spa_tensor *x, int64_t i, int64_t j, int64_t k)
+{
+    return (unsigned char *)x->data +
+           (uint64_t)(i * x->strides[0] + j * x->strides[1] + k * x->strides[2]) * spa_dtype_size(x->dtype);
+}
+
+/* Units of block blk, whole (parts == 1): gathered, then the kernel into
+ * the outputs. */
+static void run_block(void *arg, uint32_t blk)
+{
+    const dssa_run *r = arg;
+    const dssa_plan *p = r->p;
+    const dssa_exec *e = r->e;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
+    const int64_t u0 = (int64_t)blk * p->per_block;
+    const int64_t u1 = u0 + p->per_block < p->units ? u0 + p->per_block : p->units;
+    const int64_t vb = vblocks(&p->sh, p->sh.kc);
+    for (int64_t u = u0; u < u1; u++) {
+        const dssa_unit x = unit_of(r, u);
+        pack_query(r, &x, scratch + block_layout(p).q);
+        gather_slots(r, &x, 0, p->sh.kc, scratch);
+        spa_nsas_args a;
+        unit_args(r, &x, vb, scratch, &a);
+        a.o = at3(&e->o, x.t, x.h0, 0), a.os0 = 0, a.os1 = e->o.strides[1], a.os2 = e->o.strides[2];
+        if (e->has_mx)
+            a.mx = at3(&e->mx, x.n, x.t, x.h0 - x.n * p->sh.g), a.ms1 = e->mx.strides[2];
+        if (e->has_sm)
+            a.sm = at3(&e->sm, x.n, x.t, x.h0 - x.n * p->sh.g), a.ss1 = e->sm.strides[2];
+        run_kernel(r, &a, gathered_count(r, scratch, vb), scratch);
+    }
+}
+
+/* Block blk of a round's parts: its round unit, part, unit and slots
+ * [j0, j1); false past the units. */
+static bool part_block(const dssa_run *r, uint32_t blk, int64_t *ru, int64_t *part, dssa_unit *x, int64_t *j0,
+                       int64_t *j1)
+{
+    const dssa_plan *p = r->p;
+    *ru = (int64_t)blk / p->parts, *part = (int64_t)blk - *ru * p->parts;
+    if (r->u0 + *ru >= p->units)
+        return false;
+    *x = unit_of(r, r->u0 + *ru);
+    *j0 = *part * p->kcp, *j1 = *j0 + p->kcp < p->sh.kc ? *j0 + p->kcp : p->sh.kc;
+    return true;
+}
+
+/* Part `part` of round unit ru's arguments: its outputs are its partials. */
+static void part_args(const dssa_run *r, int64_t ru, int64_t part, spa_nsas_args *a)
+{
+    a->o = spa_attn_parts_at(&r->partial, ru, part, 0), a->os0 = 0, a->os1 = r->p->sh.dv, a->os2 = 1;
+    a->mx = spa_attn_parts_at(&r->partial, ru, part, 1), a->ms0 = 0, a->ms1 = 1, a->ms2 = 0;
+    a->sm = spa_attn_parts_at(&r->partial, ru, part, 2), a->ss0 = 0, a->ss1 = 1, a->ss2 = 0;
+}
+
+/* A part: its slots gathered, into its partial output, max and sum (f16 /
+ * bf16: its max and sum, the scores kept in its scratch for the finish). */
+static void run_part_block(void *arg, uint32_t blk)
+{
+    const dssa_run *r = arg;
+    int64_t ru, part, j0, j1;
+    dssa_unit x;
+    if (!part_block(r, blk, &ru, &part, &x, &j0, &j1))
+        return;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
+    const int64_t vb = vblocks(&r->p->sh, j1 - j0);
+    pack_query(r, &x, scratch + block_layout(r->p).q);
+    gather_slots(r, &x, j0, j1, scratch);
+    spa_nsas_args a;
+    unit_args(r, &x, vb, scratch, &a);
+    part_args(r, ru, part, &a);
+    a.split = is_half(&r->p->sh) ? SPA_NSAS_SPLIT_STATS : 0;
+    run_kernel(r, &a, gathered_count(r, scratch, vb), scratch);
+}
+
+/* An f16 / bf16 part again on its scratch: with the row's max and sum from
+ * every part's, its P rounded and its P V into its partial output. */
+static void run_finish_block(void *arg, uint32_t blk)
+{
+    const dssa_run *r = arg;
+    int64_t ru, part, j0, j1;
+    dssa_unit x;
+    if (!part_block(r, blk, &ru, &part, &x, &j0, &j1))
+        return;
+    unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
+    const int64_t vb = vblocks(&r->p->sh, j1 - j0);
+    float pscale[DSSA_HALF_HEADS] = {0.0f}; /* padded lanes 0 */
+    spa_attn_parts_scale(&r->partial, ru, part, x.g, pscale);
+    spa_nsas_args a;
+    unit_args(r, &x, vb, scratch, &a);
+    part_args(r, ru, part, &a);
+    a.split = SPA_NSAS_SPLIT_FINISH, a.pscale = pscale;
+    run_kernel(r, &a, gathered_count(r, scratch, vb), scratch);
+}
+
+/* Round unit blk: its parts merged into the outputs (attn_parts.h). */
+static void run_merge_block(void *arg, uint32_t blk)
+{
+    const dssa_run *r = arg;
+    const dssa_exec *e = r->e;
+    if (r->u0 + (int64_t)blk >= r->p->units)
+        return;
+    const dssa_unit x = unit_of(r, r->u0 + (int64_t)blk);
+    const int64_t gl = x.h0 - x.n * r->p->sh.g; /* the group's first head within its key head */
+    void *mx = e->has_mx ? at3(&e->mx, x.n, x.t, gl) : NULL, *sm = e->has_sm ? at3(&e->sm, x.n, x.t, gl) : NULL;
+    spa_attn_parts_merge(&r->partial, (int64_t)blk, x.g, at3(&e->o, x.t, x.h0, 0), e->o.strides[1],
+                         e->o.strides[2], mx, e->mx.strides[2], sm, e->sm.strides[2]);
+}
+
+spa_status spa_dsa_sparse_attention_phase2(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                           const spa_runner *runner)
+{
+    const spa_runner rn = spa_runner_copy(runner);
+    dssa_exec e;
+    SPA_TRY(spa_exec_open(executor, &e, sizeof e, SPA_OP_DSA_SPARSE_ATTENTION));
+    dssa_shape sh;
+    SPA_TRY(check_args(&e, &sh));
+    SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
+    const spa_tensor *tensors[] = {&e.q,  &e.k, &e.v, &e.idx, &e.o, e.has_rope ? &e.qr : NULL,
+                                   e.has_rope ? &e.kr : NULL, e.has_table ? &e.table : NULL,
+                                   e.has_mx ? &e.mx : NULL, e.has_sm ? &e.sm : NULL};
+    const spa_int_array *arrays[] = {e.has_skv ? &e.skv : NULL, e.has_sq ? &e.sq : NULL};
+    SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 10, arrays, 2));
+    dssa_plan p;
+    make_plan(&sh, &p);
+    SPA_REQUIRE(planned_bytes(&p) == e.head.ws_size);
+    spa_ws ws;
+    dssa_run r;
+    int64_t *sq, *kv, *qs, *ks;
+    spa_ws_attach(&ws, workspace, e.head.ws_size);
+    carve(&ws, &p, &sq, &kv, &qs, &ks, &r.scratch, &r.partial.base);
+    SPA_REQUIRE(!ws.overflow);
+    SPA_TRY(check_seq(&e, &sh, sq, kv, ks));
+    for (int64_t b = 0, t = 0; b < sh.batches; t += sq[b], b++)
+        qs[b] = t;
+    SPA_TRY(check_indices(&e, &sh, sq, kv));
+    if (sh.t == 0)
+        return SPA_OK;
+    r.e = &e, r.p = &p, r.sq = sq, r.kv = kv, r.qs = qs, r.ks = ks;
+    r.partial.round = p.round, r.partial.parts = p.parts, r.partial.g = sh.gu, r.partial.dv = sh.dv;
+    r.partial.dtype = sh.dtype;
+    if (p.parts == 1) {
+        spa_run_blocks(&rn, run_block, &r, p.blocks);
+        return SPA_OK;
+    }
+    for (r.u0 = 0; r.u0 < p.units; r.u0 += p.round) { /* the parts of a round's units, then their merges */
+        const int64_t n = p.units - r.u0 < p.round ? p.units - r.u0 : p.round;
+        spa_run_blocks(&rn, run_part_block, &r, (uint32_t)(n * p.parts));
+        if (is_half(&sh))
+            spa_run_blocks(&rn, run_finish_block, &r, (uint32_t)(n * p.parts));
+        spa_run_blocks(&rn, run_merge_block, &r, (uint32_t)n);
+    }
+    return SPA_OK;
+}
+
+spa_status spa_dsa_sparse_attention_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *query_rope, const spa_tensor *key, const spa_tensor *key_rope,
+    const spa_tensor *value, const spa_tensor *sparse_indices, const spa_tensor *block_table,
+    const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len, double scale_value,
+    int64_t sparse_block_size, int64_t sparse_mode, const spa_tensor *attention_out,
+    const spa_tensor *softmax_max_out, const spa_tensor *softmax_sum_out, uint64_t *workspace_size,
+    spa_executor *executor)
+{
+    return spa_refusal_record(phase1(query, query_rope, key, key_rope, value, sparse_indices, block_table,
+                                     actual_seq_q_len, actual_seq_kv_len, scale_value, sparse_block_size,
+                                     sparse_mode, attention_out, softmax_max_out, softmax_sum_out,
+                                     workspace_size, executor),
+                              executor, SPA_OP_DSA_SPARSE_ATTENTION, 1);
+}
+
+spa_status spa_dsa_sparse_attention(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                    const spa_runner *runner)
+{
+    return spa_public_status(spa_dsa_sparse_attention_phase2(workspace, workspace_size, executor, runner));
+}
