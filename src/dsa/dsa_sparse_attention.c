@@ -79,7 +79,6 @@ _Static_assert(sizeof(dssa_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 /* What the arguments determine (derived again in phase 2). */
 typedef struct dssa_shape {
     spa_dsa_kv kv;         /* the key's layout and batches */
-    spa_tensor krx, vx;    /* key_rope and value as kv.kx is the key */
     int64_t t, n1, n2, g, d, dr, dv, kc, sbs, batches;
     int64_t dq, dp, dvp;   /* D + Dr; it and Dv rounded up to 16 */
     int64_t gu, groups;    /* heads per unit at most, groups of them per key head */
@@ -88,7 +87,7 @@ typedef struct dssa_shape {
 } dssa_shape;
 
 typedef struct dssa_plan {
-    dssa_shape sh;
+    const dssa_shape *sh; /* a pointer: the Cortex-M stack holds one shape */
     int64_t units, per_block;  /* units: (token, key head, group) */
     int64_t parts, kcp, round; /* parts per unit, slots per part; units per round (parts > 1) */
     uint32_t blocks;
@@ -165,12 +164,10 @@ static spa_status check_args(const dssa_exec *e, dssa_shape *sh)
     const int64_t id[3] = {sh->t, sh->n2, sh->kc};
     SPA_REQUIRE(spa_tensor_dims_are(&e->idx, 3, id) /* sparse_indices: [T, N2, K] */);
     SPA_TRY(check_like_key(&e->v, sh, dt, &sh->dv));
-    sh->vx = spa_dsa_kv_view(&e->v);
     if (e->has_rope) {
         SPA_TRY(spa_tensor_check(&e->qr, 3));
         SPA_REQUIRE(e->qr.dtype == dt /* query_rope: the dtype of query */);
         SPA_TRY(check_like_key(&e->kr, sh, dt, &sh->dr));
-        sh->krx = spa_dsa_kv_view(&e->kr);
         const int64_t qd[3] = {sh->t, sh->n1, sh->dr};
         SPA_REQUIRE(spa_tensor_dims_are(&e->qr, 3, qd) /* query_rope: [T, N1, Dr], Dr of key_rope */);
     }
@@ -190,7 +187,8 @@ static spa_status check_args(const dssa_exec *e, dssa_shape *sh)
     SPA_REQUIRE(spa_mul_ok(sh->t, sh->n1, &units) /* T * N1 units at most */);
     sh->dp = (sh->dq + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
     sh->dvp = (sh->dv + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
-    sh->v_in_k = value_in_key(&sh->kv.kx, &sh->vx, sh->dv);
+    const spa_tensor vx = spa_dsa_kv_view(&e->v);
+    sh->v_in_k = value_in_key(&sh->kv.kx, &vx, sh->dv);
     return SPA_OK;
 }
 
@@ -272,13 +270,13 @@ static int64_t vblocks(const dssa_shape *sh, int64_t n)
 /* Every block's scratch: sized for the slots of a part (or of the unit). */
 static dssa_layout block_layout(const dssa_plan *p)
 {
-    return layout_of(&p->sh, vblocks(&p->sh, p->kcp));
+    return layout_of(p->sh, vblocks(p->sh, p->kcp));
 }
 
 static void make_plan(const dssa_shape *sh, dssa_plan *p)
 {
     memset(p, 0, sizeof *p);
-    p->sh = *sh;
+    p->sh = sh;
     p->units = sh->t * sh->n2 * sh->groups; /* <= T * N1: no overflow */
     int64_t parts = sh->kc * sh->sbs / SPA_DSSA_PART_ROWS;
     parts = parts < SPA_DSSA_PARTS_MAX ? parts : SPA_DSSA_PARTS_MAX;
@@ -306,13 +304,13 @@ static void make_plan(const dssa_shape *sh, dssa_plan *p)
 static void carve(spa_ws *ws, const dssa_plan *p, int64_t **sq, int64_t **kv, int64_t **qs, int64_t **ks,
                   unsigned char **scratch, unsigned char **partial)
 {
-    *sq = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
-    *kv = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
-    *qs = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
-    *ks = spa_ws_take(ws, (uint64_t)p->sh.batches, sizeof(int64_t));
+    *sq = spa_ws_take(ws, (uint64_t)p->sh->batches, sizeof(int64_t));
+    *kv = spa_ws_take(ws, (uint64_t)p->sh->batches, sizeof(int64_t));
+    *qs = spa_ws_take(ws, (uint64_t)p->sh->batches, sizeof(int64_t));
+    *ks = spa_ws_take(ws, (uint64_t)p->sh->batches, sizeof(int64_t));
     *scratch = spa_ws_take(ws, p->blocks > 0 ? (uint64_t)p->blocks : 1u, p->scratch_bytes);
-    *partial = p->parts > 1 ? spa_ws_take(ws, spa_attn_parts_elems(p->round, p->parts, p->sh.gu, p->sh.dv),
-                                          spa_attn_parts_elem_bytes(p->sh.dtype))
+    *partial = p->parts > 1 ? spa_ws_take(ws, spa_attn_parts_elems(p->round, p->parts, p->sh->gu, p->sh->dv),
+                                          spa_attn_parts_elem_bytes(p->sh->dtype))
                             : NULL;
 }
 
@@ -384,7 +382,7 @@ typedef struct dssa_unit {
 
 static dssa_unit unit_of(const dssa_run *r, int64_t u)
 {
-    const dssa_shape *sh = &r->p->sh;
+    const dssa_shape *sh = r->p->sh;
     dssa_unit x;
     const int64_t grp = u % sh->groups, tn = u / sh->groups;
     x.t = tn / sh->n2, x.n = tn - x.t * sh->n2;
@@ -418,7 +416,7 @@ static void copy_elems(unsigned char *dst, const spa_tensor *x, int64_t base, in
 static void pack_query(const dssa_run *r, const dssa_unit *x, unsigned char *q)
 {
     const dssa_exec *e = r->e;
-    const dssa_shape *sh = &r->p->sh;
+    const dssa_shape *sh = r->p->sh;
     const size_t es = spa_dtype_size(sh->dtype);
     for (int64_t l = 0; l < x->g; l++) {
         unsigned char *row = q + (size_t)(l * sh->dq) * es;
@@ -437,7 +435,7 @@ static void gather_token(const dssa_run *r, const dssa_unit *x, int64_t p, int64
                          unsigned char *vg)
 {
     const dssa_exec *e = r->e;
-    const dssa_shape *sh = &r->p->sh;
+    const dssa_shape *sh = r->p->sh;
     const uint64_t es = elem_bytes(sh);
     unsigned char *kd = kg + (uint64_t)(n * sh->dp) * es, *vd = vg + (uint64_t)(n * sh->dvp) * es;
     const int64_t pg = spa_dsa_kv_page(&sh->kv, &e->table, x->b, p);
@@ -449,10 +447,14 @@ static void gather_token(const dssa_run *r, const dssa_unit *x, int64_t p, int64
     }
     const int64_t row = spa_dsa_kv_row(&sh->kv, r->ks[x->b], p);
     spa_nsa_cache_row(&sh->kv.kx, pg, row, x->n, sh->d, e->has_rope ? sh->d : sh->dp, kd);
-    if (e->has_rope)
-        spa_nsa_cache_row(&sh->krx, pg, row, x->n, sh->dr, sh->dp - sh->d, kd + (uint64_t)sh->d * es);
-    if (!sh->v_in_k)
-        spa_nsa_cache_row(&sh->vx, pg, row, x->n, sh->dv, sh->dvp, vd);
+    if (e->has_rope) {
+        const spa_tensor krx = spa_dsa_kv_view(&e->kr);
+        spa_nsa_cache_row(&krx, pg, row, x->n, sh->dr, sh->dp - sh->d, kd + (uint64_t)sh->d * es);
+    }
+    if (!sh->v_in_k) {
+        const spa_tensor vx = spa_dsa_kv_view(&e->v);
+        spa_nsa_cache_row(&vx, pg, row, x->n, sh->dv, sh->dvp, vd);
+    }
 }
 
 /* Slots j0 .. j1-1 of unit x: the tokens they select and x sees, gathered
@@ -461,7 +463,7 @@ static void gather_token(const dssa_run *r, const dssa_unit *x, int64_t p, int64
 static void gather_slots(const dssa_run *r, const dssa_unit *x, int64_t j0, int64_t j1, unsigned char *scratch)
 {
     const dssa_exec *e = r->e;
-    const dssa_shape *sh = &r->p->sh;
+    const dssa_shape *sh = r->p->sh;
     const dssa_layout lay = block_layout(r->p);
     unsigned char *kg = scratch + lay.kg, *vg = sh->v_in_k ? kg : scratch + lay.vg;
     const int64_t seen = seen_of(r, x), vb = vblocks(sh, j1 - j0);
@@ -494,7 +496,7 @@ static void gather_slots(const dssa_run *r, const dssa_unit *x, int64_t j0, int6
  * caller stay). */
 static void unit_args(const dssa_run *r, const dssa_unit *x, int64_t vb, unsigned char *scratch, spa_nsas_args *a)
 {
-    const dssa_shape *sh = &r->p->sh;
+    const dssa_shape *sh = r->p->sh;
     const dssa_layout lay = block_layout(r->p);
     memset(a, 0, sizeof *a);
     a->q = scratch + lay.q, a->qs0 = 0, a->qs1 = sh->dq, a->qs2 = 1;
@@ -524,7 +526,7 @@ static int64_t gathered_count(const dssa_run *r, const unsigned char *scratch, i
 /* The kernel on a's rows: kvlen of them attended. */
 static void run_kernel(const dssa_run *r, const spa_nsas_args *a, int64_t kvlen, unsigned char *scratch)
 {
-    const dssa_shape *sh = &r->p->sh;
+    const dssa_shape *sh = r->p->sh;
 #if SPA_FLOAT64_DSA_SPARSE_ATTENTION
     if (sh->dtype == SPA_FLOAT64) {
         spa_nsas_f64_args f;
@@ -568,18 +570,18 @@ static void run_block(void *arg, uint32_t blk)
     unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
     const int64_t u0 = (int64_t)blk * p->per_block;
     const int64_t u1 = u0 + p->per_block < p->units ? u0 + p->per_block : p->units;
-    const int64_t vb = vblocks(&p->sh, p->sh.kc);
+    const int64_t vb = vblocks(p->sh, p->sh->kc);
     for (int64_t u = u0; u < u1; u++) {
         const dssa_unit x = unit_of(r, u);
         pack_query(r, &x, scratch + block_layout(p).q);
-        gather_slots(r, &x, 0, p->sh.kc, scratch);
+        gather_slots(r, &x, 0, p->sh->kc, scratch);
         spa_nsas_args a;
         unit_args(r, &x, vb, scratch, &a);
         a.o = at3(&e->o, x.t, x.h0, 0), a.os0 = 0, a.os1 = e->o.strides[1], a.os2 = e->o.strides[2];
         if (e->has_mx)
-            a.mx = at3(&e->mx, x.n, x.t, x.h0 - x.n * p->sh.g), a.ms1 = e->mx.strides[2];
+            a.mx = at3(&e->mx, x.n, x.t, x.h0 - x.n * p->sh->g), a.ms1 = e->mx.strides[2];
         if (e->has_sm)
-            a.sm = at3(&e->sm, x.n, x.t, x.h0 - x.n * p->sh.g), a.ss1 = e->sm.strides[2];
+            a.sm = at3(&e->sm, x.n, x.t, x.h0 - x.n * p->sh->g), a.ss1 = e->sm.strides[2];
         run_kernel(r, &a, gathered_count(r, scratch, vb), scratch);
     }
 }
@@ -594,14 +596,14 @@ static bool part_block(const dssa_run *r, uint32_t blk, int64_t *ru, int64_t *pa
     if (r->u0 + *ru >= p->units)
         return false;
     *x = unit_of(r, r->u0 + *ru);
-    *j0 = *part * p->kcp, *j1 = *j0 + p->kcp < p->sh.kc ? *j0 + p->kcp : p->sh.kc;
+    *j0 = *part * p->kcp, *j1 = *j0 + p->kcp < p->sh->kc ? *j0 + p->kcp : p->sh->kc;
     return true;
 }
 
 /* Part `part` of round unit ru's arguments: its outputs are its partials. */
 static void part_args(const dssa_run *r, int64_t ru, int64_t part, spa_nsas_args *a)
 {
-    a->o = spa_attn_parts_at(&r->partial, ru, part, 0), a->os0 = 0, a->os1 = r->p->sh.dv, a->os2 = 1;
+    a->o = spa_attn_parts_at(&r->partial, ru, part, 0), a->os0 = 0, a->os1 = r->p->sh->dv, a->os2 = 1;
     a->mx = spa_attn_parts_at(&r->partial, ru, part, 1), a->ms0 = 0, a->ms1 = 1, a->ms2 = 0;
     a->sm = spa_attn_parts_at(&r->partial, ru, part, 2), a->ss0 = 0, a->ss1 = 1, a->ss2 = 0;
 }
@@ -616,13 +618,13 @@ static void run_part_block(void *arg, uint32_t blk)
     if (!part_block(r, blk, &ru, &part, &x, &j0, &j1))
         return;
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
-    const int64_t vb = vblocks(&r->p->sh, j1 - j0);
+    const int64_t vb = vblocks(r->p->sh, j1 - j0);
     pack_query(r, &x, scratch + block_layout(r->p).q);
     gather_slots(r, &x, j0, j1, scratch);
     spa_nsas_args a;
     unit_args(r, &x, vb, scratch, &a);
     part_args(r, ru, part, &a);
-    a.split = is_half(&r->p->sh) ? SPA_NSAS_SPLIT_STATS : 0;
+    a.split = is_half(r->p->sh) ? SPA_NSAS_SPLIT_STATS : 0;
     run_kernel(r, &a, gathered_count(r, scratch, vb), scratch);
 }
 
@@ -636,7 +638,7 @@ static void run_finish_block(void *arg, uint32_t blk)
     if (!part_block(r, blk, &ru, &part, &x, &j0, &j1))
         return;
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
-    const int64_t vb = vblocks(&r->p->sh, j1 - j0);
+    const int64_t vb = vblocks(r->p->sh, j1 - j0);
     float pscale[DSSA_HALF_HEADS] = {0.0f}; /* padded lanes 0 */
     spa_attn_parts_scale(&r->partial, ru, part, x.g, pscale);
     spa_nsas_args a;
@@ -654,7 +656,7 @@ static void run_merge_block(void *arg, uint32_t blk)
     if (r->u0 + (int64_t)blk >= r->p->units)
         return;
     const dssa_unit x = unit_of(r, r->u0 + (int64_t)blk);
-    const int64_t gl = x.h0 - x.n * r->p->sh.g; /* the group's first head within its key head */
+    const int64_t gl = x.h0 - x.n * r->p->sh->g; /* the group's first head within its key head */
     void *mx = e->has_mx ? at3(&e->mx, x.n, x.t, gl) : NULL, *sm = e->has_sm ? at3(&e->sm, x.n, x.t, gl) : NULL;
     spa_attn_parts_merge(&r->partial, (int64_t)blk, x.g, at3(&e->o, x.t, x.h0, 0), e->o.strides[1],
                          e->o.strides[2], mx, e->mx.strides[2], sm, e->sm.strides[2]);
