@@ -39,6 +39,6 @@ from .nsa_decode import NSACache  # noqa: E402
 __all__ += ["parallel_nsa", "nsa_compress_attention", "sliding_window_attention", "NSACache"]
 
 # DeepSeek sparse attention
-from .dsa import npu_lightning_indexer  # noqa: E402
+from .dsa import npu_lightning_indexer, npu_sparse_flash_attention  # noqa: E402
 
-__all__ += ["npu_lightning_indexer"]
+__all__ += ["npu_lightning_indexer", "npu_sparse_flash_attention"]

@@ -110,3 +110,20 @@ def _lightning_indexer(query, key, weights, sq=None, skv=None, table=None, layou
     shape = lead + (key.shape[-2], sparse_count)
     return (_empty(shape, torch.int32),
             _empty(shape if return_value else (0,), query.dtype))
+
+
+@L.meta("npu_sparse_flash_attention")
+def _sparse_flash_attention(query, key, value, sparse_indices, scale_value, table=None, sq=None,
+                            skv=None, query_rope=None, key_rope=None, sparse_block_size=1,
+                            layout_query="BSND", layout_kv="BSND", sparse_mode=3, pre=2**63 - 1,
+                            nxt=2**63 - 1, attention_mode=0, return_softmax_lse=False):
+    lead = tuple(query.shape[:-2])
+    n1, n2 = query.shape[-2], key.shape[-2]
+    out = _empty(lead + (n1, value.shape[-1]), query.dtype)
+    if not return_softmax_lse:
+        stat = (0,)
+    elif len(lead) == 2:  # BSND: [B, N2, S1, G]
+        stat = (lead[0], n2, lead[1], n1 // max(n2, 1))
+    else:  # TND: [N2, T1, G]
+        stat = (n2, lead[0], n1 // max(n2, 1))
+    return out, _empty(stat, _stat_dtype(query.dtype)), _empty(stat, _stat_dtype(query.dtype))

@@ -756,23 +756,16 @@ L.differentiable("sliding_window_attention", SlidingWindowAutograd)
 L.not_differentiable("sliding_window_attention_backward")
 
 
-# ---- DeepSeek sparse attention: the lightning indexer (LightningIndexer) ----
-# torch_npu.npu_lightning_indexer's arguments, names, order and defaults. The
-# union contract: query BSND [B, S1, N1, D] (batches with fewer queries than
-# S1 as actual_seq_lengths_query says: their rows past it get -1 / -inf) or
-# TND [T1, N1, D] (prefix sums); key PA_BSND [blocks, block_size, N2, D]
-# through block_table, BSND [B, S2, N2, D] or TND [T2, N2, D] (prefix sums);
-# any N1, N2, D up to 768, sparse_count up to 65536, float16 / bfloat16 /
-# float32 / float64, weights float32 or the query's dtype. Returns
-# (sparse_indices int32, sparse_values in the query's dtype, or an empty
-# tensor without return_value). No gradient (indices; the indexer's own
-# backward, LightningIndexerGrad, is not built yet).
+# ---- DeepSeek sparse attention: what its two operators share ----
+# torch_npu's layouts over the native [T, N, D] queries: a BSND query [B, S1,
+# N1, D] holds batch b's S_b queries (actual_seq_lengths_query, per-batch
+# counts) in its first S_b rows, the rest padding the native operators never
+# see; a TND query [T1, N1, D] holds them one batch after the other
+# (actual_seq_lengths_query, prefix sums) in its first sum S_b rows. The
+# binding packs the rows that hold queries (a view where those are a prefix),
+# runs the native operator on them and gives the padding rows a fill.
 
-L.define("npu_lightning_indexer(Tensor query, Tensor key, Tensor weights, *, "
-        "Tensor? actual_seq_lengths_query=None, Tensor? actual_seq_lengths_key=None, "
-        "Tensor? block_table=None, str layout_query=\"BSND\", str layout_key=\"BSND\", "
-        "int sparse_count=2048, int sparse_mode=3, int pre_tokens=9223372036854775807, "
-        "int next_tokens=9223372036854775807, bool return_value=False) -> (Tensor, Tensor)")
+_NO_WINDOW = 2**63 - 1  # pre_tokens / next_tokens: their default, the only value with a meaning here
 
 
 def _lengths(name, t, cumulative):
@@ -796,35 +789,19 @@ def _lengths(name, t, cumulative):
     return out
 
 
-@L.cpu("npu_lightning_indexer")
-def _lightning_indexer_cpu(query, key, weights, actual_seq_lengths_query=None,
-                           actual_seq_lengths_key=None, block_table=None, layout_query="BSND",
-                           layout_key="BSND", sparse_count=2048, sparse_mode=3,
-                           pre_tokens=2**63 - 1, next_tokens=2**63 - 1, return_value=False):
-    if _lib.dsa_li_ws is None:
-        raise RuntimeError("spattn: the loaded libspattn has no spa_dsa_lightning_indexer")
+def _dsa_layouts(layout_query, layout_kv, kv_name, pre_tokens, next_tokens):
     if layout_query not in ("BSND", "TND"):
         raise ValueError("spattn: layout_query is BSND or TND, not %r" % (layout_query,))
-    if layout_key not in ("PA_BSND", "BSND", "TND"):
-        raise ValueError("spattn: layout_key is PA_BSND, BSND or TND, not %r" % (layout_key,))
-    if pre_tokens != 2**63 - 1 or next_tokens != 2**63 - 1:
+    if layout_kv not in ("PA_BSND", "BSND", "TND"):
+        raise ValueError("spattn: %s is PA_BSND, BSND or TND, not %r" % (kv_name, layout_kv))
+    if pre_tokens != _NO_WINDOW or next_tokens != _NO_WINDOW:
         raise ValueError("spattn: pre_tokens and next_tokens take only their default 2^63 - 1 "
                          "(sparse_mode says which keys a query sees)")
-    _lib.check_tensor("query", query, 4 if layout_query == "BSND" else 3)
-    _lib.check_tensor("key", key, 3 if layout_key == "TND" else 4)
-    _lib.check_tensor("weights", weights, 3 if layout_query == "BSND" else 2)
-    if layout_query == "TND" and actual_seq_lengths_query is None:
-        raise ValueError("spattn: a TND query needs actual_seq_lengths_query (prefix sums)")
-    if layout_key in ("TND", "PA_BSND") and actual_seq_lengths_key is None:
-        raise ValueError("spattn: a %s key needs actual_seq_lengths_key" % layout_key)
-    if layout_key == "PA_BSND" and block_table is None:
-        raise ValueError("spattn: a PA_BSND key needs block_table")
-    if layout_key != "PA_BSND" and block_table is not None:
-        raise ValueError("spattn: block_table goes with layout_key PA_BSND")
-    skv = None
-    if actual_seq_lengths_key is not None:
-        skv = _lengths("actual_seq_lengths_key", actual_seq_lengths_key, layout_key == "TND")
-    n2 = key.shape[-2]
+
+
+def _dsa_queries(query, layout_query, actual_seq_lengths_query):
+    """Each batch's query count S_b, the rows of query's leading dims
+    (flattened) that hold those queries, and the leading dims."""
     if layout_query == "BSND":
         b, s1 = query.shape[0], query.shape[1]
         counts = [s1] * b
@@ -833,25 +810,99 @@ def _lightning_indexer_cpu(query, key, weights, actual_seq_lengths_query=None,
             if len(counts) != b or any(c < 0 or c > s1 for c in counts):
                 raise ValueError("spattn: actual_seq_lengths_query must give each of the %d batches "
                                  "0..%d queries, got %s" % (b, s1, counts))
-        rows = [bi * s1 + i for bi in range(b) for i in range(counts[bi])]
-        q = query.reshape(b * s1, query.shape[2], query.shape[3])
-        w = weights.reshape(b * s1, weights.shape[2])
-        full = len(rows) == b * s1
-        if not full:  # the valid queries packed (the native operator's T)
-            index = torch.tensor(rows, dtype=torch.long)
-            q, w = q.index_select(0, index), w.index_select(0, index)
-        lead = (b, s1)
-    else:
-        counts = _lengths("actual_seq_lengths_query", actual_seq_lengths_query, True)
-        if sum(counts) > query.shape[0]:
-            raise ValueError("spattn: actual_seq_lengths_query ends at %d, past the query's %d rows"
-                             % (sum(counts), query.shape[0]))
-        rows = list(range(sum(counts)))
-        full = len(rows) == query.shape[0]
-        q, w = query[:len(rows)], weights[:len(rows)]
-        lead = (query.shape[0],)
-    if skv is None and layout_key == "BSND" and key.shape[0] != len(counts):
-        raise ValueError("spattn: key has %d batches, the query %d" % (key.shape[0], len(counts)))
+        return counts, [bi * s1 + i for bi in range(b) for i in range(counts[bi])], (b, s1)
+    if actual_seq_lengths_query is None:
+        raise ValueError("spattn: a TND query needs actual_seq_lengths_query (prefix sums)")
+    counts = _lengths("actual_seq_lengths_query", actual_seq_lengths_query, True)
+    if sum(counts) > query.shape[0]:
+        raise ValueError("spattn: actual_seq_lengths_query ends at %d, past the query's %d rows"
+                         % (sum(counts), query.shape[0]))
+    return counts, list(range(sum(counts))), (query.shape[0],)
+
+
+def _dsa_key_lengths(layout_kv, kv_name, key, block_table, actual, actual_name, batches):
+    """Each batch's key count L_b (per-batch counts; prefix sums for TND), or
+    None where a BSND key's S2 is every batch's, after the layout's rules."""
+    if layout_kv in ("TND", "PA_BSND") and actual is None:
+        raise ValueError("spattn: a %s key needs %s" % (layout_kv, actual_name))
+    if layout_kv == "PA_BSND" and block_table is None:
+        raise ValueError("spattn: a PA_BSND key needs block_table")
+    if layout_kv != "PA_BSND" and block_table is not None:
+        raise ValueError("spattn: block_table goes with %s PA_BSND" % kv_name)
+    if block_table is not None:
+        _lib.check_tensor("block_table", block_table, 2, (torch.int32,))
+    lengths = _lengths(actual_name, actual, layout_kv == "TND") if actual is not None else None
+    if lengths is None and layout_kv == "BSND" and key.shape[0] != batches:
+        raise ValueError("spattn: key has %d batches, the query %d" % (key.shape[0], batches))
+    return lengths
+
+
+def _dsa_pack(name, t, lead, rows):
+    """t [*lead, ...] as [len(rows), ...], the rows that hold queries."""
+    if tuple(t.shape[:len(lead)]) != tuple(lead):
+        raise ValueError("spattn: %s has shape %s; its leading dims must be the query's %s"
+                         % (name, _shape(t), str(tuple(lead))))
+    flat = t.reshape((-1,) + tuple(t.shape[len(lead):]))
+    if rows == list(range(len(rows))):  # all of them, or a prefix: a view
+        return flat[:len(rows)]
+    return flat.index_select(0, torch.tensor(rows, dtype=torch.long))
+
+
+def _dsa_all_rows(lead, rows):
+    """Whether every row of the leading dims holds a query."""
+    total = 1
+    for n in lead:
+        total *= n
+    return len(rows) == total
+
+
+def _dsa_unpack(x, lead, rows, fill):
+    """x [len(rows), ...], the native operator's rows, as [*lead, ...]: the
+    rows without a query are fill."""
+    rest = tuple(x.shape[1:])
+    if _dsa_all_rows(lead, rows):
+        return x.reshape(tuple(lead) + rest)
+    full = torch.full(tuple(lead) + rest, fill, dtype=x.dtype)
+    full.view((-1,) + rest)[torch.tensor(rows, dtype=torch.long)] = x
+    return full
+
+
+# ---- DeepSeek sparse attention: the lightning indexer (LightningIndexer) ----
+# torch_npu.npu_lightning_indexer's arguments, names, order and defaults. The
+# union contract: query BSND [B, S1, N1, D] (batches with fewer queries than
+# S1 as actual_seq_lengths_query says: their rows past it get -1 / -inf) or
+# TND [T1, N1, D] (prefix sums); key PA_BSND [blocks, block_size, N2, D]
+# through block_table, BSND [B, S2, N2, D] or TND [T2, N2, D] (prefix sums);
+# any N1, N2, D up to 768, sparse_count up to 65536, float16 / bfloat16 /
+# float32 / float64, weights float32 or the query's dtype. Returns
+# (sparse_indices int32, sparse_values in the query's dtype, or an empty
+# tensor without return_value). No gradient (indices; the indexer's own
+# backward, LightningIndexerGrad, is not built yet).
+
+L.define("npu_lightning_indexer(Tensor query, Tensor key, Tensor weights, *, "
+        "Tensor? actual_seq_lengths_query=None, Tensor? actual_seq_lengths_key=None, "
+        "Tensor? block_table=None, str layout_query=\"BSND\", str layout_key=\"BSND\", "
+        "int sparse_count=2048, int sparse_mode=3, int pre_tokens=9223372036854775807, "
+        "int next_tokens=9223372036854775807, bool return_value=False) -> (Tensor, Tensor)")
+
+
+@L.cpu("npu_lightning_indexer")
+def _lightning_indexer_cpu(query, key, weights, actual_seq_lengths_query=None,
+                           actual_seq_lengths_key=None, block_table=None, layout_query="BSND",
+                           layout_key="BSND", sparse_count=2048, sparse_mode=3,
+                           pre_tokens=2**63 - 1, next_tokens=2**63 - 1, return_value=False):
+    if _lib.dsa_li_ws is None:
+        raise RuntimeError("spattn: the loaded libspattn has no spa_dsa_lightning_indexer")
+    _dsa_layouts(layout_query, layout_key, "layout_key", pre_tokens, next_tokens)
+    _lib.check_tensor("query", query, 4 if layout_query == "BSND" else 3)
+    _lib.check_tensor("key", key, 3 if layout_key == "TND" else 4)
+    _lib.check_tensor("weights", weights, 3 if layout_query == "BSND" else 2)
+    counts, rows, lead = _dsa_queries(query, layout_query, actual_seq_lengths_query)
+    skv = _dsa_key_lengths(layout_key, "layout_key", key, block_table, actual_seq_lengths_key,
+                           "actual_seq_lengths_key", len(counts))
+    q = _dsa_pack("query", query, lead, rows)
+    w = _dsa_pack("weights", weights, lead, rows)
+    n2 = key.shape[-2]
     idx = _lib.new_output((q.shape[0], n2, sparse_count), torch.int32)
     val = _lib.new_output((q.shape[0], n2, sparse_count), query.dtype) if return_value else None
     sq, keep_q = _lib.int_array(counts)
@@ -860,20 +911,171 @@ def _lightning_indexer_cpu(query, key, weights, actual_seq_lengths_query=None,
     _lib.call("spa_dsa_lightning_indexer", _lib.dsa_li_ws,
               (d(q), d(key), d(w), d(block_table) if block_table is not None else None, sq, kv,
                sparse_count, sparse_mode, d(idx), d(val) if val is not None else None))
-    if not full:  # padding rows: -1 and -inf, as CANN leaves them
-        all_idx = torch.full((lead[0] * (lead[1] if len(lead) > 1 else 1), n2, sparse_count), -1,
-                             dtype=torch.int32)
-        all_idx[torch.tensor(rows, dtype=torch.long)] = idx
-        idx = all_idx
-        if val is not None:
-            all_val = torch.full(tuple(all_idx.shape), float("-inf"), dtype=query.dtype)
-            all_val[torch.tensor(rows, dtype=torch.long)] = val
-            val = all_val
-    idx = idx.reshape(lead + (n2, sparse_count))
-    val = val.reshape(lead + (n2, sparse_count)) if val is not None else query.new_empty((0,))
+    # padding rows: -1 and -inf, as CANN leaves them
+    idx = _dsa_unpack(idx, lead, rows, -1)
+    val = _dsa_unpack(val, lead, rows, float("-inf")) if val is not None else query.new_empty((0,))
     return idx, val
 
 
 L.not_differentiable("npu_lightning_indexer",
                      "the lightning indexer's backward (LightningIndexerGrad) is not built yet; "
                      "run it under torch.no_grad() or on detached tensors")
+
+
+# ---- DeepSeek sparse attention: sparse MLA (SparseFlashAttention) ----
+# torch_npu.npu_sparse_flash_attention's arguments, names, order and
+# defaults. The union contract: query BSND / TND as the indexer's (BSND
+# padding rows: out 0, softmax_max -FLT_MAX, softmax_sum 0); key, key_rope
+# and value PA_BSND through block_table, BSND or TND; any N1 (up to 128) a
+# multiple of any N2, D + Dr and Dv up to 768, sparse_block_size 1..4096,
+# sparse_mode 0 or 3, float16 / bfloat16 / float32 / float64. attention_mode
+# 0 and 2 compute the same thing: scores over [query | query_rope] .
+# [key | key_rope], P times the value given; MLA-absorb (2) passes the key
+# itself (or a view of its first Dv elements) as value, which the native
+# operator sees and then reads each selected key row once. Returns
+# (attention_out [.., N1, Dv], softmax_max, softmax_sum), the statistics
+# BSND [B, N2, S1, G] / TND [N2, T1, G] float32 (float64 for float64 inputs)
+# with return_softmax_lse, else empty. No gradient yet
+# (SparseFlashAttentionGrad is not built).
+
+L.define("npu_sparse_flash_attention(Tensor query, Tensor key, Tensor value, Tensor sparse_indices, "
+        "float scale_value, *, Tensor? block_table=None, Tensor? actual_seq_lengths_query=None, "
+        "Tensor? actual_seq_lengths_kv=None, Tensor? query_rope=None, Tensor? key_rope=None, "
+        "int sparse_block_size=1, str layout_query=\"BSND\", str layout_kv=\"BSND\", "
+        "int sparse_mode=3, int pre_tokens=9223372036854775807, "
+        "int next_tokens=9223372036854775807, int attention_mode=0, bool return_softmax_lse=False) "
+        "-> (Tensor attention_out, Tensor softmax_max, Tensor softmax_sum)")
+
+_NOT_SEEN_MAX = -torch.finfo(torch.float32).max  # softmax_max of a query that sees no token
+
+
+def _sparse_indices(t):
+    """sparse_indices as the native operator takes them: int32 (int64
+    converted, checked to fit, so that no index wraps into a valid one)."""
+    if isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.device.type == "cpu":
+        if t.numel() and (int(t.max()) > 2**31 - 1 or int(t.min()) < -2**31):
+            raise ValueError("spattn: sparse_indices hold values outside int32")
+        t = t.to(torch.int32)
+    _lib.check_tensor("sparse_indices", t, None, (torch.int32,))
+    return t
+
+
+def _described(t):
+    """The spa_tensor of t, or None (NULL) for an absent optional tensor."""
+    return _lib.describe(t) if t is not None else None
+
+
+def _sfa_stats(lead, n2, g, rows, dtype):
+    """softmax_max / softmax_sum: the tensor torch_npu returns (BSND [B, N2,
+    S1, G], TND [N2, T1, G]) where the native operator's [N2, T, G] is a view
+    of it (no padding rows; BSND with N2, B or S1 of 1), else None; and the
+    [N2, T, G] the native operator writes."""
+    if _dsa_all_rows(lead, rows):
+        if len(lead) == 1:
+            out = _lib.new_output((n2, lead[0], g), dtype)
+            return out, out
+        b, s1 = lead
+        if n2 == 1 or b == 1 or s1 == 1:  # then B and S1 merge into one stride
+            out = _lib.new_output((b, n2, s1, g), dtype)
+            return out, out.permute(1, 0, 2, 3).view(n2, b * s1, g)
+    return None, _lib.new_output((n2, len(rows), g), dtype)
+
+
+def _sfa_stats_placed(out, native, lead, rows, fill):
+    """The statistics in torch_npu's layout from the native [N2, T, G]."""
+    if out is not None:
+        return out
+    x = _dsa_unpack(native.transpose(0, 1), lead, rows, fill)  # [*lead, N2, G]
+    return (x.permute(1, 0, 2) if len(lead) == 1 else x.permute(0, 2, 1, 3)).contiguous()
+
+
+def _sfa_index_hint(idx, counts, lengths, sbs, lead, rows):
+    """The first entry of sparse_indices that selects no token of its batch,
+    in the caller's coordinates, or "" (then the rule alone says it)."""
+    if sbs < 1 or len(lengths) != len(counts):
+        return ""
+    t0 = 0
+    for b, (n, length) in enumerate(zip(counts, lengths)):
+        x = idx[t0:t0 + n].long()
+        bad = ((x != -1) & ((x < 0) | (x * sbs >= length))).nonzero()
+        if len(bad):
+            t, head, slot = bad[0].tolist()
+            at = divmod(rows[t0 + t], lead[1]) if len(lead) == 2 else (rows[t0 + t],)
+            where = "sparse_indices[%s] = %d" % (", ".join(str(i) for i in at + (head, slot)),
+                                                 int(x[t, head, slot]))
+            if length <= 0:
+                return "%s: batch %d has no tokens (its entries must be -1)" % (where, b)
+            return ("%s: batch %d has %d tokens, blocks 0..%d of sparse_block_size %d (or -1 "
+                    "for none)" % (where, b, length, (length + sbs - 1) // sbs - 1, sbs))
+        t0 += n
+    return ""
+
+
+@L.cpu("npu_sparse_flash_attention")
+def _sparse_flash_attention_cpu(query, key, value, sparse_indices, scale_value, block_table=None,
+                                actual_seq_lengths_query=None, actual_seq_lengths_kv=None,
+                                query_rope=None, key_rope=None, sparse_block_size=1,
+                                layout_query="BSND", layout_kv="BSND", sparse_mode=3,
+                                pre_tokens=2**63 - 1, next_tokens=2**63 - 1, attention_mode=0,
+                                return_softmax_lse=False):
+    if _lib.dsa_sfa_ws is None:
+        raise RuntimeError("spattn: the loaded libspattn has no spa_dsa_sparse_attention")
+    _dsa_layouts(layout_query, layout_kv, "layout_kv", pre_tokens, next_tokens)
+    if sparse_mode not in (0, 3):
+        raise ValueError("spattn: sparse_mode is 0 (every key of the batch) or 3 (rightDownCausal), "
+                         "not %d" % sparse_mode)
+    if attention_mode not in (0, 2):
+        raise ValueError("spattn: attention_mode is 0 or 2 (MLA-absorb: value is the key), not %d"
+                         % attention_mode)
+    if (query_rope is None) != (key_rope is None):
+        raise ValueError("spattn: query_rope and key_rope go together (both or neither)")
+    q_rank, kv_rank = (4 if layout_query == "BSND" else 3), (3 if layout_kv == "TND" else 4)
+    _lib.check_tensor("query", query, q_rank)
+    _lib.check_tensor("key", key, kv_rank)
+    _lib.check_tensor("value", value, kv_rank)
+    if query_rope is not None:
+        _lib.check_tensor("query_rope", query_rope, q_rank)
+        _lib.check_tensor("key_rope", key_rope, kv_rank)
+    sparse_indices = _sparse_indices(sparse_indices)
+    if sparse_indices.dim() != q_rank:
+        raise ValueError("spattn: sparse_indices must have %d dimensions (%s), got shape %s"
+                         % (q_rank, "[B, S1, N2, K]" if q_rank == 4 else "[T1, N2, K]",
+                            _shape(sparse_indices)))
+    counts, rows, lead = _dsa_queries(query, layout_query, actual_seq_lengths_query)
+    skv = _dsa_key_lengths(layout_kv, "layout_kv", key, block_table, actual_seq_lengths_kv,
+                           "actual_seq_lengths_kv", len(counts))
+    q = _dsa_pack("query", query, lead, rows)
+    qr = _dsa_pack("query_rope", query_rope, lead, rows) if query_rope is not None else None
+    idx = _dsa_pack("sparse_indices", sparse_indices, lead, rows)
+    n1, n2 = query.shape[-2], key.shape[-2]
+    g = n1 // n2 if n2 else 0  # N1 not a multiple of N2: the native operator refuses, naming it
+    out = _lib.new_output((q.shape[0], n1, value.shape[-1]), query.dtype)
+    stat_dtype = _stat_dtype(query)
+    mx_out = mx = sm_out = sm = None
+    if return_softmax_lse:
+        mx_out, mx = _sfa_stats(lead, n2, g, rows, stat_dtype)
+        sm_out, sm = _sfa_stats(lead, n2, g, rows, stat_dtype)
+    sq, keep_q = _lib.int_array(counts)
+    kv, keep_kv = (_lib.int_array(skv) if skv is not None else (None, None))
+    d = _described
+    try:
+        _lib.call("spa_dsa_sparse_attention", _lib.dsa_sfa_ws,
+                  (d(q), d(qr), d(key), d(key_rope), d(value), d(idx), d(block_table), sq, kv,
+                   scale_value, sparse_block_size, sparse_mode, d(out), d(mx), d(sm)))
+    except _lib.SpattnError as e:
+        lengths = skv if skv is not None else [key.shape[1]] * len(counts)
+        hint = "sparse_indices" in e.rule and _sfa_index_hint(idx, counts, lengths, sparse_block_size,
+                                                              lead, rows)
+        if not hint:
+            raise
+        raise e.with_hint(hint) from None
+    out = _dsa_unpack(out, lead, rows, 0.0)  # a padding row attends to nothing: 0
+    if not return_softmax_lse:  # torch_npu's empty statistics
+        return out, query.new_empty((0,), dtype=stat_dtype), query.new_empty((0,), dtype=stat_dtype)
+    return (out, _sfa_stats_placed(mx_out, mx, lead, rows, _NOT_SEEN_MAX),
+            _sfa_stats_placed(sm_out, sm, lead, rows, 0.0))
+
+
+L.not_differentiable("npu_sparse_flash_attention",
+                     "its backward (SparseFlashAttentionGrad) is not built yet; run it under "
+                     "torch.no_grad() or on detached tensors")

@@ -152,6 +152,7 @@ _SYMBOLICS = {
     "nsa_compress_attention": _refusal("nsa_compress_attention"),
     "sliding_window_attention": _refusal("sliding_window_attention"),
     "npu_lightning_indexer": _refusal("npu_lightning_indexer"),
+    "npu_sparse_flash_attention": _refusal("npu_sparse_flash_attention"),
     # the backward operators appear in no forward graph; said plainly if they do
     "ms_deform_attn_backward": _refusal("ms_deform_attn_backward"),
     "nsa_compress_backward": _refusal("nsa_compress_backward"),
