@@ -192,6 +192,23 @@ void *bench_alloc_zero(size_t bytes)
     return p;
 }
 
+uint64_t bench_lcg(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return *state >> 33;
+}
+
+void bench_shuffled_pages(int32_t *table, int64_t pages, uint64_t *state)
+{
+    for (int64_t i = 0; i < pages; i++)
+        table[i] = (int32_t)i;
+    for (int64_t i = pages - 1; i > 0; i--) {
+        const int64_t j = (int64_t)(bench_lcg(state) % (uint64_t)(i + 1));
+        const int32_t x = table[i];
+        table[i] = table[j], table[j] = x;
+    }
+}
+
 void *bench_alloc_random(spa_dtype dt, size_t count, uint64_t seed)
 {
     size_t es = bench_dtype_size(dt);

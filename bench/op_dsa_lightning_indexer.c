@@ -40,12 +40,6 @@ static void step(void *arg)
     }
 }
 
-static uint64_t lcg(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return *s >> 33;
-}
-
 static void bench_shape(spa_dtype dt, int64_t ctx, int64_t t, const char *shape)
 {
     if (!bench_wanted(dt, shape))
@@ -62,13 +56,7 @@ static void bench_shape(spa_dtype dt, int64_t ctx, int64_t t, const char *shape)
     int32_t *idx = bench_alloc_zero(sizeof(int32_t) * (size_t)(t * K));
     int32_t *table = bench_alloc_zero(sizeof(int32_t) * (size_t)pages);
     uint64_t seed = 11;
-    for (int64_t i = 0; i < pages; i++)
-        table[i] = (int32_t)i;
-    for (int64_t i = pages - 1; i > 0; i--) {
-        const int64_t j = (int64_t)(lcg(&seed) % (uint64_t)(i + 1));
-        const int32_t x = table[i];
-        table[i] = table[j], table[j] = x;
-    }
+    bench_shuffled_pages(table, pages, &seed);
     b.q = bench_tensor(dt, 3, qd, q), b.k = bench_tensor(dt, 4, kd, k), b.w = bench_tensor(SPA_FLOAT32, 2, wd, w);
     b.idx = bench_tensor(SPA_INT32, 3, id, idx), b.table = bench_tensor(SPA_INT32, 2, td, table);
     b.qn[0] = t, b.ctx[0] = ctx;

@@ -45,31 +45,19 @@ static void step(void *arg)
     }
 }
 
-static uint64_t lcg(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return *s >> 33;
-}
-
 /* Pages of the cache in shuffled order, and for each of the t newest tokens
  * K distinct tokens it sees (a partial shuffle of 0 .. seen - 1). */
 static void draw_indices(int32_t *table, int64_t pages, int32_t *idx, int64_t t)
 {
     uint64_t seed = 11;
-    for (int64_t i = 0; i < pages; i++)
-        table[i] = (int32_t)i;
-    for (int64_t i = pages - 1; i > 0; i--) {
-        const int64_t j = (int64_t)(lcg(&seed) % (uint64_t)(i + 1));
-        const int32_t x = table[i];
-        table[i] = table[j], table[j] = x;
-    }
+    bench_shuffled_pages(table, pages, &seed);
     int32_t *perm = malloc(sizeof(int32_t) * CTX);
     for (int64_t i = 0; i < t; i++) {
         const int64_t seen = CTX - t + i + 1;
         for (int64_t s = 0; s < seen; s++)
             perm[s] = (int32_t)s;
         for (int64_t j = 0; j < K; j++) {
-            const int64_t r = j + (int64_t)(lcg(&seed) % (uint64_t)(seen - j));
+            const int64_t r = j + (int64_t)(bench_lcg(&seed) % (uint64_t)(seen - j));
             const int32_t x = perm[j];
             perm[j] = perm[r], perm[r] = x;
             idx[i * K + j] = perm[j];

@@ -56,14 +56,7 @@ static void bench_ctx(spa_dtype dt, int64_t ctx, const char *shape)
     int32_t *topk = bench_alloc_zero(sizeof(int32_t) * K);
     int32_t *table = bench_alloc_zero(sizeof(int32_t) * (size_t)pages);
     uint64_t seed = 11;
-    for (int64_t i = 0; i < pages; i++)
-        table[i] = (int32_t)i;
-    for (int64_t i = pages - 1; i > 0; i--) { /* a shuffled page order */
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        const int64_t j = (int64_t)((seed >> 33) % (uint64_t)(i + 1));
-        const int32_t x = table[i];
-        table[i] = table[j], table[j] = x;
-    }
+    bench_shuffled_pages(table, pages, &seed);
     b.q = bench_tensor(dt, 3, qd, q), b.k = bench_tensor(dt, 4, kd, k), b.v = bench_tensor(dt, 4, kd, v);
     b.o = bench_tensor(dt, 3, od, o), b.topk = bench_tensor(SPA_INT32, 3, id, topk);
     b.table = bench_tensor(SPA_INT32, 2, td, table);
