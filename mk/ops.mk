@@ -58,7 +58,7 @@ OP_F64_swa_grad := swa_grad
 OP_SRC_dsa_lightning_indexer := dsa/dsa_lightning_indexer.c dsa/dsa_kv.c
 OP_KERNELS_dsa_lightning_indexer := dsa_lightning_indexer
 OP_F64_dsa_lightning_indexer :=
-OP_SRC_dsa_sparse_attention := dsa/dsa_sparse_attention.c dsa/dsa_kv.c nsa/nsa_select_plan.c nsa/attn_parts.c
+OP_SRC_dsa_sparse_attention := dsa/dsa_sparse_attention.c dsa/dsa_sfa_args.c dsa/dsa_kv.c nsa/nsa_select_plan.c nsa/attn_parts.c
 OP_KERNELS_dsa_sparse_attention := nsa_select
 OP_F64_dsa_sparse_attention := nsa_select nsa_select_grad
 

@@ -37,6 +37,7 @@
 
 #include "attn_parts.h"
 #include "dsa_kv.h"
+#include "dsa_sfa_args.h"
 #include "f64.h"
 #include "half.h"
 #include "internal.h"
@@ -71,23 +72,13 @@ enum { DSSA_VB = 16, DSSA_HALF_HEADS = 32 }; /* virtual block rows; heads per f1
 /* The call's arguments as phase 1 took them: all phase 2 reads of it. */
 typedef struct dssa_exec {
     spa_exec_head head;
-    spa_tensor q, qr, k, kr, v, idx, table, o, mx, sm;
-    spa_int_array sq, skv;
-    double scale;
-    int64_t sbs, mode;
-    int32_t has_rope, has_table, has_sq, has_skv, has_mx, has_sm;
+    spa_dsa_sfa_in in;
+    spa_tensor mx, sm;
+    int32_t has_mx, has_sm;
 } dssa_exec;
 _Static_assert(sizeof(dssa_exec) <= SPA_EXECUTOR_BYTES, "executor too small");
 
-/* What the arguments determine (derived again in phase 2). */
-typedef struct dssa_shape {
-    spa_dsa_kv kv;         /* the key's layout and batches */
-    int64_t t, n1, n2, g, d, dr, dv, kc, sbs, batches;
-    int64_t dq, dp, dvp;   /* D + Dr; it and Dv rounded up to 16 */
-    int64_t gu, groups;    /* heads per unit at most, groups of them per key head */
-    int32_t dtype;
-    bool v_in_k;           /* value is key's first Dv elements: no value rows of its own */
-} dssa_shape;
+typedef spa_dsa_sfa_shape dssa_shape;
 
 typedef struct dssa_plan {
     const dssa_shape *sh; /* a pointer: the Cortex-M stack holds one shape */
@@ -102,126 +93,18 @@ static bool is_half(const dssa_shape *sh)
     return sh->dtype != SPA_FLOAT32 && sh->dtype != SPA_FLOAT64;
 }
 
-/* Whether value is a view of key's first Dv elements (same memory, same
- * strides): MLA-absorb, where the key rows hold the value rows. */
-static bool value_in_key(const spa_tensor *kx, const spa_tensor *vx, int64_t dv)
-{
-    if (vx->data != kx->data || vx->dtype != kx->dtype || dv > kx->dims[3])
-        return false;
-    for (int32_t i = 0; i < 4; i++)
-        if (vx->strides[i] != kx->strides[i] || (i < 3 && vx->dims[i] != kx->dims[i]))
-            return false;
-    return true;
-}
-
-/* A key-like tensor (key_rope, value) of the key's layout, n: its last dim. */
-static spa_status check_like_key(const spa_tensor *x, const dssa_shape *sh, int32_t dt, int64_t *n)
-{
-    SPA_TRY(spa_tensor_check(x, sh->kv.tnd ? 3 : 4));
-    SPA_REQUIRE(x->dtype == dt /* key_rope / value: the dtype of query */);
-    const spa_tensor v = spa_dsa_kv_view(x);
-    for (int32_t i = 0; i < 3; i++)
-        SPA_REQUIRE(v.dims[i] == sh->kv.kx.dims[i] /* key_rope / value: key's leading dims */);
-    *n = v.dims[3];
-    return SPA_OK;
-}
-
-/* A softmax statistics output: [N2, T, G], FLOAT32 (FLOAT64 for f64). */
-static spa_status check_stat(const spa_tensor *x, const dssa_shape *sh)
-{
-    SPA_TRY(spa_tensor_check_output(x, 3));
-    SPA_REQUIRE(x->dtype == spa_nsas_stat_dtype(sh->dtype) /* softmax_max / softmax_sum: FLOAT32 (f64: FLOAT64) */);
-    const int64_t dims[3] = {sh->n2, sh->t, sh->g};
-    SPA_REQUIRE(spa_tensor_dims_are(x, 3, dims) /* softmax_max / softmax_sum: [N2, T, G] */);
-    return SPA_OK;
-}
-
-/* The rules that read no array contents. */
+/* The rules that read no array contents: the shared ones, the statistics,
+ * then the units (f16 / bf16: at most 32 heads). */
 static spa_status check_args(const dssa_exec *e, dssa_shape *sh)
 {
-    memset(sh, 0, sizeof *sh);
-    SPA_TRY(spa_tensor_check(&e->q, 3));
-    SPA_TRY(spa_dsa_kv_check(&e->k, e->has_table ? &e->table : NULL, e->has_sq ? &e->sq : NULL,
-                             e->has_skv ? &e->skv : NULL, e->q.dims[0], &sh->kv));
-    SPA_TRY(spa_tensor_check(&e->idx, 3));
-    SPA_TRY(spa_tensor_check_output(&e->o, 3));
-    const int32_t dt = e->q.dtype;
-    SPA_REQUIRE(spa_is_float_dtype(dt) /* a float dtype, not one this build left out (DTYPES) */);
-    SPA_REQUIRE(dt != SPA_FLOAT64 || SPA_FLOAT64_DSA_SPARSE_ATTENTION);
-    SPA_REQUIRE(e->k.dtype == dt /* key: the dtype of query */);
-    SPA_REQUIRE(e->o.dtype == dt /* attention_out: the dtype of query */);
-    SPA_REQUIRE(e->idx.dtype == SPA_INT32 /* sparse_indices: INT32 */);
-    SPA_REQUIRE(e->mode == 0 || e->mode == 3 /* sparse_mode: 0 or 3 */);
-    SPA_REQUIRE(e->sbs >= 1 && e->sbs <= 4096 /* sparse_block_size: 1 .. 4096 */);
-    SPA_REQUIRE(e->scale == e->scale && e->scale - e->scale == 0.0 /* scale_value finite */);
-    sh->t = e->q.dims[0], sh->n1 = e->q.dims[1], sh->d = e->q.dims[2];
-    sh->n2 = sh->kv.kx.dims[2], sh->kc = e->idx.dims[2], sh->sbs = e->sbs;
-    sh->batches = sh->kv.batches;
-    sh->dtype = dt;
-    SPA_REQUIRE(sh->n2 >= 1);
-    SPA_REQUIRE(sh->n1 >= 1 && sh->n1 <= 128 /* query heads: 1 .. 128 */);
-    SPA_REQUIRE(sh->n1 % sh->n2 == 0 /* query heads a multiple of key heads */);
-    SPA_REQUIRE(sh->kv.kx.dims[3] == sh->d /* key head dim == query head dim */);
-    SPA_REQUIRE(sh->kc >= 1 && sh->kc <= 65536 /* sparse_indices: K 1 .. 65536 */);
-    SPA_REQUIRE(sh->kc * sh->sbs <= 1048576 /* sparse_indices: K * sparse_block_size at most 1048576 */);
-    const int64_t id[3] = {sh->t, sh->n2, sh->kc};
-    SPA_REQUIRE(spa_tensor_dims_are(&e->idx, 3, id) /* sparse_indices: [T, N2, K] */);
-    SPA_TRY(check_like_key(&e->v, sh, dt, &sh->dv));
-    if (e->has_rope) {
-        SPA_TRY(spa_tensor_check(&e->qr, 3));
-        SPA_REQUIRE(e->qr.dtype == dt /* query_rope: the dtype of query */);
-        SPA_TRY(check_like_key(&e->kr, sh, dt, &sh->dr));
-        const int64_t qd[3] = {sh->t, sh->n1, sh->dr};
-        SPA_REQUIRE(spa_tensor_dims_are(&e->qr, 3, qd) /* query_rope: [T, N1, Dr], Dr of key_rope */);
-    }
-    sh->dq = sh->d + sh->dr;
-    SPA_REQUIRE(sh->d >= 1 && sh->dq <= 768 /* head dim D + Dr: 1 .. 768 */);
-    SPA_REQUIRE(sh->dv >= 1 && sh->dv <= 768 /* value head dim: 1 .. 768 */);
-    const int64_t od[3] = {sh->t, sh->n1, sh->dv};
-    SPA_REQUIRE(spa_tensor_dims_are(&e->o, 3, od) /* attention_out: [T, N1, Dv] */);
-    sh->g = sh->n1 / sh->n2;
+    SPA_TRY(spa_dsa_sfa_check(&e->in, true, sh));
     if (e->has_mx)
-        SPA_TRY(check_stat(&e->mx, sh));
+        SPA_TRY(spa_dsa_sfa_check_stat(&e->mx, sh, true));
     if (e->has_sm)
-        SPA_TRY(check_stat(&e->sm, sh));
+        SPA_TRY(spa_dsa_sfa_check_stat(&e->sm, sh, true));
     sh->gu = is_half(sh) && sh->g > DSSA_HALF_HEADS ? DSSA_HALF_HEADS : sh->g;
     sh->groups = (sh->g + sh->gu - 1) / sh->gu;
-    int64_t units;
-    SPA_REQUIRE(spa_mul_ok(sh->t, sh->n1, &units) /* T * N1 units at most */);
-    sh->dp = (sh->dq + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
-    sh->dvp = (sh->dv + SPA_NSAS_DIM_STEP - 1) / SPA_NSAS_DIM_STEP * SPA_NSAS_DIM_STEP;
-    const spa_tensor vx = spa_dsa_kv_view(&e->v);
-    sh->v_in_k = value_in_key(&sh->kv.kx, &vx, sh->dv);
     return SPA_OK;
-}
-
-/* The sequence arrays (spa_dsa_kv_check_seq). */
-static spa_status check_seq(const dssa_exec *e, const dssa_shape *sh, int64_t *sq_copy, int64_t *kv_copy,
-                            int64_t *start_copy)
-{
-    int64_t lmax;
-    return spa_dsa_kv_check_seq(&sh->kv, e->has_sq ? &e->sq : NULL, e->has_skv ? &e->skv : NULL, sh->t, sq_copy,
-                                kv_copy, start_copy, &lmax);
-}
-
-/* Every index, then the table entries of the pages the sequences' rows lie
- * on; sq / kv: the trusted copies (phase 2), or NULL to read the caller's
- * checked arrays. */
-static spa_status check_indices(const dssa_exec *e, const dssa_shape *sh, const int64_t *sq, const int64_t *kv)
-{
-    const int32_t *idx = e->idx.data;
-    for (int64_t b = 0, t = 0; b < sh->batches; b++) {
-        const int64_t nq = sq != NULL ? sq[b] : e->has_sq ? e->sq.data[b] : sh->t / sh->batches;
-        const int64_t len = kv != NULL ? kv[b] : e->has_skv ? e->skv.data[b] : sh->kv.page_size;
-        for (int64_t i = 0; i < nq && t < sh->t; i++, t++)
-            for (int64_t h = 0; h < sh->n2; h++)
-                for (int64_t j = 0; j < sh->kc; j++) {
-                    const int64_t x =
-                        idx[t * e->idx.strides[0] + h * e->idx.strides[1] + j * e->idx.strides[2]];
-                    SPA_REQUIRE(x == -1 || (x >= 0 && x * sh->sbs < len) /* sparse_indices: -1 or a block of the sequence */);
-                }
-    }
-    return spa_dsa_kv_check_table(&sh->kv, &e->table, &e->skv, kv);
 }
 
 static uint64_t round64(uint64_t x)
@@ -342,28 +225,28 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *query_rope, 
     dssa_exec e;
     memset(&e, 0, sizeof e);
     SPA_REQUIRE((query_rope == NULL) == (key_rope == NULL) /* query_rope and key_rope: both or neither */);
-    e.q = *query, e.k = *key, e.v = *value, e.idx = *sparse_indices, e.o = *attention_out;
+    e.in.q = *query, e.in.k = *key, e.in.v = *value, e.in.idx = *sparse_indices, e.in.o = *attention_out;
     if (query_rope != NULL)
-        e.qr = *query_rope, e.kr = *key_rope, e.has_rope = 1;
+        e.in.qr = *query_rope, e.in.kr = *key_rope, e.in.has_rope = 1;
     if (block_table != NULL)
-        e.table = *block_table, e.has_table = 1;
+        e.in.table = *block_table, e.in.has_table = 1;
     if (actual_seq_q_len != NULL)
-        e.sq = *actual_seq_q_len, e.has_sq = 1;
+        e.in.sq = *actual_seq_q_len, e.in.has_sq = 1;
     if (actual_seq_kv_len != NULL)
-        e.skv = *actual_seq_kv_len, e.has_skv = 1;
+        e.in.skv = *actual_seq_kv_len, e.in.has_skv = 1;
     if (softmax_max_out != NULL)
         e.mx = *softmax_max_out, e.has_mx = 1;
     if (softmax_sum_out != NULL)
         e.sm = *softmax_sum_out, e.has_sm = 1;
-    e.scale = scale_value, e.sbs = sparse_block_size, e.mode = sparse_mode;
+    e.in.scale = scale_value, e.in.sbs = sparse_block_size, e.in.mode = sparse_mode;
     dssa_shape sh;
     SPA_TRY(check_args(&e, &sh));
-    SPA_TRY(check_seq(&e, &sh, NULL, NULL, NULL));
+    SPA_TRY(spa_dsa_sfa_check_seq(&e.in, &sh, NULL, NULL, NULL));
     dssa_plan p;
     make_plan(&sh, &p);
     e.head.ws_size = planned_bytes(&p);
     SPA_REQUIRE(e.head.ws_size > 0);
-    SPA_TRY(check_indices(&e, &sh, NULL, NULL)); /* last: its cost grows with T * K */
+    SPA_TRY(spa_dsa_sfa_check_indices(&e.in, &sh, NULL, NULL)); /* last: its cost grows with T * K */
     *workspace_size = e.head.ws_size;
     spa_exec_seal(executor, &e, sizeof e, SPA_OP_DSA_SPARSE_ATTENTION);
     return SPA_OK;
@@ -398,11 +281,7 @@ static dssa_unit unit_of(const dssa_run *r, int64_t u)
 /* The tokens unit x sees: 0 .. seen - 1. */
 static int64_t seen_of(const dssa_run *r, const dssa_unit *x)
 {
-    const int64_t len = r->kv[x->b];
-    if (r->e->mode == 0)
-        return len;
-    const int64_t pos = len - r->sq[x->b] + (x->t - r->qs[x->b]); /* may be negative: sees nothing */
-    return pos < 0 ? 0 : pos + 1 < len ? pos + 1 : len;
+    return spa_dsa_sfa_seen(r->e->in.mode, r->kv[x->b], r->sq[x->b], r->qs[x->b], x->t);
 }
 
 /* n elements of x from element base on, stride apart, copied to dst (one
@@ -429,10 +308,10 @@ static void pack_query(const dssa_run *r, const dssa_unit *x, unsigned char *q)
     for (int64_t l = 0; l < x->g; l++) {
         unsigned char *row = q + (size_t)(l * sh->dq) * es;
         const int64_t h = x->h0 + l;
-        copy_elems(row, &e->q, x->t * e->q.strides[0] + h * e->q.strides[1], sh->d, e->q.strides[2]);
-        if (e->has_rope)
-            copy_elems(row + (size_t)sh->d * es, &e->qr, x->t * e->qr.strides[0] + h * e->qr.strides[1], sh->dr,
-                       e->qr.strides[2]);
+        copy_elems(row, &e->in.q, x->t * e->in.q.strides[0] + h * e->in.q.strides[1], sh->d, e->in.q.strides[2]);
+        if (e->in.has_rope)
+            copy_elems(row + (size_t)sh->d * es, &e->in.qr, x->t * e->in.qr.strides[0] + h * e->in.qr.strides[1], sh->dr,
+                       e->in.qr.strides[2]);
     }
 }
 
@@ -446,7 +325,7 @@ static void gather_token(const dssa_run *r, const dssa_unit *x, int64_t p, int64
     const dssa_shape *sh = r->p->sh;
     const uint64_t es = elem_bytes(sh);
     unsigned char *kd = kg + (uint64_t)(n * sh->dp) * es, *vd = vg + (uint64_t)(n * sh->dvp) * es;
-    const int64_t pg = spa_dsa_kv_page(&sh->kv, &e->table, x->b, p);
+    const int64_t pg = spa_dsa_kv_page(&sh->kv, &e->in.table, x->b, p);
     if (pg < 0) {
         spa_nsa_zero_row(kd, sh->dp, sh->dtype);
         if (!sh->v_in_k)
@@ -454,13 +333,13 @@ static void gather_token(const dssa_run *r, const dssa_unit *x, int64_t p, int64
         return;
     }
     const int64_t row = spa_dsa_kv_row(&sh->kv, r->ks[x->b], p);
-    spa_nsa_cache_row(&sh->kv.kx, pg, row, x->n, sh->d, e->has_rope ? sh->d : sh->dp, kd);
-    if (e->has_rope) {
-        const spa_tensor krx = spa_dsa_kv_view(&e->kr);
+    spa_nsa_cache_row(&sh->kv.kx, pg, row, x->n, sh->d, e->in.has_rope ? sh->d : sh->dp, kd);
+    if (e->in.has_rope) {
+        const spa_tensor krx = spa_dsa_kv_view(&e->in.kr);
         spa_nsa_cache_row(&krx, pg, row, x->n, sh->dr, sh->dp - sh->d, kd + (uint64_t)sh->d * es);
     }
     if (!sh->v_in_k) {
-        const spa_tensor vx = spa_dsa_kv_view(&e->v);
+        const spa_tensor vx = spa_dsa_kv_view(&e->in.v);
         spa_nsa_cache_row(&vx, pg, row, x->n, sh->dv, sh->dvp, vd);
     }
 }
@@ -475,10 +354,10 @@ static void gather_slots(const dssa_run *r, const dssa_unit *x, int64_t j0, int6
     const dssa_layout lay = block_layout(r->p);
     unsigned char *kg = scratch + lay.kg, *vg = sh->v_in_k ? kg : scratch + lay.vg;
     const int64_t seen = seen_of(r, x), vb = vblocks(sh, j1 - j0);
-    const int32_t *idx = (const int32_t *)e->idx.data + x->t * e->idx.strides[0] + x->n * e->idx.strides[1];
+    const int32_t *idx = (const int32_t *)e->in.idx.data + x->t * e->in.idx.strides[0] + x->n * e->in.idx.strides[1];
     int64_t n = 0;
     for (int64_t j = j0; j < j1; j++) {
-        const int64_t s = idx[j * e->idx.strides[2]]; /* read once */
+        const int64_t s = idx[j * e->in.idx.strides[2]]; /* read once */
         /* padding, or (an array rewritten during the call) a value phase 2
          * did not check: nothing; a block past what the query sees: its
          * tokens up to there */
@@ -513,7 +392,7 @@ static void unit_args(const dssa_run *r, const dssa_unit *x, int64_t vb, unsigne
     a->n2 = 1, a->g = x->g, a->gp = spa_nsas_lanes(x->g);
     a->d = sh->dq, a->dv = sh->dv, a->dp = sh->dp, a->dvp = sh->dvp;
     a->bs = DSSA_VB, a->kc = vb;
-    a->scale = (float)r->e->scale;
+    a->scale = (float)r->e->in.scale;
     a->causal = 0, a->gathered = 1;
     a->kf = (const float *)(const void *)(scratch + lay.kg), a->kfr = sh->dp;
     if (sh->v_in_k)
@@ -542,7 +421,7 @@ static void run_kernel(const dssa_run *r, const spa_nsas_args *a, int64_t kvlen,
         f.a = *a;
         f.k = (const double *)(const void *)a->kf, f.ks0 = sh->dp, f.ks1 = 0, f.ks2 = 1;
         f.v = (const double *)(const void *)a->vf, f.vs0 = a->vfr, f.vs1 = 0, f.vs2 = 1;
-        f.scale = r->e->scale;
+        f.scale = r->e->in.scale;
         SPA_K_NSA_SELECT_F64(&f, 0, 0, 1, 0, 0, kvlen, (double *)(void *)scratch);
         return;
     }
@@ -585,7 +464,7 @@ static void run_block(void *arg, uint32_t blk)
         gather_slots(r, &x, 0, p->sh->kc, scratch);
         spa_nsas_args a;
         unit_args(r, &x, vb, scratch, &a);
-        a.o = at3(&e->o, x.t, x.h0, 0), a.os0 = 0, a.os1 = e->o.strides[1], a.os2 = e->o.strides[2];
+        a.o = at3(&e->in.o, x.t, x.h0, 0), a.os0 = 0, a.os1 = e->in.o.strides[1], a.os2 = e->in.o.strides[2];
         if (e->has_mx)
             a.mx = at3(&e->mx, x.n, x.t, x.h0 - x.n * p->sh->g), a.ms1 = e->mx.strides[2];
         if (e->has_sm)
@@ -666,8 +545,8 @@ static void run_merge_block(void *arg, uint32_t blk)
     const dssa_unit x = unit_of(r, r->u0 + (int64_t)blk);
     const int64_t gl = x.h0 - x.n * r->p->sh->g; /* the group's first head within its key head */
     void *mx = e->has_mx ? at3(&e->mx, x.n, x.t, gl) : NULL, *sm = e->has_sm ? at3(&e->sm, x.n, x.t, gl) : NULL;
-    spa_attn_parts_merge(&r->partial, (int64_t)blk, x.g, at3(&e->o, x.t, x.h0, 0), e->o.strides[1],
-                         e->o.strides[2], mx, e->mx.strides[2], sm, e->sm.strides[2]);
+    spa_attn_parts_merge(&r->partial, (int64_t)blk, x.g, at3(&e->in.o, x.t, x.h0, 0), e->in.o.strides[1],
+                         e->in.o.strides[2], mx, e->mx.strides[2], sm, e->sm.strides[2]);
 }
 
 spa_status spa_dsa_sparse_attention_phase2(void *workspace, uint64_t workspace_size, const spa_executor *executor,
@@ -679,10 +558,10 @@ spa_status spa_dsa_sparse_attention_phase2(void *workspace, uint64_t workspace_s
     dssa_shape sh;
     SPA_TRY(check_args(&e, &sh));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e.head.ws_size));
-    const spa_tensor *tensors[] = {&e.q,  &e.k, &e.v, &e.idx, &e.o, e.has_rope ? &e.qr : NULL,
-                                   e.has_rope ? &e.kr : NULL, e.has_table ? &e.table : NULL,
+    const spa_tensor *tensors[] = {&e.in.q,  &e.in.k, &e.in.v, &e.in.idx, &e.in.o, e.in.has_rope ? &e.in.qr : NULL,
+                                   e.in.has_rope ? &e.in.kr : NULL, e.in.has_table ? &e.in.table : NULL,
                                    e.has_mx ? &e.mx : NULL, e.has_sm ? &e.sm : NULL};
-    const spa_int_array *arrays[] = {e.has_skv ? &e.skv : NULL, e.has_sq ? &e.sq : NULL};
+    const spa_int_array *arrays[] = {e.in.has_skv ? &e.in.skv : NULL, e.in.has_sq ? &e.in.sq : NULL};
     SPA_TRY(spa_ws_check_disjoint(workspace, e.head.ws_size, tensors, 10, arrays, 2));
     dssa_plan p;
     make_plan(&sh, &p);
@@ -693,10 +572,10 @@ spa_status spa_dsa_sparse_attention_phase2(void *workspace, uint64_t workspace_s
     spa_ws_attach(&ws, workspace, e.head.ws_size);
     carve(&ws, &p, &sq, &kv, &qs, &ks, &r.scratch, &r.partial.base);
     SPA_REQUIRE(!ws.overflow);
-    SPA_TRY(check_seq(&e, &sh, sq, kv, ks));
+    SPA_TRY(spa_dsa_sfa_check_seq(&e.in, &sh, sq, kv, ks));
     for (int64_t b = 0, t = 0; b < sh.batches; t += sq[b], b++)
         qs[b] = t;
-    SPA_TRY(check_indices(&e, &sh, sq, kv));
+    SPA_TRY(spa_dsa_sfa_check_indices(&e.in, &sh, sq, kv));
     if (sh.t == 0)
         return SPA_OK;
     r.e = &e, r.p = &p, r.sq = sq, r.kv = kv, r.qs = qs, r.ks = ks;
