@@ -100,6 +100,42 @@ spa_status spa_dsa_sparse_attention_get_workspace_size(
 spa_status spa_dsa_sparse_attention(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                                     const spa_runner *runner);
 
+/* The gradient of spa_dsa_sparse_attention (CANN's SparseFlashAttentionGrad
+ * on the union contract), with P recomputed from the forward's statistics:
+ *   P[r] = exp(z[r] - M) / L,  dP[r] = dy[t][h] . v[r][n],
+ *   Delta = dy[t][h] . out[t][h],  dS[r] = P[r] (dP[r] - Delta),
+ *   dq[t][h]  = scale * sum_r dS[r] k[r][n],   dqr = scale * sum_r dS[r] kr[r][n],
+ *   dk[r][n]  = scale * sum_(t,h,slot) dS q[t][h],  dkr likewise with qr,
+ *   dv[r][n]  = sum_(t,h,slot) P dy[t][h],
+ * over the same rows as the forward (a row selected twice by one query
+ * counts twice; a row no query sees gets 0). Arguments as the forward's,
+ * except:
+ *   key         contiguous [B, S, N2, D] or TND [T2, N2, D] (no block
+ *               table: a gradient lives in the key's own layout).
+ *   attention_out, attention_out_grad [T, N1, Dv]; softmax_max,
+ *               softmax_sum [N2, T, G] FLOAT32 (FLOAT64 for f64): the
+ *               forward's outputs, read.
+ * Out: dquery_out [T, N1, D]; dquery_rope_out [T, N1, Dr] or NULL (not
+ * written); dkey_out with key's dims (rows past L_b of a contiguous key get
+ * 0); dkey_rope_out with key_rope's dims or NULL; dvalue_out with value's
+ * dims, or NULL when value is key or a view of its first Dv elements: dkey
+ * then holds both (dk[:Dv] += dv, rounded once). A query that sees no
+ * selected token gets dq 0 and adds nothing. For f16 / bf16, P and dS are
+ * rounded to the dtype before the products that read them (the forward's
+ * rounding); every sum is f32 (double for FLOAT64) in an order fixed by the
+ * shape: dk and dv sum over the queries in token order, so the results are
+ * bit-identical across runners and thread counts, without atomics. */
+spa_status spa_dsa_sparse_attention_grad_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *query_rope, const spa_tensor *key, const spa_tensor *key_rope,
+    const spa_tensor *value, const spa_tensor *sparse_indices, const spa_int_array *actual_seq_q_len,
+    const spa_int_array *actual_seq_kv_len, const spa_tensor *attention_out, const spa_tensor *attention_out_grad,
+    const spa_tensor *softmax_max, const spa_tensor *softmax_sum, double scale_value, int64_t sparse_block_size,
+    int64_t sparse_mode, const spa_tensor *dquery_out, const spa_tensor *dquery_rope_out,
+    const spa_tensor *dkey_out, const spa_tensor *dkey_rope_out, const spa_tensor *dvalue_out,
+    uint64_t *workspace_size, spa_executor *executor);
+spa_status spa_dsa_sparse_attention_grad(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                         const spa_runner *runner);
+
 #ifdef __cplusplus
 }
 #endif

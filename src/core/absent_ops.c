@@ -370,4 +370,23 @@ spa_status spa_dsa_sparse_attention(void *workspace, uint64_t workspace_size, co
     return absent_phase2();
 }
 #endif
+#if !SPA_BUILT_DSA_SPARSE_ATTENTION_GRAD
+spa_status spa_dsa_sparse_attention_grad_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *query_rope, const spa_tensor *key, const spa_tensor *key_rope,
+    const spa_tensor *value, const spa_tensor *sparse_indices, const spa_int_array *actual_seq_q_len,
+    const spa_int_array *actual_seq_kv_len, const spa_tensor *attention_out, const spa_tensor *attention_out_grad,
+    const spa_tensor *softmax_max, const spa_tensor *softmax_sum, double scale_value, int64_t sparse_block_size,
+    int64_t sparse_mode, const spa_tensor *dquery_out, const spa_tensor *dquery_rope_out,
+    const spa_tensor *dkey_out, const spa_tensor *dkey_rope_out, const spa_tensor *dvalue_out,
+    uint64_t *workspace_size, spa_executor *executor)
+{
+    return absent_phase1(executor, SPA_OP_DSA_SPARSE_ATTENTION_GRAD);
+}
+
+spa_status spa_dsa_sparse_attention_grad(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                         const spa_runner *runner)
+{
+    return absent_phase2();
+}
+#endif
 #endif

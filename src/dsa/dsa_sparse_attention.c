@@ -38,6 +38,7 @@
 #include "attn_parts.h"
 #include "dsa_kv.h"
 #include "dsa_sfa_args.h"
+#include "dsa_sfa_gather.h"
 #include "f64.h"
 #include "half.h"
 #include "internal.h"
@@ -67,7 +68,7 @@
 #endif
 _Static_assert(SPA_DSSA_PARTS_MAX <= SPA_ATTN_PARTS_MAX, "parts beyond the merge's");
 
-enum { DSSA_VB = 16, DSSA_HALF_HEADS = 32 }; /* virtual block rows; heads per f16 / bf16 unit */
+enum { DSSA_VB = SPA_DSA_SFA_VB, DSSA_HALF_HEADS = 32 }; /* virtual block rows; heads per f16 / bf16 unit */
 
 /* The call's arguments as phase 1 took them: all phase 2 reads of it. */
 typedef struct dssa_exec {
@@ -112,10 +113,6 @@ static uint64_t round64(uint64_t x)
     return (x + 63u) / 64u * 64u;
 }
 
-static uint64_t elem_bytes(const dssa_shape *sh)
-{
-    return sh->dtype == SPA_FLOAT64 ? 8u : 4u; /* the kernels' element: double, or float */
-}
 
 /* A block's scratch, 64-byte aligned parts: the kernel's own scratch, the
  * packed query heads [gu][dq] (the query's dtype), the gathered key rows
@@ -130,7 +127,7 @@ typedef struct dssa_layout {
  * bounded (dp, dvp <= 768, gu <= 128, vb * 16 <= 2^20 + 16): no overflow. */
 static dssa_layout layout_of(const dssa_shape *sh, int64_t vb)
 {
-    const uint64_t rows = (uint64_t)vb * DSSA_VB, es = elem_bytes(sh), gp = (uint64_t)spa_nsas_lanes(sh->gu);
+    const uint64_t rows = (uint64_t)vb * DSSA_VB, es = spa_dsa_sfa_elem_bytes(sh), gp = (uint64_t)spa_nsas_lanes(sh->gu);
     uint64_t kernel;
     if (sh->dtype == SPA_FLOAT64)
         kernel = 8u * (uint64_t)SPA_NSAS_F64_FWD_SCRATCH(sh->gu, sh->dq, sh->dv, vb, DSSA_VB);
@@ -147,16 +144,11 @@ static dssa_layout layout_of(const dssa_shape *sh, int64_t vb)
     return l;
 }
 
-/* Virtual blocks for n slots: their tokens, 16 a block. */
-static int64_t vblocks(const dssa_shape *sh, int64_t n)
-{
-    return (n * sh->sbs + DSSA_VB - 1) / DSSA_VB;
-}
 
 /* Every block's scratch: sized for the slots of a part (or of the unit). */
 static dssa_layout block_layout(const dssa_plan *p)
 {
-    return layout_of(p->sh, vblocks(p->sh, p->kcp));
+    return layout_of(p->sh, spa_dsa_sfa_vblocks(p->sh, p->kcp));
 }
 
 static void make_plan(const dssa_shape *sh, dssa_plan *p)
@@ -171,7 +163,7 @@ static void make_plan(const dssa_shape *sh, dssa_plan *p)
     if (p->parts > 1) {
         p->kcp = (sh->kc + p->parts - 1) / p->parts;
         p->parts = (sh->kc + p->kcp - 1) / p->kcp; /* no empty last part */
-        p->scratch_bytes = layout_of(sh, vblocks(sh, p->kcp)).bytes;
+        p->scratch_bytes = layout_of(sh, spa_dsa_sfa_vblocks(sh, p->kcp)).bytes;
         p->round = SPA_DSSA_BLOCKS_MAX / p->parts;
         p->round = p->round < p->units ? p->round : p->units;
         p->round = p->round > 0 ? p->round : 1;
@@ -180,7 +172,7 @@ static void make_plan(const dssa_shape *sh, dssa_plan *p)
         return;
     }
     p->kcp = sh->kc;
-    p->scratch_bytes = layout_of(sh, vblocks(sh, sh->kc)).bytes;
+    p->scratch_bytes = layout_of(sh, spa_dsa_sfa_vblocks(sh, sh->kc)).bytes;
     p->per_block = (p->units + SPA_DSSA_BLOCKS_MAX - 1) / SPA_DSSA_BLOCKS_MAX;
     p->per_block = p->per_block > 0 ? p->per_block : 1;
     p->blocks = (uint32_t)((p->units + p->per_block - 1) / p->per_block);
@@ -315,67 +307,18 @@ static void pack_query(const dssa_run *r, const dssa_unit *x, unsigned char *q)
     }
 }
 
-/* Token p of unit x's batch as gathered row n: its key (and rope) row at
- * kg, its value row at vg (unless value is in key); zeros where its table
- * entry, read again, is no longer a page of the cache. */
-static void gather_token(const dssa_run *r, const dssa_unit *x, int64_t p, int64_t n, unsigned char *kg,
-                         unsigned char *vg)
-{
-    const dssa_exec *e = r->e;
-    const dssa_shape *sh = r->p->sh;
-    const uint64_t es = elem_bytes(sh);
-    unsigned char *kd = kg + (uint64_t)(n * sh->dp) * es, *vd = vg + (uint64_t)(n * sh->dvp) * es;
-    const int64_t pg = spa_dsa_kv_page(&sh->kv, &e->in.table, x->b, p);
-    if (pg < 0) {
-        spa_nsa_zero_row(kd, sh->dp, sh->dtype);
-        if (!sh->v_in_k)
-            spa_nsa_zero_row(vd, sh->dvp, sh->dtype);
-        return;
-    }
-    const int64_t row = spa_dsa_kv_row(&sh->kv, r->ks[x->b], p);
-    spa_nsa_cache_row(&sh->kv.kx, pg, row, x->n, sh->d, e->in.has_rope ? sh->d : sh->dp, kd);
-    if (e->in.has_rope) {
-        const spa_tensor krx = spa_dsa_kv_view(&e->in.kr);
-        spa_nsa_cache_row(&krx, pg, row, x->n, sh->dr, sh->dp - sh->d, kd + (uint64_t)sh->d * es);
-    }
-    if (!sh->v_in_k) {
-        const spa_tensor vx = spa_dsa_kv_view(&e->in.v);
-        spa_nsa_cache_row(&vx, pg, row, x->n, sh->dv, sh->dvp, vd);
-    }
-}
-
-/* Slots j0 .. j1-1 of unit x: the tokens they select and x sees, gathered
- * in order into scratch, zero rows up to a whole virtual block, the virtual
- * slots (0, 1, ..., then -1) and the gathered count. */
+/* Slots j0 .. j1-1 of unit x gathered into scratch (dsa_sfa_gather.h),
+ * and the gathered count. */
 static void gather_slots(const dssa_run *r, const dssa_unit *x, int64_t j0, int64_t j1, unsigned char *scratch)
 {
-    const dssa_exec *e = r->e;
     const dssa_shape *sh = r->p->sh;
     const dssa_layout lay = block_layout(r->p);
-    unsigned char *kg = scratch + lay.kg, *vg = sh->v_in_k ? kg : scratch + lay.vg;
-    const int64_t seen = seen_of(r, x), vb = vblocks(sh, j1 - j0);
-    const int32_t *idx = (const int32_t *)e->in.idx.data + x->t * e->in.idx.strides[0] + x->n * e->in.idx.strides[1];
-    int64_t n = 0;
-    for (int64_t j = j0; j < j1; j++) {
-        const int64_t s = idx[j * e->in.idx.strides[2]]; /* read once */
-        /* padding, or (an array rewritten during the call) a value phase 2
-         * did not check: nothing; a block past what the query sees: its
-         * tokens up to there */
-        if (s < 0 || s >= (seen + sh->sbs - 1) / sh->sbs)
-            continue;
-        for (int64_t p = s * sh->sbs; p < (s + 1) * sh->sbs && p < seen; p++)
-            gather_token(r, x, p, n++, kg, vg);
-    }
-    const int64_t used = (n + DSSA_VB - 1) / DSSA_VB;
-    for (int64_t i = n; i < used * DSSA_VB; i++) { /* finite rows under the kernel's mask */
-        spa_nsa_zero_row(kg + (uint64_t)(i * sh->dp) * elem_bytes(sh), sh->dp, sh->dtype);
-        if (!sh->v_in_k)
-            spa_nsa_zero_row(vg + (uint64_t)(i * sh->dvp) * elem_bytes(sh), sh->dvp, sh->dtype);
-    }
-    int32_t *slots = (int32_t *)(void *)(scratch + lay.slots);
-    for (int64_t i = 0; i < vb; i++)
-        slots[i] = i < used ? (int32_t)i : -1;
-    *(int64_t *)(void *)(scratch + lay.count) = n;
+    const spa_dsa_sfa_unit u = {x->t, x->n, x->b, seen_of(r, x), r->ks[x->b]};
+    spa_dsa_sfa_dest d;
+    d.kg = scratch + lay.kg, d.vg = sh->v_in_k ? d.kg : scratch + lay.vg;
+    d.slots = (int32_t *)(void *)(scratch + lay.slots), d.pos = NULL;
+    d.vb = spa_dsa_sfa_vblocks(sh, j1 - j0);
+    *(int64_t *)(void *)(scratch + lay.count) = spa_dsa_sfa_gather(&r->e->in, sh, &u, j0, j1, &d);
 }
 
 /* The kernel arguments for unit x's rows in scratch (gather_slots) and for
@@ -457,7 +400,7 @@ static void run_block(void *arg, uint32_t blk)
     unsigned char *scratch = r->scratch + (uint64_t)blk * p->scratch_bytes;
     const int64_t u0 = (int64_t)blk * p->per_block;
     const int64_t u1 = u0 + p->per_block < p->units ? u0 + p->per_block : p->units;
-    const int64_t vb = vblocks(p->sh, p->sh->kc);
+    const int64_t vb = spa_dsa_sfa_vblocks(p->sh, p->sh->kc);
     for (int64_t u = u0; u < u1; u++) {
         const dssa_unit x = unit_of(r, u);
         pack_query(r, &x, scratch + block_layout(p).q);
@@ -505,7 +448,7 @@ static void run_part_block(void *arg, uint32_t blk)
     if (!part_block(r, blk, &ru, &part, &x, &j0, &j1))
         return;
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
-    const int64_t vb = vblocks(r->p->sh, j1 - j0);
+    const int64_t vb = spa_dsa_sfa_vblocks(r->p->sh, j1 - j0);
     pack_query(r, &x, scratch + block_layout(r->p).q);
     gather_slots(r, &x, j0, j1, scratch);
     spa_nsas_args a;
@@ -525,7 +468,7 @@ static void run_finish_block(void *arg, uint32_t blk)
     if (!part_block(r, blk, &ru, &part, &x, &j0, &j1))
         return;
     unsigned char *scratch = r->scratch + (uint64_t)blk * r->p->scratch_bytes;
-    const int64_t vb = vblocks(r->p->sh, j1 - j0);
+    const int64_t vb = spa_dsa_sfa_vblocks(r->p->sh, j1 - j0);
     float pscale[DSSA_HALF_HEADS] = {0.0f}; /* padded lanes 0 */
     spa_attn_parts_scale(&r->partial, ru, part, x.g, pscale);
     spa_nsas_args a;

@@ -49,7 +49,7 @@
 
 #include "spattn/spattn.h"
 
-#define FZ_MAX_TENSORS 12
+#define FZ_MAX_TENSORS 16
 #define FZ_MAX_ARRAYS 3
 #define FZ_MAX_SEQ 16
 #define FZ_MAX_ATTRS 8
@@ -124,6 +124,6 @@ extern const fz_op fz_op_nsa_compress, fz_op_nsa_compress_grad, fz_op_nsa_select
 extern const fz_op fz_op_nsa_compress_attention, fz_op_nsa_compress_attention_grad;
 extern const fz_op fz_op_swa, fz_op_swa_grad;
 extern const fz_op fz_op_nsa_select_infer, fz_op_nsa_compress_cache, fz_op_nsa_cattn_infer;
-extern const fz_op fz_op_dsa_lightning_indexer, fz_op_dsa_sparse_attention;
+extern const fz_op fz_op_dsa_lightning_indexer, fz_op_dsa_sparse_attention, fz_op_dsa_sparse_attention_grad;
 
 #endif

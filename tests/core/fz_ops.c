@@ -527,3 +527,55 @@ const fz_op fz_op_dsa_sparse_attention = {
     2, dsa_sa_attrs, 0.125, "TND",
     dsa_sa_phase1, spa_dsa_sparse_attention, dsa_sa_work,
 };
+
+/* ---- dsa_sparse_attention_grad ---- */
+/* DSA sparse attention's grad (spattn/dsa.h). Baseline: bf16, a contiguous
+ * key [2, 56, 1, 24] whose sequences hold 50 and 37 tokens (rope 8, a
+ * value of its own, Dv 16), their last 3 and 2 tokens as queries (N1 4),
+ * K 12 slots of 2 tokens (-1 among them), causal; out, its grad and the
+ * statistics drawn like every input; all five gradients out. */
+static const fz_tensor_spec dsa_sag_tensors[] = {
+    {"query", SPA_BFLOAT16, 3, {5, 4, 24}, FZ_IN, false, NULL, 0},
+    {"queryRope", SPA_BFLOAT16, 3, {5, 4, 8}, FZ_IN, false, NULL, 0},
+    {"key", SPA_BFLOAT16, 4, {2, 56, 1, 24}, FZ_IN, false, NULL, 0},
+    {"keyRope", SPA_BFLOAT16, 4, {2, 56, 1, 8}, FZ_IN, false, NULL, 0},
+    {"value", SPA_BFLOAT16, 4, {2, 56, 1, 16}, FZ_IN, false, NULL, 0},
+    {"sparseIndices", SPA_INT32, 3, {5, 1, 12}, FZ_INDEX, false, dsa_sa_index_vals, 12},
+    {"attentionOut", SPA_BFLOAT16, 3, {5, 4, 16}, FZ_IN, false, NULL, 0},
+    {"attentionOutGrad", SPA_BFLOAT16, 3, {5, 4, 16}, FZ_IN, false, NULL, 0},
+    {"softmaxMax", SPA_FLOAT32, 3, {1, 5, 4}, FZ_IN, false, NULL, 0},
+    {"softmaxSum", SPA_FLOAT32, 3, {1, 5, 4}, FZ_IN, false, NULL, 0},
+    {"dqueryOut", SPA_BFLOAT16, 3, {5, 4, 24}, FZ_OUT, false, NULL, 0},
+    {"dqueryRopeOut", SPA_BFLOAT16, 3, {5, 4, 8}, FZ_OUT, false, NULL, 0},
+    {"dkeyOut", SPA_BFLOAT16, 4, {2, 56, 1, 24}, FZ_OUT, false, NULL, 0},
+    {"dkeyRopeOut", SPA_BFLOAT16, 4, {2, 56, 1, 8}, FZ_OUT, false, NULL, 0},
+    {"dvalueOut", SPA_BFLOAT16, 4, {2, 56, 1, 16}, FZ_OUT, false, NULL, 0},
+};
+
+static spa_status dsa_sag_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_dsa_sparse_attention_grad_get_workspace_size(
+        FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3), FZ_T(c, 4), FZ_T(c, 5), FZ_A(c, 0), FZ_A(c, 1), FZ_T(c, 6),
+        FZ_T(c, 7), FZ_T(c, 8), FZ_T(c, 9), c->dattr, c->attr[0], c->attr[1], FZ_T(c, 10), FZ_T(c, 11),
+        FZ_T(c, 12), FZ_T(c, 13), FZ_T(c, 14), FZ_WS(c, ws), FZ_EX(c, ex));
+}
+
+/* Multiply-adds bound: the forward's, about twice over (the scores again,
+ * dP, dQ, dK and dV), plus the key rows packed and reduced. */
+static double dsa_sag_work(const fz_call *c)
+{
+    const spa_tensor *k = &c->t[2];
+    const double fwd = dsa_sa_work(c);
+    if (fwd <= 0.0 || k->rank < 3)
+        return fwd;
+    double rows = 1.0;
+    for (int32_t i = 0; i < k->rank - 1; i++)
+        rows *= (double)k->dims[i];
+    return 2.5 * fwd + rows * 64.0;
+}
+
+const fz_op fz_op_dsa_sparse_attention_grad = {
+    "dsa_sparse_attention_grad", 15, dsa_sag_tensors, 2, dsa_sa_arrays,
+    2, dsa_sa_attrs, 0.125, "TND",
+    dsa_sag_phase1, spa_dsa_sparse_attention_grad, dsa_sag_work,
+};
