@@ -209,6 +209,23 @@ void bench_shuffled_pages(int32_t *table, int64_t pages, uint64_t *state)
     }
 }
 
+void bench_causal_topk(int32_t *idx, int64_t t, int64_t k, int64_t ctx, uint64_t *state)
+{
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)ctx);
+    for (int64_t i = 0; i < t; i++) {
+        const int64_t seen = ctx - t + i + 1;
+        for (int64_t s = 0; s < seen; s++)
+            perm[s] = (int32_t)s;
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t r = j + (int64_t)(bench_lcg(state) % (uint64_t)(seen - j));
+            const int32_t x = perm[j];
+            perm[j] = perm[r], perm[r] = x;
+            idx[i * k + j] = perm[j];
+        }
+    }
+    free(perm);
+}
+
 void *bench_alloc_random(spa_dtype dt, size_t count, uint64_t seed)
 {
     size_t es = bench_dtype_size(dt);

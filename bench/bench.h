@@ -48,10 +48,13 @@ void bench_report(const char *op, spa_dtype dt, const char *shape, unsigned thre
 void *bench_alloc_random(spa_dtype dt, size_t count, uint64_t seed);
 void *bench_alloc_zero(size_t bytes);
 
-/* The benches' reproducible draws: a 64-bit LCG step (its high bits), and
- * a paged cache's block table as pages 0 .. pages-1 in shuffled order. */
+/* The benches' reproducible draws: a 64-bit LCG step (its high bits), a
+ * paged cache's block table as pages 0 .. pages-1 in shuffled order, and
+ * for each of the t newest of ctx tokens k distinct tokens it sees
+ * causally (idx [t][k], a partial shuffle of 0 .. seen - 1). */
 uint64_t bench_lcg(uint64_t *state);
 void bench_shuffled_pages(int32_t *table, int64_t pages, uint64_t *state);
+void bench_causal_topk(int32_t *idx, int64_t t, int64_t k, int64_t ctx, uint64_t *state);
 size_t bench_dtype_size(spa_dtype dt);
 const char *bench_dtype_name(spa_dtype dt);
 

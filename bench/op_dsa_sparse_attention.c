@@ -45,27 +45,6 @@ static void step(void *arg)
     }
 }
 
-/* Pages of the cache in shuffled order, and for each of the t newest tokens
- * K distinct tokens it sees (a partial shuffle of 0 .. seen - 1). */
-static void draw_indices(int32_t *table, int64_t pages, int32_t *idx, int64_t t)
-{
-    uint64_t seed = 11;
-    bench_shuffled_pages(table, pages, &seed);
-    int32_t *perm = malloc(sizeof(int32_t) * CTX);
-    for (int64_t i = 0; i < t; i++) {
-        const int64_t seen = CTX - t + i + 1;
-        for (int64_t s = 0; s < seen; s++)
-            perm[s] = (int32_t)s;
-        for (int64_t j = 0; j < K; j++) {
-            const int64_t r = j + (int64_t)(bench_lcg(&seed) % (uint64_t)(seen - j));
-            const int32_t x = perm[j];
-            perm[j] = perm[r], perm[r] = x;
-            idx[i * K + j] = perm[j];
-        }
-    }
-    free(perm);
-}
-
 static void bench_shape(spa_dtype dt, int64_t heads, int64_t t, const char *shape)
 {
     if (!bench_wanted(dt, shape))
@@ -83,7 +62,9 @@ static void bench_shape(spa_dtype dt, int64_t heads, int64_t t, const char *shap
     void *o = bench_alloc_zero(es * (size_t)(t * heads * DN));
     int32_t *idx = bench_alloc_zero(sizeof(int32_t) * (size_t)(t * K));
     int32_t *table = bench_alloc_zero(sizeof(int32_t) * (size_t)pages);
-    draw_indices(table, pages, idx, t);
+    uint64_t seed = 11; /* the pages in shuffled order, then each token's picks */
+    bench_shuffled_pages(table, pages, &seed);
+    bench_causal_topk(idx, t, K, CTX, &seed);
     b.q = bench_tensor(dt, 3, qd, q), b.qr = bench_tensor(dt, 3, qrd, qr);
     b.k = bench_tensor(dt, 4, kd, k), b.kr = bench_tensor(dt, 4, krd, kr), b.v = b.k; /* MLA-absorb */
     b.idx = bench_tensor(SPA_INT32, 3, id, idx), b.table = bench_tensor(SPA_INT32, 2, td, table);

@@ -45,6 +45,7 @@
  * partials of one head stay under SPA_DSSG_PARTIAL_BYTES (unless one range
  * alone needs more); a target with little memory lowers it. */
 #define DSSG_TARGET_RANGES 16
+#define DSSG_WORK_PER_BYTE 64.0
 #ifndef SPA_DSSG_PARTIAL_BYTES
 #define SPA_DSSG_PARTIAL_BYTES (512ull << 20)
 #endif
@@ -176,6 +177,15 @@ static void make_plan(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int
     p->pk = f64 ? sh->dq : sh->dp, p->pv = f64 ? sh->dv : sh->dvp;
     p->vb = spa_dsa_sfa_vblocks(sh, sh->kc);
     int64_t ranges = sh->t < DSSG_TARGET_RANGES ? (sh->t > 0 ? sh->t : 1) : DSSG_TARGET_RANGES;
+    /* fewer where a range's partial (zeroed, then read by the reduction)
+     * would cost more than a DSSG_WORK_PER_BYTE-th of the ranges' products */
+    double keys = 0.0;
+    for (int64_t b = 0; b < sh->batches; b++)
+        keys += (double)len_of(e, sh, kv, b);
+    const double work = (double)sh->t * (double)sh->g * (double)sh->kc * (double)sh->sbs *
+                        (double)(3 * sh->dp + 2 * sh->dvp);
+    const double by_work = work / (DSSG_WORK_PER_BYTE * keys * (double)(p->pk + p->pv) * (double)p->es + 1.0);
+    ranges = by_work < (double)ranges ? (by_work > 1.0 ? (int64_t)by_work : 1) : ranges;
     for (;; ranges--) {
         p->ranges = ranges;
         p->per_range = sh->t > 0 ? (sh->t + ranges - 1) / ranges : 1;
@@ -406,19 +416,18 @@ static void run_kernel(const dssg_run *r, const spa_nsas_args *a, int64_t count,
         SPA_K_NSA_SELECT_GRAD_F32(a, 0, 0, 1, 0, 0, count, 0, k, v, sc);
 }
 
-/* n elements of src added into dst, in the kernels' element. */
-static void add_row(unsigned char *dst, const unsigned char *src, int64_t n, bool f64)
+/* n elements of src added into dst, in the kernels' element; src then
+ * zeroed for the next unit (while it is still in cache). */
+static void add_row(unsigned char *dst, unsigned char *src, int64_t n, bool f64)
 {
     if (f64) {
-        double *d = (double *)(void *)dst;
-        const double *s = (const double *)(const void *)src;
+        double *d = (double *)(void *)dst, *s = (double *)(void *)src;
         for (int64_t i = 0; i < n; i++)
-            d[i] += s[i];
+            d[i] += s[i], s[i] = 0.0;
     } else {
-        float *d = (float *)(void *)dst;
-        const float *s = (const float *)(const void *)src;
+        float *d = (float *)(void *)dst, *s = (float *)(void *)src;
         for (int64_t i = 0; i < n; i++)
-            d[i] += s[i];
+            d[i] += s[i], s[i] = 0.0f;
     }
 }
 
@@ -441,6 +450,11 @@ static void run_range(void *arg, uint32_t range)
     spa_dsa_sfa_dest d;
     d.kg = scratch + p->lay.kg, d.vg = sh->v_in_k ? d.kg : scratch + p->lay.vg;
     d.slots = (int32_t *)(void *)(scratch + p->lay.slots), d.pos = pos, d.vb = p->vb;
+    /* the gathered dK / dV rows start zero; each unit's scatter zeroes the
+     * rows of its virtual blocks after reading them (those past its count
+     * get 0 * q from the kernel: NaN where q is not finite) */
+    memset(gk, 0, (size_t)((uint64_t)(p->vb * SPA_DSA_SFA_VB * p->pk) * p->es));
+    memset(gv, 0, (size_t)((uint64_t)(p->vb * SPA_DSA_SFA_VB * p->pv) * p->es));
     int64_t t0, t1;
     spa_attn_range_tokens((int64_t)range, p->per_range, sh->t, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
@@ -449,9 +463,6 @@ static void run_range(void *arg, uint32_t range)
         x.seen = spa_dsa_sfa_seen(r->e->in.mode, r->s.kv[x.b], r->s.sq[x.b], r->s.qs[x.b], t);
         x.kstart = r->s.ks[x.b];
         const int64_t count = spa_dsa_sfa_gather(&r->e->in, sh, &x, 0, sh->kc, &d);
-        const int64_t rows = (count + SPA_DSA_SFA_VB - 1) / SPA_DSA_SFA_VB * SPA_DSA_SFA_VB;
-        memset(gk, 0, (size_t)((uint64_t)(rows * p->pk) * p->es));
-        memset(gv, 0, (size_t)((uint64_t)(rows * p->pv) * p->es));
         move_query(r, t, scratch + p->lay.q, true);
         spa_nsas_args a;
         unit_args(r, &x, scratch, &a);
@@ -463,6 +474,9 @@ static void run_range(void *arg, uint32_t range)
             add_row(pk + (uint64_t)(row * p->pk) * p->es, gk + (uint64_t)(i * p->pk) * p->es, p->pk, f64);
             add_row(pv + (uint64_t)(row * p->pv) * p->es, gv + (uint64_t)(i * p->pv) * p->es, p->pv, f64);
         }
+        const int64_t used = (count + SPA_DSA_SFA_VB - 1) / SPA_DSA_SFA_VB * SPA_DSA_SFA_VB;
+        memset(gk + (uint64_t)(count * p->pk) * p->es, 0, (size_t)((uint64_t)((used - count) * p->pk) * p->es));
+        memset(gv + (uint64_t)(count * p->pv) * p->es, 0, (size_t)((uint64_t)((used - count) * p->pv) * p->es));
     }
 }
 
