@@ -8,7 +8,7 @@
 ALL_OPS := msda msda_grad nsa_compress nsa_compress_grad nsa_compress_attention \
   nsa_compress_attention_grad nsa_select nsa_select_grad swa swa_grad nsa_select_infer \
   nsa_compress_attention_infer nsa_compress_with_cache dsa_lightning_indexer dsa_sparse_attention \
-  dsa_sparse_attention_grad
+  dsa_sparse_attention_grad dsa_lightning_indexer_grad
 OPS ?= $(ALL_OPS)
 ifneq ($(filter-out $(ALL_OPS),$(OPS)),)
 $(error OPS: no operator '$(filter-out $(ALL_OPS),$(OPS))': pick from $(ALL_OPS))
@@ -59,17 +59,21 @@ OP_F64_swa_grad := swa_grad
 OP_SRC_dsa_lightning_indexer := dsa/dsa_lightning_indexer.c dsa/dsa_kv.c
 OP_KERNELS_dsa_lightning_indexer := dsa_lightning_indexer
 OP_F64_dsa_lightning_indexer :=
+OP_SRC_dsa_lightning_indexer_grad := dsa/dsa_lightning_indexer_grad.c dsa/dsa_grad_rows.c dsa/dsa_kv.c
+OP_KERNELS_dsa_lightning_indexer_grad := dsa_lightning_indexer_grad
+OP_F64_dsa_lightning_indexer_grad :=
 OP_SRC_dsa_sparse_attention := dsa/dsa_sparse_attention.c dsa/dsa_sfa_args.c dsa/dsa_sfa_gather.c dsa/dsa_kv.c nsa/nsa_select_plan.c nsa/attn_parts.c
 OP_KERNELS_dsa_sparse_attention := nsa_select
 OP_F64_dsa_sparse_attention := nsa_select nsa_select_grad
-OP_SRC_dsa_sparse_attention_grad := dsa/dsa_sparse_attention_grad.c dsa/dsa_sfa_args.c dsa/dsa_kv.c \
+OP_SRC_dsa_sparse_attention_grad := dsa/dsa_sparse_attention_grad.c dsa/dsa_sfa_args.c dsa/dsa_sfa_gather.c \
+  dsa/dsa_grad_rows.c dsa/dsa_kv.c \
   nsa/nsa_select_plan.c
 OP_KERNELS_dsa_sparse_attention_grad := nsa_select_grad
 OP_F64_dsa_sparse_attention_grad := nsa_select nsa_select_grad
 
 # kernels that read f32 rows whatever the dtype (the driver widens them):
 # generated once, with the f32 kernels
-F32_ONLY_KERNELS := dsa_lightning_indexer
+F32_ONLY_KERNELS := dsa_lightning_indexer dsa_lightning_indexer_grad
 
 # the ops each suite calls (a suite not listed calls every op)
 SUITE_OPS_msda := msda

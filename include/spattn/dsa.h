@@ -55,6 +55,40 @@ spa_status spa_dsa_lightning_indexer_get_workspace_size(
 spa_status spa_dsa_lightning_indexer(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                                      const spa_runner *runner);
 
+/* The gradient of the lightning indexer's scores at the keys an index
+ * selects (CANN's LightningIndexerGrad, on the union contract): with
+ * s[h][j] = q[t][h] . k[x_j][n] for slot j of sparse_indices[t][n] (key
+ * x_j of the token's batch; -1: nothing) and dy[t][n][j] the gradient of
+ * the score I[x_j] (h = n G + g, g < G):
+ *   dweights[t][h] = sum_j dy[j] ReLU(s[h][j])
+ *   dquery[t][h]   = sum_j dy[j] w[t][h] [s[h][j] > 0] k[x_j][n]
+ *   dkey[x][n]     = sum over (t, j) with x_j = x of dy[j] sum_g w[t][h] [s[h][j] > 0] q[t][h]
+ * (a key given twice in a row counts twice; a key no index gives gets 0).
+ *   query, weights, actual_seq_q_len, actual_seq_kv_len, sparse_mode: as
+ *               the indexer's.
+ *   key         contiguous [B, S, N2, D] or TND [T2, N2, D] (no block
+ *               table: a gradient lives in the key's own layout).
+ *   sparse_indices INT32 or INT64 [T, N2, K]: -1, or a key of the batch
+ *               (0 <= x < L_b) that the query sees (sparse_mode 3: x at
+ *               most its position); anything else is refused (161002).
+ *   indices_grad [T, N2, K] (dy), the query's dtype or FLOAT32; its
+ *               entries at -1 slots are not read.
+ * Out: dquery_out [T, N1, D] and dkey_out (key's dims) in the query's
+ * dtype, dweights_out [T, N1] in the weights' dtype. q . k, and every sum,
+ * in f32 over the values widened exactly (double for FLOAT64); ReLU'(s) is
+ * [s > 0] (0 for s = 0 and for a NaN s, whose ReLU, NaN, still reaches
+ * dweights). dkey sums over the queries in token order, each query's
+ * slots in order: bit-identical across runners and thread counts, no
+ * atomics. N1 up to 256, D 1 .. 768, K 1 .. 65536, f16 / bf16 / f32 /
+ * f64. */
+spa_status spa_dsa_lightning_indexer_grad_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *weights, const spa_tensor *sparse_indices,
+    const spa_tensor *indices_grad, const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    int64_t sparse_mode, const spa_tensor *dquery_out, const spa_tensor *dkey_out, const spa_tensor *dweights_out,
+    uint64_t *workspace_size, spa_executor *executor);
+spa_status spa_dsa_lightning_indexer_grad(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                          const spa_runner *runner);
+
 /* Sparse attention over the tokens an index selects (CANN's
  * SparseFlashAttention, MLA-absorb and the general form; FlashMLA's sparse
  * decoding), with the union of what CANN and the public implementations

@@ -389,4 +389,20 @@ spa_status spa_dsa_sparse_attention_grad(void *workspace, uint64_t workspace_siz
     return absent_phase2();
 }
 #endif
+#if !SPA_BUILT_DSA_LIGHTNING_INDEXER_GRAD
+spa_status spa_dsa_lightning_indexer_grad_get_workspace_size(
+    const spa_tensor *query, const spa_tensor *key, const spa_tensor *weights, const spa_tensor *sparse_indices,
+    const spa_tensor *indices_grad, const spa_int_array *actual_seq_q_len, const spa_int_array *actual_seq_kv_len,
+    int64_t sparse_mode, const spa_tensor *dquery_out, const spa_tensor *dkey_out, const spa_tensor *dweights_out,
+    uint64_t *workspace_size, spa_executor *executor)
+{
+    return absent_phase1(executor, SPA_OP_DSA_LIGHTNING_INDEXER_GRAD);
+}
+
+spa_status spa_dsa_lightning_indexer_grad(void *workspace, uint64_t workspace_size, const spa_executor *executor,
+                                          const spa_runner *runner)
+{
+    return absent_phase2();
+}
+#endif
 #endif

@@ -12,7 +12,7 @@
 static spa_status run(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                       const spa_runner *runner, uint32_t op)
 {
-    SPA_REQUIRE(op >= SPA_OP_NSA_COMPRESS && op <= SPA_OP_DSA_SPARSE_ATTENTION_GRAD /* a plan of phase 1 */);
+    SPA_REQUIRE(op >= SPA_OP_NSA_COMPRESS && op <= SPA_OP_DSA_LIGHTNING_INDEXER_GRAD /* a plan of phase 1 */);
     /* the sites of the refusal are those of the op's phase 2, not this call's */
     switch (op) {
 #if SPA_BUILT_NSA_COMPRESS
@@ -74,6 +74,10 @@ static spa_status run(void *workspace, uint64_t workspace_size, const spa_execut
 #if SPA_BUILT_DSA_SPARSE_ATTENTION_GRAD
     case SPA_OP_DSA_SPARSE_ATTENTION_GRAD:
         return spa_dsa_sparse_attention_grad_phase2(workspace, workspace_size, executor, runner);
+#endif
+#if SPA_BUILT_DSA_LIGHTNING_INDEXER_GRAD
+    case SPA_OP_DSA_LIGHTNING_INDEXER_GRAD:
+        return spa_dsa_lightning_indexer_grad_phase2(workspace, workspace_size, executor, runner);
 #endif
 #if SPA_BUILT_MSDA_GRAD
     case SPA_OP_MSDA_GRAD:

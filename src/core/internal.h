@@ -140,7 +140,8 @@ enum spa_op_id {
     SPA_OP_NSA_CATTN_INFER = 13,
     SPA_OP_DSA_LIGHTNING_INDEXER = 14, /* spattn/dsa.h */
     SPA_OP_DSA_SPARSE_ATTENTION = 15,
-    SPA_OP_DSA_SPARSE_ATTENTION_GRAD = 16
+    SPA_OP_DSA_SPARSE_ATTENTION_GRAD = 16,
+    SPA_OP_DSA_LIGHTNING_INDEXER_GRAD = 17
 };
 
 /* Phase 2 of each op with the internal status (its public entry point is
@@ -153,7 +154,7 @@ spa_phase2_fn spa_nsa_cattn_phase2, spa_nsa_cattn_grad_phase2;
 spa_phase2_fn spa_swa_phase2, spa_swa_grad_phase2;
 spa_phase2_fn spa_nsa_select_infer_phase2, spa_nsa_compress_cache_phase2, spa_nsa_cattn_infer_phase2;
 spa_phase2_fn spa_dsa_lightning_indexer_phase2, spa_dsa_sparse_attention_phase2,
-    spa_dsa_sparse_attention_grad_phase2;
+    spa_dsa_sparse_attention_grad_phase2, spa_dsa_lightning_indexer_grad_phase2;
 
 void spa_exec_seal(spa_executor *ex, void *internal, uint32_t bytes, uint32_t op);
 /* Copies the internal struct out of ex after checking magic, op, size and checksum. */

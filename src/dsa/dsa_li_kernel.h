@@ -21,4 +21,22 @@ typedef struct spa_dsli_args {
  * summed in a fixed order: the result does not depend on who calls. */
 typedef void spa_dsli_kernel(const spa_dsli_args *a, const float *k, int64_t rows, float *s, float *out);
 
+/* The grad (templates/dsa/dsa_lightning_indexer_grad.c.m4): per chunk of
+ * heads S = K Qᵀ again, then for each of the valid rows r (dy[r] the
+ * gradient of its score) dw[l] += dy[r] ReLU(s) and
+ * C[r][l] = [s > 0] dy[r] w[l]; dq += Kᵀ C (transposed, as qt) and the
+ * rows' dk += C Q. Rows past valid (zero rows of a whole tile) add
+ * nothing. */
+typedef struct spa_dsli_grad_args {
+    spa_dsli_args f; /* qt, w and the shape of the heads */
+    const float *qn; /* [chunks][gp][dp]: the heads as rows, rows past G zero */
+    float *dqt;      /* [chunks][dp][gp]: dq accumulators (added to) */
+    float *dw;       /* [chunks][gp]: dweights accumulators (added to) */
+} spa_dsli_grad_args;
+
+/* k [rows][dp] (rows a multiple of 16, at most SPA_DSLI_GRAD_TK), dy
+ * [valid], s a scratch of rows * gp floats; dk [rows][dp] added to. */
+typedef void spa_dsli_grad_kernel(const spa_dsli_grad_args *a, const float *k, const float *dy, int64_t rows,
+                                  int64_t valid, float *s, float *dk);
+
 #endif

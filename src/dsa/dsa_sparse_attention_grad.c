@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "attn_plan.h"
+#include "dsa_grad_rows.h"
 #include "dsa_kv.h"
 #include "dsa_sfa_args.h"
 #include "dsa_sfa_gather.h"
@@ -40,17 +41,6 @@
 #include "spattn/dsa.h"
 
 #define SPA_FLOAT64_DSA_SPARSE_ATTENTION_GRAD SPA_FLOAT64_NSA_SELECT_GRAD
-
-/* Token ranges per key head: enough blocks for a few threads, while the
- * partials of one head stay under SPA_DSSG_PARTIAL_BYTES (unless one range
- * alone needs more); a target with little memory lowers it. */
-#define DSSG_TARGET_RANGES 16
-#define DSSG_WORK_PER_BYTE 64.0
-#ifndef SPA_DSSG_PARTIAL_BYTES
-#define SPA_DSSG_PARTIAL_BYTES (512ull << 20)
-#endif
-/* Output rows per task of the reduction. */
-#define DSSG_ROWS_PER_TASK 64
 
 /* The call's arguments as phase 1 took them: all phase 2 reads of it. */
 typedef struct dssg_exec {
@@ -73,11 +63,10 @@ typedef struct dssg_layout {
 /* What the arguments and lengths determine (derived again in phase 2). */
 typedef struct dssg_plan {
     spa_dsa_sfa_shape sh;
-    int64_t ranges, per_range;
-    int64_t pk, pv; /* a partial's key and value row pitch: dp, dvp (f64: D + Dr, Dv) */
-    int64_t vb;     /* a unit's virtual blocks: vb * 16 gathered rows at most */
-    uint64_t es;    /* the kernels' element: 4 (float) or 8 (double) */
-    uint64_t partial_elems;
+    spa_dsa_ranges rg; /* partial rows of pk + pv elements: the key part, then the value part */
+    int64_t pk, pv;    /* dp, dvp (f64: D + Dr, Dv) */
+    int64_t vb;        /* a unit's virtual blocks: vb * 16 gathered rows at most */
+    uint64_t es;       /* the kernels' element: 4 (float) or 8 (double) */
     dssg_layout lay;
 } dssg_plan;
 
@@ -130,34 +119,13 @@ static spa_status check_args(const dssg_exec *e, spa_dsa_sfa_shape *sh)
     return SPA_OK;
 }
 
-/* S_b and L_b of batch b: the trusted copies, or (NULL, phase 1) the
+/* The lengths: the trusted copies sq / kv, or NULL (phase 1) for the
  * caller's checked arrays. */
-static int64_t nq_of(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int64_t *sq, int64_t b)
+static spa_dsa_lens lens_of(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int64_t *sq, const int64_t *kv)
 {
-    return sq != NULL ? sq[b] : e->in.has_sq ? e->in.sq.data[b] : sh->t / sh->batches;
-}
-
-static int64_t len_of(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int64_t *kv, int64_t b)
-{
-    return kv != NULL ? kv[b] : e->in.has_skv ? e->in.skv.data[b] : sh->kv.page_size;
-}
-
-/* The key rows [lo, hi) of the batches holding tokens [t0, t1) (t0 < t1),
- * counted over the batches' L_b one after the other. */
-static void range_rows(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int64_t *sq, const int64_t *kv,
-                       int64_t t0, int64_t t1, int64_t *lo, int64_t *hi)
-{
-    int64_t tok = 0, row = 0;
-    *lo = *hi = 0;
-    for (int64_t b = 0; b < sh->batches; b++) {
-        const int64_t nq = nq_of(e, sh, sq, b), rows = len_of(e, sh, kv, b);
-        if (tok + nq > t0 && tok < t1) {
-            if (tok <= t0)
-                *lo = row;
-            *hi = row + rows;
-        }
-        tok += nq, row += rows;
-    }
+    const spa_dsa_lens l = {sq, kv, e->in.has_sq ? &e->in.sq : NULL, e->in.has_skv ? &e->in.skv : NULL,
+                            sh->batches, sh->t, sh->kv.page_size};
+    return l;
 }
 
 static uint64_t round64(uint64_t x)
@@ -176,32 +144,10 @@ static void make_plan(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int
     p->es = f64 ? 8u : 4u;
     p->pk = f64 ? sh->dq : sh->dp, p->pv = f64 ? sh->dv : sh->dvp;
     p->vb = spa_dsa_sfa_vblocks(sh, sh->kc);
-    int64_t ranges = sh->t < DSSG_TARGET_RANGES ? (sh->t > 0 ? sh->t : 1) : DSSG_TARGET_RANGES;
-    /* fewer where a range's partial (zeroed, then read by the reduction)
-     * would cost more than a DSSG_WORK_PER_BYTE-th of the ranges' products */
-    double keys = 0.0;
-    for (int64_t b = 0; b < sh->batches; b++)
-        keys += (double)len_of(e, sh, kv, b);
+    const spa_dsa_lens l = lens_of(e, sh, sq, kv);
     const double work = (double)sh->t * (double)sh->g * (double)sh->kc * (double)sh->sbs *
                         (double)(3 * sh->dp + 2 * sh->dvp);
-    const double by_work = work / (DSSG_WORK_PER_BYTE * keys * (double)(p->pk + p->pv) * (double)p->es + 1.0);
-    ranges = by_work < (double)ranges ? (by_work > 1.0 ? (int64_t)by_work : 1) : ranges;
-    for (;; ranges--) {
-        p->ranges = ranges;
-        p->per_range = sh->t > 0 ? (sh->t + ranges - 1) / ranges : 1;
-        uint64_t rows = 0;
-        for (int64_t r = 0; r < ranges; r++) {
-            int64_t t0, t1, lo, hi;
-            spa_attn_range_tokens(r, p->per_range, sh->t, &t0, &t1);
-            if (t0 < t1) {
-                range_rows(e, sh, sq, kv, t0, t1, &lo, &hi);
-                rows += (uint64_t)(hi - lo);
-            }
-        }
-        p->partial_elems = rows * (uint64_t)(p->pk + p->pv);
-        if (ranges == 1 || p->partial_elems * p->es <= SPA_DSSG_PARTIAL_BYTES)
-            break;
-    }
+    spa_dsa_ranges_plan(&l, work, p->pk + p->pv, p->es, &p->rg);
     /* the range's scratch; dims bounded (dp, dvp <= 768, G <= 128, rows
      * <= 2^20 + 16): no overflow */
     const uint64_t gp = (uint64_t)spa_nsas_lanes(sh->g), hc = (uint64_t)(sh->g < 32 ? sh->g : 32);
@@ -218,29 +164,29 @@ static void make_plan(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int
         /* qt, dqt [dp][gp]; qn [hc][dp]; dyt [dvp][gp]; dyn [hc][dvp]; P, dS [tk][gp]; 3 [gp] */
         kernel = 4u * (2u * dp * gp + hc * dp + dvp * gp + hc * dvp + 2u * tk * gp + 3u * gp);
     }
-    dssg_layout *l = &p->lay;
-    l->q = round64(kernel);
-    l->dq = l->q + round64((uint64_t)(sh->g * sh->dq) * spa_dtype_size(sh->dtype));
-    l->kg = l->dq + (l->dq - l->q);
-    l->vg = l->kg + round64(rows * (uint64_t)sh->dp * es);
-    l->gk = l->vg + (sh->v_in_k ? 0u : round64(rows * (uint64_t)sh->dvp * es));
-    l->gv = l->gk + round64(rows * (uint64_t)p->pk * es);
-    l->slots = l->gv + round64(rows * (uint64_t)p->pv * es);
-    l->pos = l->slots + round64(4u * (uint64_t)p->vb);
-    l->bytes = l->pos + round64(8u * rows);
+    dssg_layout *y = &p->lay;
+    y->q = round64(kernel);
+    y->dq = y->q + round64((uint64_t)(sh->g * sh->dq) * spa_dtype_size(sh->dtype));
+    y->kg = y->dq + (y->dq - y->q);
+    y->vg = y->kg + round64(rows * (uint64_t)sh->dp * es);
+    y->gk = y->vg + (sh->v_in_k ? 0u : round64(rows * (uint64_t)sh->dvp * es));
+    y->gv = y->gk + round64(rows * (uint64_t)p->pk * es);
+    y->slots = y->gv + round64(rows * (uint64_t)p->pv * es);
+    y->pos = y->slots + round64(4u * (uint64_t)p->vb);
+    y->bytes = y->pos + round64(8u * rows);
 }
 
 /* The workspace's slices. */
 typedef struct dssg_slices {
     int64_t *sq, *kv, *qs, *ks, *kf; /* per batch: S_b, L_b, first token, first key row (TND), first partial row */
-    int64_t *lo, *hi;                /* per range: the key rows its partial covers */
+    int64_t *lo, *hi;                /* per range: the partial rows its partial covers */
     uint64_t *offset;                /* per range: its partial's first element */
     unsigned char *scratch, *partial;
 } dssg_slices;
 
 static void carve(spa_ws *ws, const dssg_plan *p, dssg_slices *s)
 {
-    const uint64_t nb = (uint64_t)p->sh.batches, nr = (uint64_t)p->ranges;
+    const uint64_t nb = (uint64_t)p->sh.batches, nr = (uint64_t)p->rg.ranges;
     int64_t **per_batch[5] = {&s->sq, &s->kv, &s->qs, &s->ks, &s->kf};
     for (int i = 0; i < 5; i++)
         *per_batch[i] = spa_ws_take(ws, nb, sizeof(int64_t));
@@ -248,7 +194,7 @@ static void carve(spa_ws *ws, const dssg_plan *p, dssg_slices *s)
     s->hi = spa_ws_take(ws, nr, sizeof(int64_t));
     s->offset = spa_ws_take(ws, nr, sizeof(uint64_t));
     s->scratch = spa_ws_take(ws, nr, p->lay.bytes);
-    s->partial = spa_ws_take(ws, p->partial_elems > 0 ? p->partial_elems : 1u, p->es);
+    s->partial = spa_ws_take(ws, p->rg.elems > 0 ? p->rg.elems : 1u, p->es);
 }
 
 static uint64_t planned_bytes(const dssg_plan *p)
@@ -312,6 +258,7 @@ typedef struct dssg_run {
     const dssg_exec *e;
     const dssg_plan *p;
     dssg_slices s;
+    spa_dsa_partials part;
     int64_t n; /* the key head being run */
 } dssg_run;
 
@@ -440,10 +387,9 @@ static void run_range(void *arg, uint32_t range)
     const dssg_plan *p = r->p;
     const spa_dsa_sfa_shape *sh = &p->sh;
     const bool f64 = is_f64(sh);
-    const int64_t lo = r->s.lo[range], nrows = r->s.hi[range] - lo;
-    unsigned char *pk = r->s.partial + r->s.offset[range] * p->es;
-    unsigned char *pv = pk + (uint64_t)(nrows * p->pk) * p->es;
-    memset(pk, 0, (size_t)((uint64_t)(nrows * (p->pk + p->pv)) * p->es)); /* all-zero bits: +0 */
+    const int64_t lo = r->s.lo[range], nrows = r->s.hi[range] - lo, pitch = p->rg.pitch;
+    unsigned char *part = spa_dsa_partial_of(&r->part, range);
+    memset(part, 0, (size_t)((uint64_t)(nrows * pitch) * p->es)); /* all-zero bits: +0 */
     unsigned char *scratch = r->s.scratch + (uint64_t)range * p->lay.bytes;
     unsigned char *gk = scratch + p->lay.gk, *gv = scratch + p->lay.gv;
     int64_t *pos = (int64_t *)(void *)(scratch + p->lay.pos);
@@ -456,7 +402,7 @@ static void run_range(void *arg, uint32_t range)
     memset(gk, 0, (size_t)((uint64_t)(p->vb * SPA_DSA_SFA_VB * p->pk) * p->es));
     memset(gv, 0, (size_t)((uint64_t)(p->vb * SPA_DSA_SFA_VB * p->pv) * p->es));
     int64_t t0, t1;
-    spa_attn_range_tokens((int64_t)range, p->per_range, sh->t, &t0, &t1);
+    spa_attn_range_tokens((int64_t)range, p->rg.per_range, sh->t, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
         spa_dsa_sfa_unit x;
         x.t = t, x.n = r->n, x.b = spa_nsa_cache_batch_of(r->s.qs, sh->batches, t);
@@ -470,9 +416,10 @@ static void run_range(void *arg, uint32_t range)
         move_query(r, t, scratch + p->lay.dq, false);
         const int64_t first = r->s.kf[x.b] - lo; /* the batch's row 0 in the partial */
         for (int64_t i = 0; i < count; i++) {
-            const int64_t row = first + pos[i]; /* pos[i] < seen <= L_b: inside the range's rows */
-            add_row(pk + (uint64_t)(row * p->pk) * p->es, gk + (uint64_t)(i * p->pk) * p->es, p->pk, f64);
-            add_row(pv + (uint64_t)(row * p->pv) * p->es, gv + (uint64_t)(i * p->pv) * p->es, p->pv, f64);
+            /* pos[i] < seen <= L_b: inside the range's rows */
+            unsigned char *row = part + (uint64_t)((first + pos[i]) * pitch) * p->es;
+            add_row(row, gk + (uint64_t)(i * p->pk) * p->es, p->pk, f64);
+            add_row(row + (uint64_t)p->pk * p->es, gv + (uint64_t)(i * p->pv) * p->es, p->pv, f64);
         }
         const int64_t used = (count + SPA_DSA_SFA_VB - 1) / SPA_DSA_SFA_VB * SPA_DSA_SFA_VB;
         memset(gk + (uint64_t)(count * p->pk) * p->es, 0, (size_t)((uint64_t)((used - count) * p->pk) * p->es));
@@ -480,102 +427,32 @@ static void run_range(void *arg, uint32_t range)
     }
 }
 
-/* The partial row of output row `row` of page pg, or -1 (a row past L_b,
- * or past every TND batch: its gradient is 0). */
-static int64_t partial_row_of(const dssg_run *r, int64_t pg, int64_t row)
-{
-    const spa_dsa_sfa_shape *sh = &r->p->sh;
-    int64_t b = pg;
-    if (sh->kv.tnd) {
-        if (sh->batches == 0)
-            return -1;
-        b = spa_nsa_cache_batch_of(r->s.ks, sh->batches, row);
-        row -= r->s.ks[b];
-        if (row < 0)
-            return -1;
-    }
-    return row < r->s.kv[b] ? r->s.kf[b] + row : -1;
-}
-
-/* n sums into elements of an output run (base element, stride), rounded
- * once to its dtype. */
-static void store_run(const spa_tensor *x, void *base, int64_t stride, const double *acc, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        switch (x->dtype) {
-        case SPA_FLOAT16:
-            ((uint16_t *)base)[i * stride] = spa_f32_to_f16((float)acc[i]);
-            break;
-        case SPA_BFLOAT16:
-            ((uint16_t *)base)[i * stride] = spa_f32_to_bf16((float)acc[i]);
-            break;
-        case SPA_FLOAT64:
-            ((double *)base)[i * stride] = acc[i];
-            break;
-        default:
-            ((float *)base)[i * stride] = (float)acc[i];
-            break;
-        }
-    }
-}
-
-/* Elements [c0, c0 + n) of kernel row krow's sums over the ranges covering
- * it, in range order: part 0 the key partial, 1 the value partial. f32
- * partials are summed in f32 (then held exactly in acc), f64 in double. */
-static void sum_ranges(const dssg_run *r, int64_t krow, int part, int64_t c0, int64_t n, double *acc)
-{
-    const dssg_plan *p = r->p;
-    float accf[128];
-    for (int64_t i = 0; i < n; i++)
-        acc[i] = 0.0, accf[i] = 0.0f;
-    for (int64_t rg = 0; krow >= 0 && rg < p->ranges; rg++) {
-        const int64_t lo = r->s.lo[rg], hi = r->s.hi[rg];
-        if (krow < lo || krow >= hi)
-            continue;
-        const uint64_t at = r->s.offset[rg] + (uint64_t)(part == 0 ? (krow - lo) * p->pk
-                                                                    : (hi - lo) * p->pk + (krow - lo) * p->pv) +
-                            (uint64_t)c0;
-        if (p->es == 8) {
-            const double *src = (const double *)(const void *)r->s.partial + at;
-            for (int64_t i = 0; i < n; i++)
-                acc[i] += src[i];
-        } else {
-            const float *src = (const float *)(const void *)r->s.partial + at;
-            for (int64_t i = 0; i < n; i++)
-                accf[i] += src[i];
-        }
-    }
-    if (p->es != 8)
-        for (int64_t i = 0; i < n; i++)
-            acc[i] = (double)accf[i];
-}
-
-/* Step 2: DSSG_ROWS_PER_TASK output rows (over pages, then rows) of key
+/* Step 2: SPA_DSA_REDUCE_ROWS output rows (over pages, then rows) of key
  * head r->n, one head-dim chunk at a time through a stack buffer. */
 static void run_reduce(void *arg, uint32_t task)
 {
     const dssg_run *r = arg;
     const dssg_exec *e = r->e;
     const spa_dsa_sfa_shape *sh = &r->p->sh;
-    const int64_t per_page = (sh->kv.page_size + DSSG_ROWS_PER_TASK - 1) / DSSG_ROWS_PER_TASK;
-    const int64_t pg = (int64_t)task / per_page, row0 = ((int64_t)task % per_page) * DSSG_ROWS_PER_TASK;
-    const int64_t row1 = row0 + DSSG_ROWS_PER_TASK < sh->kv.page_size ? row0 + DSSG_ROWS_PER_TASK : sh->kv.page_size;
+    const int64_t per_page = (sh->kv.page_size + SPA_DSA_REDUCE_ROWS - 1) / SPA_DSA_REDUCE_ROWS;
+    const int64_t pg = (int64_t)task / per_page, row0 = ((int64_t)task % per_page) * SPA_DSA_REDUCE_ROWS;
+    const int64_t row1 = row0 + SPA_DSA_REDUCE_ROWS < sh->kv.page_size ? row0 + SPA_DSA_REDUCE_ROWS : sh->kv.page_size;
     const spa_tensor dkx = spa_dsa_kv_view(&e->dk), dkrx = spa_dsa_kv_view(&e->dkr), dvx = spa_dsa_kv_view(&e->dv);
     const bool merge = !e->has_dv; /* value is key: dk[:Dv] += dv */
     const float scale = (float)e->in.scale;
     enum { CHUNK = 128 };
     double acc[CHUNK], accv[CHUNK];
     for (int64_t row = row0; row < row1; row++) {
-        const int64_t krow = partial_row_of(r, pg, row);
+        const int64_t krow = spa_dsa_partial_row(&sh->kv, r->s.ks, r->s.kv, r->s.kf, pg, row);
         const size_t es = spa_dtype_size(sh->dtype);
         /* the key part (D, then Dr into dkey_rope_out) */
         for (int64_t c0 = 0; c0 < sh->dq; c0 += CHUNK) {
             const int64_t cn = sh->dq - c0 < CHUNK ? sh->dq - c0 : CHUNK;
-            sum_ranges(r, krow, 0, c0, cn, acc);
+            spa_dsa_partials_sum(&r->part, krow, c0, cn, acc);
             int64_t vn = 0; /* merged value elements in the chunk */
             if (merge && c0 < sh->dv) {
                 vn = sh->dv - c0 < cn ? sh->dv - c0 : cn;
-                sum_ranges(r, krow, 1, c0, vn, accv);
+                spa_dsa_partials_sum(&r->part, krow, r->p->pk + c0, vn, accv);
             }
             for (int64_t i = 0; i < cn; i++) {
                 double x;
@@ -592,13 +469,13 @@ static void run_reduce(void *arg, uint32_t task)
             /* elements [c0, c0 + cn) of [D | Dr]: split at D */
             const int64_t nk = c0 < sh->d ? (sh->d - c0 < cn ? sh->d - c0 : cn) : 0;
             if (nk > 0)
-                store_run(&e->dk, (unsigned char *)dkx.data +
+                spa_dsa_store_run(e->dk.dtype, (unsigned char *)dkx.data +
                                       (size_t)(pg * dkx.strides[0] + row * dkx.strides[1] + r->n * dkx.strides[2] +
                                                c0 * dkx.strides[3]) * es,
                           dkx.strides[3], acc, nk);
             if (e->has_dkr && cn > nk) {
                 const int64_t e0 = c0 + nk - sh->d;
-                store_run(&e->dkr, (unsigned char *)dkrx.data +
+                spa_dsa_store_run(e->dkr.dtype, (unsigned char *)dkrx.data +
                                        (size_t)(pg * dkrx.strides[0] + row * dkrx.strides[1] +
                                                 r->n * dkrx.strides[2] + e0 * dkrx.strides[3]) * es,
                           dkrx.strides[3], acc + nk, cn - nk);
@@ -608,10 +485,10 @@ static void run_reduce(void *arg, uint32_t task)
             continue;
         for (int64_t c0 = 0; c0 < sh->dv; c0 += CHUNK) {
             const int64_t cn = sh->dv - c0 < CHUNK ? sh->dv - c0 : CHUNK;
-            sum_ranges(r, krow, 1, c0, cn, accv);
+            spa_dsa_partials_sum(&r->part, krow, r->p->pk + c0, cn, accv);
             for (int64_t i = 0; i < cn; i++)
                 accv[i] += 0.0;
-            store_run(&e->dv, (unsigned char *)dvx.data +
+            spa_dsa_store_run(e->dv.dtype, (unsigned char *)dvx.data +
                                   (size_t)(pg * dvx.strides[0] + row * dvx.strides[1] + r->n * dvx.strides[2] +
                                            c0 * dvx.strides[3]) * es,
                       dvx.strides[3], accv, cn);
@@ -667,15 +544,8 @@ static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_ex
     carve(&ws, p, s);
     SPA_REQUIRE(!ws.overflow && s->sq == sq && s->kv == kv && s->ks == ks);
     SPA_TRY(take_copies(e, &p->sh, s));
-    uint64_t off = 0;
-    for (int64_t rg = 0; rg < p->ranges; rg++) {
-        int64_t t0, t1, lo = 0, hi = 0;
-        spa_attn_range_tokens(rg, p->per_range, p->sh.t, &t0, &t1);
-        if (t0 < t1)
-            range_rows(e, &p->sh, s->sq, s->kv, t0, t1, &lo, &hi);
-        s->offset[rg] = off, s->lo[rg] = lo, s->hi[rg] = hi;
-        off += (uint64_t)(hi - lo) * (uint64_t)(p->pk + p->pv);
-    }
+    const spa_dsa_lens l = lens_of(e, &p->sh, s->sq, s->kv);
+    spa_dsa_ranges_table(&l, &p->rg, s->lo, s->hi, s->offset);
     return SPA_OK;
 }
 
@@ -688,11 +558,12 @@ spa_status spa_dsa_sparse_attention_grad_phase2(void *workspace, uint64_t worksp
     dssg_run r;
     SPA_TRY(prepare(workspace, workspace_size, executor, &e, &p, &r.s));
     r.e = &e, r.p = &p;
+    r.part.base = r.s.partial, r.part.lo = r.s.lo, r.part.hi = r.s.hi, r.part.offset = r.s.offset, r.part.rg = p.rg;
     const spa_dsa_sfa_shape *sh = &p.sh;
-    const int64_t reduce_tasks = sh->kv.pages * ((sh->kv.page_size + DSSG_ROWS_PER_TASK - 1) / DSSG_ROWS_PER_TASK);
+    const int64_t reduce_tasks = spa_dsa_reduce_tasks(&sh->kv);
     for (r.n = 0; r.n < sh->n2; r.n++) {
         if (sh->t > 0)
-            spa_run_blocks(&rn, run_range, &r, (uint32_t)p.ranges);
+            spa_run_blocks(&rn, run_range, &r, (uint32_t)p.rg.ranges);
         spa_run_blocks(&rn, run_reduce, &r, (uint32_t)reduce_tasks);
     }
     return SPA_OK;

@@ -124,6 +124,7 @@ extern const fz_op fz_op_nsa_compress, fz_op_nsa_compress_grad, fz_op_nsa_select
 extern const fz_op fz_op_nsa_compress_attention, fz_op_nsa_compress_attention_grad;
 extern const fz_op fz_op_swa, fz_op_swa_grad;
 extern const fz_op fz_op_nsa_select_infer, fz_op_nsa_compress_cache, fz_op_nsa_cattn_infer;
-extern const fz_op fz_op_dsa_lightning_indexer, fz_op_dsa_sparse_attention, fz_op_dsa_sparse_attention_grad;
+extern const fz_op fz_op_dsa_lightning_indexer, fz_op_dsa_sparse_attention, fz_op_dsa_sparse_attention_grad,
+    fz_op_dsa_lightning_indexer_grad;
 
 #endif

@@ -579,3 +579,50 @@ const fz_op fz_op_dsa_sparse_attention_grad = {
     2, dsa_sa_attrs, 0.125, "TND",
     dsa_sag_phase1, spa_dsa_sparse_attention_grad, dsa_sag_work,
 };
+
+/* ---- dsa_lightning_indexer_grad ---- */
+/* The lightning indexer's grad (spattn/dsa.h). Baseline: f16, a contiguous
+ * key [2, 64, 2, 40] whose sequences hold 60 and 40 keys (N2 2), their
+ * last 4 and 2 tokens as queries (N1 4), f32 weights, INT64 indices of K
+ * 12 (-1 among them, every one a key each query sees), causal, the
+ * indices' gradient in f16. */
+static const int64_t dsa_lig_index_vals[] = {0, 5, -1, 3, 37, 1, 9, 2, -1, 11, 4, 6};
+static const fz_tensor_spec dsa_lig_tensors[] = {
+    {"query", SPA_FLOAT16, 3, {6, 4, 40}, FZ_IN, false, NULL, 0},
+    {"key", SPA_FLOAT16, 4, {2, 64, 2, 40}, FZ_IN, false, NULL, 0},
+    {"weights", SPA_FLOAT32, 2, {6, 4}, FZ_IN, false, NULL, 0},
+    {"sparseIndices", SPA_INT64, 3, {6, 2, 12}, FZ_INDEX, false, dsa_lig_index_vals, 12},
+    {"indicesGrad", SPA_FLOAT16, 3, {6, 2, 12}, FZ_IN, false, NULL, 0},
+    {"dqueryOut", SPA_FLOAT16, 3, {6, 4, 40}, FZ_OUT, false, NULL, 0},
+    {"dkeyOut", SPA_FLOAT16, 4, {2, 64, 2, 40}, FZ_OUT, false, NULL, 0},
+    {"dweightsOut", SPA_FLOAT32, 2, {6, 4}, FZ_OUT, false, NULL, 0},
+};
+static const int64_t dsa_lig_attrs[] = {3}; /* sparseMode */
+
+/* Multiply-adds bound: three products of every query head with every
+ * slot's key, and the key rows reduced. */
+static double dsa_lig_work(const fz_call *c)
+{
+    const spa_tensor *q = &c->t[0], *ix = &c->t[3], *k = &c->t[1];
+    if (q->rank != 3 || ix->rank != 3 || k->rank < 3)
+        return 0.0;
+    double rows = 1.0;
+    for (int32_t i = 0; i < k->rank - 1; i++)
+        rows *= (double)k->dims[i];
+    return 3.0 * (double)q->dims[0] * (double)q->dims[1] * (double)ix->dims[2] * (double)q->dims[2] +
+           rows * (double)q->dims[2];
+}
+
+static spa_status dsa_lig_phase1(const fz_call *c, uint64_t *ws, spa_executor *ex)
+{
+    return spa_dsa_lightning_indexer_grad_get_workspace_size(FZ_T(c, 0), FZ_T(c, 1), FZ_T(c, 2), FZ_T(c, 3),
+                                                             FZ_T(c, 4), FZ_A(c, 0), FZ_A(c, 1), c->attr[0],
+                                                             FZ_T(c, 5), FZ_T(c, 6), FZ_T(c, 7), FZ_WS(c, ws),
+                                                             FZ_EX(c, ex));
+}
+
+const fz_op fz_op_dsa_lightning_indexer_grad = {
+    "dsa_lightning_indexer_grad", 8, dsa_lig_tensors, 2, dsa_li_arrays,
+    1, dsa_lig_attrs, 0.0, "TND",
+    dsa_lig_phase1, spa_dsa_lightning_indexer_grad, dsa_lig_work,
+};

@@ -29,7 +29,8 @@ static const fz_op *const ops[] = {&fz_op_nsa_compress, &fz_op_nsa_compress_grad
                                    &fz_op_swa,          &fz_op_swa_grad,
                                    &fz_op_nsa_select_infer, &fz_op_nsa_compress_cache,
                                    &fz_op_nsa_cattn_infer, &fz_op_dsa_lightning_indexer,
-                                   &fz_op_dsa_sparse_attention, &fz_op_dsa_sparse_attention_grad};
+                                   &fz_op_dsa_sparse_attention, &fz_op_dsa_sparse_attention_grad,
+                                   &fz_op_dsa_lightning_indexer_grad};
 #define N_OPS (int)(sizeof ops / sizeof ops[0])
 
 /* The baseline's data seed and flags, then one hostile mutation. */

@@ -1,0 +1,130 @@
+/* The key rows' gradient partials of the DSA grads (dsa_grad_rows.h). */
+#include "dsa_grad_rows.h"
+
+#include "attn_plan.h"
+#include "half.h"
+#include "internal.h"
+#include "nsa_cache_rows.h"
+
+#define DSA_TARGET_RANGES 16
+#define DSA_WORK_PER_BYTE 64.0
+#ifndef SPA_DSA_PARTIAL_BYTES
+#define SPA_DSA_PARTIAL_BYTES (512ull << 20)
+#endif
+
+/* The partial rows [lo, hi) of the batches holding tokens [t0, t1) (t0 < t1). */
+static void range_rows(const spa_dsa_lens *l, int64_t t0, int64_t t1, int64_t *lo, int64_t *hi)
+{
+    int64_t tok = 0, row = 0;
+    *lo = *hi = 0;
+    for (int64_t b = 0; b < l->batches; b++) {
+        const int64_t nq = spa_dsa_lens_nq(l, b), rows = spa_dsa_lens_kv(l, b);
+        if (tok + nq > t0 && tok < t1) {
+            if (tok <= t0)
+                *lo = row;
+            *hi = row + rows;
+        }
+        tok += nq, row += rows;
+    }
+}
+
+void spa_dsa_ranges_plan(const spa_dsa_lens *l, double work, int64_t pitch, uint64_t es, spa_dsa_ranges *rg)
+{
+    rg->pitch = pitch, rg->es = es;
+    int64_t ranges = l->t < DSA_TARGET_RANGES ? (l->t > 0 ? l->t : 1) : DSA_TARGET_RANGES;
+    double keys = 0.0;
+    for (int64_t b = 0; b < l->batches; b++)
+        keys += (double)spa_dsa_lens_kv(l, b);
+    const double by_work = work / (DSA_WORK_PER_BYTE * keys * (double)pitch * (double)es + 1.0);
+    ranges = by_work < (double)ranges ? (by_work > 1.0 ? (int64_t)by_work : 1) : ranges;
+    for (;; ranges--) {
+        rg->ranges = ranges;
+        rg->per_range = l->t > 0 ? (l->t + ranges - 1) / ranges : 1;
+        uint64_t rows = 0;
+        for (int64_t r = 0; r < ranges; r++) {
+            int64_t t0, t1, lo, hi;
+            spa_attn_range_tokens(r, rg->per_range, l->t, &t0, &t1);
+            if (t0 < t1) {
+                range_rows(l, t0, t1, &lo, &hi);
+                rows += (uint64_t)(hi - lo);
+            }
+        }
+        rg->elems = rows * (uint64_t)pitch; /* rows <= B * kv_cap, pitch <= 1536: no overflow */
+        if (ranges == 1 || rg->elems * es <= SPA_DSA_PARTIAL_BYTES)
+            break;
+    }
+}
+
+void spa_dsa_ranges_table(const spa_dsa_lens *l, const spa_dsa_ranges *rg, int64_t *lo, int64_t *hi,
+                          uint64_t *offset)
+{
+    uint64_t off = 0;
+    for (int64_t r = 0; r < rg->ranges; r++) {
+        int64_t t0, t1;
+        lo[r] = hi[r] = 0;
+        spa_attn_range_tokens(r, rg->per_range, l->t, &t0, &t1);
+        if (t0 < t1)
+            range_rows(l, t0, t1, &lo[r], &hi[r]);
+        offset[r] = off;
+        off += (uint64_t)(hi[r] - lo[r]) * (uint64_t)rg->pitch;
+    }
+}
+
+void spa_dsa_partials_sum(const spa_dsa_partials *p, int64_t row, int64_t c0, int64_t n, double *acc)
+{
+    float accf[128];
+    for (int64_t i = 0; i < n; i++)
+        acc[i] = 0.0, accf[i] = 0.0f;
+    for (int64_t r = 0; row >= 0 && r < p->rg.ranges; r++) {
+        if (row < p->lo[r] || row >= p->hi[r])
+            continue;
+        const uint64_t at = p->offset[r] + (uint64_t)((row - p->lo[r]) * p->rg.pitch + c0);
+        if (p->rg.es == 8) {
+            const double *src = (const double *)(const void *)p->base + at;
+            for (int64_t i = 0; i < n; i++)
+                acc[i] += src[i];
+        } else {
+            const float *src = (const float *)(const void *)p->base + at;
+            for (int64_t i = 0; i < n; i++)
+                accf[i] += src[i];
+        }
+    }
+    if (p->rg.es != 8)
+        for (int64_t i = 0; i < n; i++)
+            acc[i] = (double)accf[i];
+}
+
+int64_t spa_dsa_partial_row(const spa_dsa_kv *kv, const int64_t *ks, const int64_t *len, const int64_t *first,
+                            int64_t pg, int64_t row)
+{
+    int64_t b = pg;
+    if (kv->tnd) {
+        if (kv->batches == 0)
+            return -1;
+        b = spa_nsa_cache_batch_of(ks, kv->batches, row);
+        row -= ks[b];
+        if (row < 0)
+            return -1;
+    }
+    return row < len[b] ? first[b] + row : -1;
+}
+
+void spa_dsa_store_run(int32_t dtype, void *base, int64_t stride, const double *acc, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        switch (dtype) {
+        case SPA_FLOAT16:
+            ((uint16_t *)base)[i * stride] = spa_f32_to_f16((float)acc[i]);
+            break;
+        case SPA_BFLOAT16:
+            ((uint16_t *)base)[i * stride] = spa_f32_to_bf16((float)acc[i]);
+            break;
+        case SPA_FLOAT64:
+            ((double *)base)[i * stride] = acc[i];
+            break;
+        default:
+            ((float *)base)[i * stride] = (float)acc[i];
+            break;
+        }
+    }
+}
