@@ -91,6 +91,7 @@ SUITE_OPS_swa := swa swa_grad
 SUITE_OPS_dsa_lightning_indexer := dsa_lightning_indexer
 SUITE_OPS_dsa_sparse_attention := dsa_sparse_attention
 SUITE_OPS_dsa_sparse_attention_grad := dsa_sparse_attention dsa_sparse_attention_grad
+SUITE_OPS_dsa_lightning_indexer_grad := dsa_lightning_indexer dsa_lightning_indexer_grad
 SUITE_OPS_half :=
 
 BUILT_OPS_ALL := $(if $(filter-out $(OPS),$(ALL_OPS)),,1)

@@ -325,6 +325,10 @@ dsa_li_ws = _declare_optional(
 dsa_sfa_ws = _declare_optional(
     "spa_dsa_sparse_attention_get_workspace_size", _ST,
     [_T, _T, _T, _T, _T, _T, _T, _A, _A, ctypes.c_double, _I64, _I64, _T, _T, _T] + _WS)
+dsa_sfa_grad_ws = _declare_optional(
+    "spa_dsa_sparse_attention_grad_get_workspace_size", _ST,
+    [_T, _T, _T, _T, _T, _T, _A, _A, _T, _T, _T, _T, ctypes.c_double, _I64, _I64, _T, _T, _T, _T,
+     _T] + _WS)
 nsa_compress_cache_ws = _declare_optional(
     "spa_nsa_compress_with_cache_get_workspace_size", _ST,
     [_T, _T, _T, _T, _A, _I64, _I64, _T] + _WS)

@@ -127,3 +127,20 @@ def _sparse_flash_attention(query, key, value, sparse_indices, scale_value, tabl
     else:  # TND: [N2, T1, G]
         stat = (n2, lead[0], n1 // max(n2, 1))
     return out, _empty(stat, _stat_dtype(query.dtype)), _empty(stat, _stat_dtype(query.dtype))
+
+
+@L.meta("npu_sparse_flash_attention_backward")
+def _sparse_flash_attention_backward(grad_out, query, key, value, sparse_indices, scale_value,
+                                     attention_out, softmax_max, softmax_sum, table=None, sq=None,
+                                     skv=None, query_rope=None, key_rope=None, sparse_block_size=1,
+                                     layout_query="BSND", layout_kv="BSND", sparse_mode=3,
+                                     merge_value=False):
+    def empty():
+        return _empty((0,), query.dtype)
+
+    rope = query_rope is not None
+    dq, dqr = _likes(query), (_likes(query_rope) if rope else (empty(),))
+    if layout_kv == "PA_BSND":  # the pages get no gradient
+        return dq + (empty(), empty()) + dqr + (empty(),)
+    return (dq + _likes(key) + ((empty(),) if merge_value else _likes(value)) + dqr
+            + (_likes(key_rope) if rope else (empty(),)))

@@ -34,6 +34,7 @@ under torch.autocast as they are (autocast falls through for operators without
 an autocast kernel) and return value's / input's dtype.
 """
 import torch
+from torch.autograd import forward_ad
 
 from . import _lib
 from . import _library as L
@@ -935,8 +936,10 @@ L.not_differentiable("npu_lightning_indexer",
 # operator sees and then reads each selected key row once. Returns
 # (attention_out [.., N1, Dv], softmax_max, softmax_sum), the statistics
 # BSND [B, N2, S1, G] / TND [N2, T1, G] float32 (float64 for float64 inputs)
-# with return_softmax_lse, else empty. No gradient yet
-# (SparseFlashAttentionGrad is not built).
+# with return_softmax_lse, else empty. Differentiable in query, key, value,
+# query_rope and key_rope (SparseFlashAttentionGrad, the backward operator
+# npu_sparse_flash_attention_backward below); a paged key has gradients for
+# the queries only.
 
 L.define("npu_sparse_flash_attention(Tensor query, Tensor key, Tensor value, Tensor sparse_indices, "
         "float scale_value, *, Tensor? block_table=None, Tensor? actual_seq_lengths_query=None, "
@@ -1076,6 +1079,204 @@ def _sparse_flash_attention_cpu(query, key, value, sparse_indices, scale_value, 
             _sfa_stats_placed(sm_out, sm, lead, rows, 0.0))
 
 
-L.not_differentiable("npu_sparse_flash_attention",
-                     "its backward (SparseFlashAttentionGrad) is not built yet; run it under "
-                     "torch.no_grad() or on detached tensors")
+# The backward operator: the forward's arguments, attention_out and its
+# statistics as the forward returned them (return_softmax_lse=True), and
+# grad_out, the gradient of attention_out. Returns (dquery, dkey, dvalue,
+# dquery_rope, dkey_rope) in the layouts and dtype of their inputs; BSND
+# padding rows of dquery / dquery_rope are 0; dquery_rope and dkey_rope are
+# empty without rope. merge_value: value is key or a view of its first Dv
+# elements (the native operator's MLA-absorb test), and dkey holds the
+# gradient of both (dvalue empty). A PA_BSND key: its pages are gathered into
+# a BSND copy for the native grad (which takes no block table), and dkey,
+# dvalue and dkey_rope are empty (the pages get no gradient).
+
+L.define("npu_sparse_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, "
+        "Tensor value, Tensor sparse_indices, float scale_value, Tensor attention_out, "
+        "Tensor softmax_max, Tensor softmax_sum, *, Tensor? block_table=None, "
+        "Tensor? actual_seq_lengths_query=None, Tensor? actual_seq_lengths_kv=None, "
+        "Tensor? query_rope=None, Tensor? key_rope=None, int sparse_block_size=1, "
+        "str layout_query=\"BSND\", str layout_kv=\"BSND\", int sparse_mode=3, "
+        "bool merge_value=False) "
+        "-> (Tensor dquery, Tensor dkey, Tensor dvalue, Tensor dquery_rope, Tensor dkey_rope)")
+
+
+def _sfa_value_in_key(key, value, at=torch.Tensor.data_ptr):
+    """The native operator's MLA-absorb test: value is key's memory (at:
+    where a tensor starts) with key's strides and leading dims, its last dim
+    at most key's."""
+    return (at(value) == at(key) and value.dtype == key.dtype
+            and value.dim() == key.dim() and tuple(value.stride()) == tuple(key.stride())
+            and tuple(value.shape[:-1]) == tuple(key.shape[:-1]) and value.shape[-1] <= key.shape[-1])
+
+
+def _sfa_gather_pages(table, lengths, page, blocks):
+    """The (page, row) of each BSND row [B, max L] of a paged cache of
+    `blocks` pages; rows past a batch's length read row 0 of page 0 (the grad
+    never reads them). The table's pages of every batch's rows are checked
+    first, as the native operator checks them."""
+    batches, lmax = len(lengths), max(max(lengths, default=0), 1)
+    if table.shape[0] != batches or table.shape[1] * page < max(lengths, default=0):
+        raise ValueError("spattn: block_table has shape %s; it needs a row per batch (%d) and the "
+                         "pages of %d rows of page size %d" % (_shape(table), batches, lmax, page))
+    pos = torch.arange(lmax)
+    seen = pos[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]
+    pages = table.long()[:, torch.clamp(pos // page, max=max(table.shape[1] - 1, 0))]
+    if bool((seen & ((pages < 0) | (pages >= blocks))).any()):
+        raise ValueError("spattn: block_table: the pages of the batches' rows must be pages of the "
+                         "key cache (0 .. %d)" % (blocks - 1))
+    zero = torch.zeros((), dtype=torch.long)
+    return torch.where(seen, pages, zero), torch.where(seen, (pos % page).expand(batches, lmax), zero)
+
+
+def _sfa_native_stats(name, s, lead, rows, n2, g, dtype):
+    """softmax_max / softmax_sum as the forward returned them (BSND [B, N2,
+    S1, G], TND [N2, T1, G]) as the native [N2, T, G] (a view where it can)."""
+    want = (lead[0], n2, lead[1], g) if len(lead) == 2 else (n2, lead[0], g)
+    _lib.check_tensor(name, s, len(want), (dtype,))
+    if tuple(s.shape) != want:
+        raise ValueError("spattn: %s has shape %s; the forward's (return_softmax_lse=True) is %s"
+                         % (name, _shape(s), str(want)))
+    x = s.permute(0, 2, 1, 3) if len(lead) == 2 else s.transpose(0, 1)  # [*lead, N2, G]
+    return _dsa_pack(name, x, lead, rows).transpose(0, 1)
+
+
+@L.cpu("npu_sparse_flash_attention_backward")
+def _sparse_flash_attention_backward_cpu(grad_out, query, key, value, sparse_indices, scale_value,
+                                         attention_out, softmax_max, softmax_sum, block_table=None,
+                                         actual_seq_lengths_query=None, actual_seq_lengths_kv=None,
+                                         query_rope=None, key_rope=None, sparse_block_size=1,
+                                         layout_query="BSND", layout_kv="BSND", sparse_mode=3,
+                                         merge_value=False):
+    require(_lib.dsa_sfa_grad_ws, "spa_dsa_sparse_attention_grad")
+    _dsa_layouts(layout_query, layout_kv, "layout_kv", _NO_WINDOW, _NO_WINDOW)
+    if (query_rope is None) != (key_rope is None):
+        raise ValueError("spattn: query_rope and key_rope go together (both or neither)")
+    q_rank, kv_rank = (4 if layout_query == "BSND" else 3), (3 if layout_kv == "TND" else 4)
+    for name, t, rank in (("grad_out", grad_out, q_rank), ("query", query, q_rank), ("key", key, kv_rank),
+                          ("value", value, kv_rank), ("attention_out", attention_out, q_rank)):
+        _lib.check_tensor(name, t, rank)
+    if query_rope is not None:
+        _lib.check_tensor("query_rope", query_rope, q_rank)
+        _lib.check_tensor("key_rope", key_rope, kv_rank)
+    sparse_indices = _sparse_indices(sparse_indices)
+    counts, rows, lead = _dsa_queries(query, layout_query, actual_seq_lengths_query)
+    skv = _dsa_key_lengths(layout_kv, "layout_kv", key, block_table, actual_seq_lengths_kv,
+                           "actual_seq_lengths_kv", len(counts))
+    n1, n2 = query.shape[-2], key.shape[-2]
+    g = n1 // n2 if n2 and n1 % n2 == 0 else 0  # else the native operator refuses, naming it
+    stat_dtype = _stat_dtype(query)
+    mx = _sfa_native_stats("softmax_max", softmax_max, lead, rows, n2, g, stat_dtype)
+    sm = _sfa_native_stats("softmax_sum", softmax_sum, lead, rows, n2, g, stat_dtype)
+    q = _dsa_pack("query", query, lead, rows)
+    qr = _dsa_pack("query_rope", query_rope, lead, rows) if query_rope is not None else None
+    idx = _dsa_pack("sparse_indices", sparse_indices, lead, rows)
+    out = _dsa_pack("attention_out", attention_out, lead, rows)
+    dy = _dsa_pack("grad_out", grad_out, lead, rows)
+    k, v, kr = key, value, key_rope
+    paged = layout_kv == "PA_BSND"
+    if paged:  # the native grad takes no block table: the batches' rows as a BSND copy
+        page, row = _sfa_gather_pages(block_table, skv, key.shape[1], key.shape[0])
+        k = key[page, row]
+        kr = key_rope[page, row] if key_rope is not None else None
+        if _sfa_value_in_key(key, value):  # no key gradient is returned: none for value either
+            v, merge_value = k[..., :value.shape[-1]], True
+        else:
+            v = value[page, row]
+    dq = _lib.new_output(q.shape, query.dtype)
+    dqr = _lib.new_output(qr.shape, query.dtype) if qr is not None else None
+    dk = _lib.new_output(k.shape, query.dtype)
+    dkr = _lib.new_output(kr.shape, query.dtype) if kr is not None else None
+    dv = None if merge_value else _lib.new_output(v.shape, query.dtype)
+    sq, keep_q = _lib.int_array(counts)
+    kv, keep_kv = (_lib.int_array(skv) if skv is not None else (None, None))
+    d = _described
+    _lib.call("spa_dsa_sparse_attention_grad", _lib.dsa_sfa_grad_ws,
+              (d(q), d(qr), d(k), d(kr), d(v), d(idx), sq, kv, d(out), d(dy), d(mx), d(sm),
+               scale_value, sparse_block_size, sparse_mode, d(dq), d(dqr), d(dk), d(dkr), d(dv)))
+    empty = query.new_empty((0,))
+    dq = _dsa_unpack(dq, lead, rows, 0.0)  # a padding row has no gradient: 0
+    dqr = _dsa_unpack(dqr, lead, rows, 0.0) if dqr is not None else empty
+    if paged:
+        return dq, empty, empty, dqr, empty
+    return (dq, dk, dv if dv is not None else empty, dqr, dkr if dkr is not None else empty)
+
+
+def _sfa_root(t):
+    return t._base if t._base is not None else t
+
+
+_SFA_KEY_INPUTS = (("key", 1), ("value", 2), ("key_rope", 9))  # the paged ones (PA_BSND)
+
+
+class SparseFlashAttentionAutograd(torch.autograd.Function):
+    """apply(*the operator's arguments): the forward computes the softmax
+    statistics (saved for the grad) whether or not return_softmax_lse asks
+    for them."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, sparse_indices, scale_value, block_table, sq, skv, query_rope,
+                key_rope, sparse_block_size, layout_query, layout_kv, sparse_mode, pre_tokens,
+                next_tokens, attention_mode, return_softmax_lse):
+        out, mx, sm = L.below_autograd(
+            L.op("npu_sparse_flash_attention"), query, key, value, sparse_indices, scale_value,
+            block_table=block_table, actual_seq_lengths_query=sq, actual_seq_lengths_kv=skv,
+            query_rope=query_rope, key_rope=key_rope, sparse_block_size=sparse_block_size,
+            layout_query=layout_query, layout_kv=layout_kv, sparse_mode=sparse_mode,
+            pre_tokens=pre_tokens, next_tokens=next_tokens, attention_mode=attention_mode,
+            return_softmax_lse=True)
+        needs = ctx.needs_input_grad
+        # value is the key (MLA-absorb) for autograd too (the same tensor, or
+        # views of one tensor): dkey gets both gradients, value none; else
+        # (a separate value, or one aliasing the key's memory outside the
+        # graph) each its own
+        ctx.merge_value = layout_kv != "PA_BSND" and (
+            value is key or (needs[1] and needs[2] and _sfa_root(value) is _sfa_root(key)
+                             and _sfa_value_in_key(key, value, torch.Tensor.storage_offset)))
+        ctx.save_for_backward(query, key, value, sparse_indices, block_table, sq, skv, query_rope,
+                              key_rope, out, mx, sm)
+        ctx.args = (scale_value, sparse_block_size, layout_query, layout_kv, sparse_mode)
+        if not return_softmax_lse:  # torch_npu's empty statistics; the grad's are saved
+            mx, sm = mx.new_empty((0,)), sm.new_empty((0,))
+        ctx.mark_non_differentiable(mx, sm)
+        return out, mx, sm
+
+    @staticmethod
+    @first_order_only
+    def backward(ctx, grad_out, _grad_max, _grad_sum):
+        query, key, value, idx, table, sq, skv, query_rope, key_rope, out, mx, sm = ctx.saved_tensors
+        scale, sbs, layout_query, layout_kv, mode = ctx.args
+        dq, dk, dv, dqr, dkr = L.below_autograd(
+            L.op("npu_sparse_flash_attention_backward"), grad_out, query, key, value, idx, scale, out,
+            mx, sm, block_table=table, actual_seq_lengths_query=sq, actual_seq_lengths_kv=skv,
+            query_rope=query_rope, key_rope=key_rope, sparse_block_size=sbs,
+            layout_query=layout_query, layout_kv=layout_kv, sparse_mode=mode,
+            merge_value=ctx.merge_value)
+        grads = (dq, dk, None if ctx.merge_value else dv, None, None, None, None, None, dqr, dkr)
+        return L.needed(grads + (None,) * 8, ctx.needs_input_grad)
+
+
+def _sparse_flash_attention_autograd(*args):
+    """The operator's autograd kernel (args in the schema's order): a graph
+    is recorded only under grad mode with an input that requires a gradient;
+    the key's pages (PA_BSND) have none, said before anything runs."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    graph = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if not graph and not (forward_ad._current_level >= 0  # forward mode: the Function says it has no jvp
+                          and any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)):
+        return L.below_autograd(L.op("npu_sparse_flash_attention"), *args[:5],
+                                **dict(zip(_SFA_KEYWORDS, args[5:])))
+    paged = " and ".join(name for name, i in _SFA_KEY_INPUTS
+                         if graph and args[12] == "PA_BSND" and isinstance(args[i], torch.Tensor)
+                         and args[i].requires_grad)
+    if paged:
+        raise ValueError(
+            "spattn: npu_sparse_flash_attention: %s cannot have a gradient with "
+            "layout_kv=\"PA_BSND\" (a paged cache): the gradient needs a BSND or TND key; detach "
+            "%s for the gradients of the queries alone" % (paged, paged))
+    return SparseFlashAttentionAutograd.apply(*args)
+
+
+_SFA_KEYWORDS = tuple(a.name for a in L.op("npu_sparse_flash_attention").default._schema.arguments
+                      if a.kwarg_only)
+L.register("npu_sparse_flash_attention", _sparse_flash_attention_autograd, "Autograd")
+L.not_differentiable("npu_sparse_flash_attention_backward")

@@ -159,6 +159,7 @@ _SYMBOLICS = {
     "nsa_selected_attention_backward": _refusal("nsa_selected_attention_backward"),
     "nsa_compress_attention_backward": _refusal("nsa_compress_attention_backward"),
     "sliding_window_attention_backward": _refusal("sliding_window_attention_backward"),
+    "npu_sparse_flash_attention_backward": _refusal("npu_sparse_flash_attention_backward"),
 }
 
 

@@ -77,7 +77,19 @@ def npu_sparse_flash_attention(query, key, value, sparse_indices, scale_value, *
     softmax_sum): with return_softmax_lse the max of z and the sum of
     exp(z - max), BSND [B, N2, S1, G] / TND [N2, T1, G], float32 (float64 for
     float64 inputs; -FLT_MAX and 0 where a query sees nothing or is
-    padding), else empty tensors. Not differentiable yet."""
+    padding), else empty tensors.
+
+    Differentiable (first derivatives; a second one is refused) in query,
+    key, value, query_rope and key_rope, through the library's
+    SparseFlashAttentionGrad, which recomputes P from the softmax
+    statistics: under grad mode with an input that requires a gradient the
+    forward computes and keeps them whatever return_softmax_lse says. The
+    statistics, sparse_indices and the lengths have no gradient. BSND
+    padding rows of the query and key rows that no query sees get 0. With the
+    key itself (or key[..., :Dv]) as value, the key's gradient holds both
+    parts. A PA_BSND key has none: key, value or key_rope requiring a
+    gradient there is refused; the queries' gradients alone are computed
+    (from a BSND copy of the pages)."""
     return torch.ops.spattn.npu_sparse_flash_attention(
         query, key, value, sparse_indices, scale_value, block_table=block_table,
         actual_seq_lengths_query=actual_seq_lengths_query,

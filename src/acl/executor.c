@@ -153,6 +153,7 @@ static const char *api_name(spa_acl_run_fn run)
         {spa_nsa_select_infer, "aclnnNsaSelectedAttentionInfer"},
         {spa_dsa_lightning_indexer, "aclnnLightningIndexer"},
         {spa_dsa_sparse_attention, "aclnnSparseFlashAttention"},
+        {spa_dsa_sparse_attention_grad, "aclnnSparseFlashAttentionGrad"},
         {spa_nsa_compress_with_cache, "aclnnNsaCompressWithCache"},
         {spa_nsa_compress_attention_infer, "aclnnNsaCompressAttentionInfer"},
     };

@@ -128,3 +128,28 @@ void spa_dsa_store_run(int32_t dtype, void *base, int64_t stride, const double *
         }
     }
 }
+
+void spa_dsa_grad_carve(spa_ws *ws, int64_t batches, const spa_dsa_ranges *rg, uint64_t scratch_bytes,
+                        spa_dsa_grad_slices *s)
+{
+    const uint64_t nb = (uint64_t)batches, nr = (uint64_t)rg->ranges;
+    int64_t **per_batch[5] = {&s->sq, &s->kv, &s->qs, &s->ks, &s->kf};
+    for (int i = 0; i < 5; i++)
+        *per_batch[i] = spa_ws_take(ws, nb, sizeof(int64_t));
+    s->lo = spa_ws_take(ws, nr, sizeof(int64_t));
+    s->hi = spa_ws_take(ws, nr, sizeof(int64_t));
+    s->offset = spa_ws_take(ws, nr, sizeof(uint64_t));
+    s->scratch = spa_ws_take(ws, nr, scratch_bytes);
+    s->partial = spa_ws_take(ws, rg->elems > 0 ? rg->elems : 1u, rg->es);
+}
+
+void spa_dsa_grad_tables(const spa_dsa_lens *l, const spa_dsa_ranges *rg, spa_dsa_grad_slices *s,
+                         spa_dsa_partials *part)
+{
+    for (int64_t b = 0, t = 0, row = 0; b < l->batches; b++) {
+        s->qs[b] = t, s->kf[b] = row;
+        t += s->sq[b], row += s->kv[b];
+    }
+    spa_dsa_ranges_table(l, rg, s->lo, s->hi, s->offset);
+    part->base = s->partial, part->lo = s->lo, part->hi = s->hi, part->offset = s->offset, part->rg = *rg;
+}

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "dsa_kv.h"
+#include "internal.h"
 #include "spattn/types.h"
 
 /* The per-batch lengths: the trusted copies (phase 2), or else the
@@ -79,6 +80,26 @@ int64_t spa_dsa_partial_row(const spa_dsa_kv *kv, const int64_t *ks, const int64
 /* n sums stored into elements of an output run (base, stride apart),
  * rounded once to dtype. */
 void spa_dsa_store_run(int32_t dtype, void *base, int64_t stride, const double *acc, int64_t n);
+
+/* A grad's workspace: per batch S_b, L_b, its first token, its first key
+ * row (TND) and its first partial row; per range its partial rows [lo,
+ * hi) and its first element; a scratch per range; the partials. The
+ * first four per-batch slices come first, their places independent of
+ * the lengths (phase 2 copies the lengths there before it plans). */
+typedef struct spa_dsa_grad_slices {
+    int64_t *sq, *kv, *qs, *ks, *kf;
+    int64_t *lo, *hi;
+    uint64_t *offset;
+    unsigned char *scratch, *partial;
+} spa_dsa_grad_slices;
+
+void spa_dsa_grad_carve(spa_ws *ws, int64_t batches, const spa_dsa_ranges *rg, uint64_t scratch_bytes,
+                        spa_dsa_grad_slices *s);
+
+/* The per-batch firsts (qs, kf) from the copied lengths, the range table,
+ * and the view of the partials. */
+void spa_dsa_grad_tables(const spa_dsa_lens *l, const spa_dsa_ranges *rg, spa_dsa_grad_slices *s,
+                         spa_dsa_partials *part);
 
 /* Output rows per task of the reductions, and their task count for key
  * view kx ([pages, page_size, ..]). */

@@ -193,31 +193,15 @@ static void make_plan(const dslig_shape *sh, const spa_dsa_lens *l, dslig_plan *
     y->bytes = y->pos + round64(8u * tk);
 }
 
-/* The workspace's slices. */
-typedef struct dslig_slices {
-    int64_t *sq, *kv, *qs, *ks, *kf; /* per batch: S_b, L_b, first token, first key row (TND), first partial row */
-    int64_t *lo, *hi;
-    uint64_t *offset;
-    unsigned char *scratch, *partial;
-} dslig_slices;
-
-static void carve(spa_ws *ws, const dslig_plan *p, dslig_slices *s)
+static void carve(spa_ws *ws, const dslig_plan *p, spa_dsa_grad_slices *s)
 {
-    const uint64_t nb = (uint64_t)p->sh.batches, nr = (uint64_t)p->rg.ranges;
-    int64_t **per_batch[5] = {&s->sq, &s->kv, &s->qs, &s->ks, &s->kf};
-    for (int i = 0; i < 5; i++)
-        *per_batch[i] = spa_ws_take(ws, nb, sizeof(int64_t));
-    s->lo = spa_ws_take(ws, nr, sizeof(int64_t));
-    s->hi = spa_ws_take(ws, nr, sizeof(int64_t));
-    s->offset = spa_ws_take(ws, nr, sizeof(uint64_t));
-    s->scratch = spa_ws_take(ws, nr, p->lay.bytes);
-    s->partial = spa_ws_take(ws, p->rg.elems > 0 ? p->rg.elems : 1u, p->rg.es);
+    spa_dsa_grad_carve(ws, p->sh.batches, &p->rg, p->lay.bytes, s);
 }
 
 static uint64_t planned_bytes(const dslig_plan *p)
 {
     spa_ws ws;
-    dslig_slices s;
+    spa_dsa_grad_slices s;
     spa_ws_plan(&ws);
     carve(&ws, p, &s);
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
@@ -263,7 +247,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *key, const s
 typedef struct dslig_run {
     const dslig_exec *e;
     const dslig_plan *p;
-    dslig_slices s;
+    spa_dsa_grad_slices s;
     spa_dsa_partials part;
     int64_t n; /* the key head being run */
 } dslig_run;
@@ -482,7 +466,7 @@ static void run_reduce(void *arg, uint32_t task)
 __attribute__((noinline))
 #endif
 static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_executor *executor, dslig_exec *e,
-                          dslig_plan *p, dslig_slices *s)
+                          dslig_plan *p, spa_dsa_grad_slices *s, spa_dsa_partials *part)
 {
     SPA_TRY(spa_exec_open(executor, e, sizeof *e, SPA_OP_DSA_LIGHTNING_INDEXER_GRAD));
     dslig_shape sh;
@@ -510,11 +494,7 @@ static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_ex
     carve(&ws, p, s);
     SPA_REQUIRE(!ws.overflow && s->sq == sq && s->kv == kv && s->ks == ks);
     SPA_TRY(check_indices(e, &p->sh, &l));
-    for (int64_t b = 0, t = 0, row = 0; b < sh.batches; b++) {
-        s->qs[b] = t, s->kf[b] = row;
-        t += s->sq[b], row += s->kv[b];
-    }
-    spa_dsa_ranges_table(&l, &p->rg, s->lo, s->hi, s->offset);
+    spa_dsa_grad_tables(&l, &p->rg, s, part);
     return SPA_OK;
 }
 
@@ -525,9 +505,8 @@ spa_status spa_dsa_lightning_indexer_grad_phase2(void *workspace, uint64_t works
     dslig_exec e;
     dslig_plan p;
     dslig_run r;
-    SPA_TRY(prepare(workspace, workspace_size, executor, &e, &p, &r.s));
+    SPA_TRY(prepare(workspace, workspace_size, executor, &e, &p, &r.s, &r.part));
     r.e = &e, r.p = &p;
-    r.part.base = r.s.partial, r.part.lo = r.s.lo, r.part.hi = r.s.hi, r.part.offset = r.s.offset, r.part.rg = p.rg;
     const int64_t reduce_tasks = spa_dsa_reduce_tasks(&p.sh.kv);
     for (r.n = 0; r.n < p.sh.n2; r.n++) {
         if (p.sh.t > 0)

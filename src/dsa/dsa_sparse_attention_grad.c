@@ -176,31 +176,15 @@ static void make_plan(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int
     y->bytes = y->pos + round64(8u * rows);
 }
 
-/* The workspace's slices. */
-typedef struct dssg_slices {
-    int64_t *sq, *kv, *qs, *ks, *kf; /* per batch: S_b, L_b, first token, first key row (TND), first partial row */
-    int64_t *lo, *hi;                /* per range: the partial rows its partial covers */
-    uint64_t *offset;                /* per range: its partial's first element */
-    unsigned char *scratch, *partial;
-} dssg_slices;
-
-static void carve(spa_ws *ws, const dssg_plan *p, dssg_slices *s)
+static void carve(spa_ws *ws, const dssg_plan *p, spa_dsa_grad_slices *s)
 {
-    const uint64_t nb = (uint64_t)p->sh.batches, nr = (uint64_t)p->rg.ranges;
-    int64_t **per_batch[5] = {&s->sq, &s->kv, &s->qs, &s->ks, &s->kf};
-    for (int i = 0; i < 5; i++)
-        *per_batch[i] = spa_ws_take(ws, nb, sizeof(int64_t));
-    s->lo = spa_ws_take(ws, nr, sizeof(int64_t));
-    s->hi = spa_ws_take(ws, nr, sizeof(int64_t));
-    s->offset = spa_ws_take(ws, nr, sizeof(uint64_t));
-    s->scratch = spa_ws_take(ws, nr, p->lay.bytes);
-    s->partial = spa_ws_take(ws, p->rg.elems > 0 ? p->rg.elems : 1u, p->es);
+    spa_dsa_grad_carve(ws, p->sh.batches, &p->rg, p->lay.bytes, s);
 }
 
 static uint64_t planned_bytes(const dssg_plan *p)
 {
     spa_ws ws;
-    dssg_slices s;
+    spa_dsa_grad_slices s;
     spa_ws_plan(&ws);
     carve(&ws, p, &s);
     return ws.overflow ? 0 : spa_ws_planned_bytes(&ws);
@@ -257,7 +241,7 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *query_rope, 
 typedef struct dssg_run {
     const dssg_exec *e;
     const dssg_plan *p;
-    dssg_slices s;
+    spa_dsa_grad_slices s;
     spa_dsa_partials part;
     int64_t n; /* the key head being run */
 } dssg_run;
@@ -496,18 +480,6 @@ static void run_reduce(void *arg, uint32_t task)
     }
 }
 
-/* The batches' first token and first partial row from the trusted
- * lengths, then every index checked against them (the gather reads each
- * index again and uses it only if still valid). */
-static spa_status take_copies(const dssg_exec *e, const spa_dsa_sfa_shape *sh, dssg_slices *s)
-{
-    for (int64_t b = 0, t = 0, row = 0; b < sh->batches; b++) {
-        s->qs[b] = t, s->kf[b] = row;
-        t += s->sq[b], row += s->kv[b];
-    }
-    return spa_dsa_sfa_check_indices(&e->in, sh, s->sq, s->kv);
-}
-
 /* Phase 2 up to the kernels: every argument checked again, the lengths
  * copied and the plan derived again from the copies, the indices checked,
  * the range table filled. Out of line, so that its locals are off the
@@ -516,7 +488,7 @@ static spa_status take_copies(const dssg_exec *e, const spa_dsa_sfa_shape *sh, d
 __attribute__((noinline))
 #endif
 static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_executor *executor, dssg_exec *e,
-                          dssg_plan *p, dssg_slices *s)
+                          dssg_plan *p, spa_dsa_grad_slices *s, spa_dsa_partials *part)
 {
     SPA_TRY(spa_exec_open(executor, e, sizeof *e, SPA_OP_DSA_SPARSE_ATTENTION_GRAD));
     spa_dsa_sfa_shape sh;
@@ -543,9 +515,9 @@ static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_ex
     spa_ws_attach(&ws, workspace, e->head.ws_size);
     carve(&ws, p, s);
     SPA_REQUIRE(!ws.overflow && s->sq == sq && s->kv == kv && s->ks == ks);
-    SPA_TRY(take_copies(e, &p->sh, s));
+    SPA_TRY(spa_dsa_sfa_check_indices(&e->in, &p->sh, s->sq, s->kv));
     const spa_dsa_lens l = lens_of(e, &p->sh, s->sq, s->kv);
-    spa_dsa_ranges_table(&l, &p->rg, s->lo, s->hi, s->offset);
+    spa_dsa_grad_tables(&l, &p->rg, s, part);
     return SPA_OK;
 }
 
@@ -556,9 +528,8 @@ spa_status spa_dsa_sparse_attention_grad_phase2(void *workspace, uint64_t worksp
     dssg_exec e;
     dssg_plan p;
     dssg_run r;
-    SPA_TRY(prepare(workspace, workspace_size, executor, &e, &p, &r.s));
+    SPA_TRY(prepare(workspace, workspace_size, executor, &e, &p, &r.s, &r.part));
     r.e = &e, r.p = &p;
-    r.part.base = r.s.partial, r.part.lo = r.s.lo, r.part.hi = r.s.hi, r.part.offset = r.s.offset, r.part.rg = p.rg;
     const spa_dsa_sfa_shape *sh = &p.sh;
     const int64_t reduce_tasks = spa_dsa_reduce_tasks(&sh->kv);
     for (r.n = 0; r.n < sh->n2; r.n++) {

@@ -12,315 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dsa_case.h"
 #include "ref/ref_dsa_sparse_attention.h"
 #include "ref/ref_nsa_select.h"
 #include "spa_dtypes.h"
 #include "spattn/dsa.h"
 #include "util.h"
 
-enum { DSA_MAX_B = 4 };
-
-typedef struct dsa_case {
-    spa_dtype dt;
-    int64_t b, n1, n2, d, dr, dv, kc, bs, page, t, mode; /* dr 0: no rope part; bs: sparse_block_size */
-    int64_t sq[DSA_MAX_B], len[DSA_MAX_B];
-    bool paged, tnd, strided, sq_null, kv_null; /* kv_null: [B, S, N2, D], every L_b = S */
-    bool absorb;             /* value: the key itself (Dv = D) or a view of its first Dv elements */
-    bool want_max, want_sum; /* the softmax outputs given */
-    double scale;
-} dsa_case;
-
-typedef struct dsa_io {
-    ttensor q, qr, k, kr, v, idx, table, o, mx, sm;
-    spa_tensor vview;                /* absorb with Dv < D: key's first Dv elements */
-    int64_t pages, table_cols, lmax; /* lmax: the longest sequence */
-    int64_t srows;                   /* contiguous key: dim 1; TND: T2 */
-    int64_t rows_per;                /* rows per page (paged) or per batch (contiguous) */
-    int64_t start[DSA_MAX_B];        /* TND: batch b's first row */
-    int64_t *page_of;                /* [b][table_cols]: the test's own copy of the table */
-    spa_int_array sq, len;
-} dsa_io;
-
-static const spa_dtype dts[4] = {SPA_FLOAT32, SPA_FLOAT16, SPA_BFLOAT16, SPA_FLOAT64};
-#define N_DTS (SPA_HAVE_F64 ? 4 : 3)
-
-static int64_t max_len(const dsa_case *c)
-{
-    int64_t m = 0;
-    for (int64_t b = 0; b < c->b; b++)
-        m = c->len[b] > m ? c->len[b] : m;
-    return m;
-}
-
-static void case_sum(dsa_case *c)
-{
-    c->t = 0;
-    for (int64_t b = 0; b < c->b; b++)
-        c->t += c->sq[b];
-}
-
-static spa_dtype stat_dtype(spa_dtype dt)
-{
-    return dt == SPA_FLOAT64 ? SPA_FLOAT64 : SPA_FLOAT32;
-}
-
-static double draw_scale(int64_t d, int64_t dr, rng *r)
-{
-    const double s = (0.25 + 1.75 * rng_unit(r)) / sqrt((double)(d + dr));
-    return rng_int(r, 0, 7) == 0 ? -s : s; /* the definition puts no sign on it */
-}
-
-/* The reference's work per case (T N1 rows (D + Dr + Dv) multiply-adds, a
- * unit's rows at most K min(S, L)) and the tensors' elements, within the
- * budgets of the case set: K, then S, then the head dims give way. */
-static void fit_budget(dsa_case *c)
-{
-    const double work = TEST_SIZE(1.2e6, 2e5);
-    const int64_t mem = TEST_SIZE(1 << 19, 1 << 16);
-    for (;;) {
-        const int64_t lm = max_len(c), per = c->bs < lm ? c->bs : lm;
-        const double w = (double)c->t * (double)c->n1 * (double)c->kc * (double)(per > 0 ? per : 1) *
-                         (double)(c->d + c->dr + c->dv);
-        const int64_t rows = c->paged ? (lm / c->page + 2) * c->page * c->b + 3 * c->page : c->b * (lm + 3);
-        const int64_t m = (rows * c->n2 + c->t * c->n1) * (c->d + c->dr + c->dv);
-        if (w <= work && m <= mem)
-            return;
-        if (w > work && c->kc > 1)
-            c->kc = (c->kc + 1) / 2;
-        else if (w > work && c->bs > 1)
-            c->bs = (c->bs + 1) / 2;
-        else if (c->d + c->dr + c->dv > 3) {
-            c->d = c->d > 1 ? (c->d + 1) / 2 : 1;
-            c->dr /= 2;
-            c->dv = c->dv > 1 ? (c->dv + 1) / 2 : 1;
-            if (c->absorb && c->dv > c->d)
-                c->dv = c->d;
-        } else {
-            return;
-        }
-    }
-}
-
-static void case_draw(dsa_case *c, int i, rng *r)
-{
-    static const int64_t groups[] = {1, 2, 3, 8, 16, 17, 32, 33, 64, 128};
-    static const int64_t pages[] = {1, 3, 5, 16, 7, 64, 128};
-    static const int64_t blocks[] = {1, 2, 4, 16, 64, 3, 5};
-    memset(c, 0, sizeof *c);
-    c->dt = dts[i % N_DTS];
-    const int64_t g = groups[rng_int(r, 0, 9)];
-    c->n2 = g > 64 ? 1 : rng_int(r, 1, 2); /* N1 <= 128 */
-    c->n1 = c->n2 * g;
-    switch (rng_int(r, 0, 7)) {
-    case 0: c->d = 64 * rng_int(r, 4, 11), c->dr = 64; break; /* up to 768 with the rope part */
-    case 1: c->d = 64 * rng_int(r, 1, 3), c->dr = rng_int(r, 0, 1) ? 64 : 0; break;
-    default: c->d = rng_int(r, 1, 80), c->dr = rng_int(r, 0, 1) ? rng_int(r, 1, 64) : 0; break;
-    }
-    c->absorb = rng_int(r, 0, 3) == 0;
-    if (c->absorb)
-        c->dv = rng_int(r, 0, 1) ? c->d : rng_int(r, 1, c->d);
-    else
-        c->dv = rng_int(r, 0, 2) == 0 ? c->d : rng_int(r, 0, 1) ? rng_int(r, 1, 100) : 64 * rng_int(r, 1, 2);
-    c->bs = blocks[rng_int(r, 0, 6)];
-    c->mode = rng_int(r, 0, 1) ? 3 : 0;
-    const int64_t layout = rng_int(r, 0, 3); /* paged half the time, contiguous, TND */
-    c->paged = layout < 2, c->tnd = layout == 3;
-    c->page = pages[rng_int(r, 0, 6)];
-    c->strided = rng_int(r, 0, 1) != 0;
-    c->b = rng_int(r, 1, DSA_MAX_B);
-    c->kv_null = layout == 2 && rng_int(r, 0, 2) == 0;
-    c->sq_null = rng_int(r, 0, 4) == 0;
-    const int64_t s_common = rng_int(r, 0, 3);
-    for (int64_t b = 0; b < c->b; b++) {
-        const bool before = !c->sq_null && rng_int(r, 0, 5) == 0; /* S_b > L_b */
-        switch (before ? 1 : rng_int(r, 0, 7)) {
-        case 0: c->len[b] = 0; break;
-        case 1: c->len[b] = rng_int(r, 1, 10); break;
-        default: c->len[b] = rng_int(r, 1, TEST_SIZE(300, 64)); break;
-        }
-        if (c->kv_null)
-            c->len[b] = c->len[0];
-        if (c->sq_null)
-            c->sq[b] = s_common;
-        else if (before)
-            c->sq[b] = c->len[b] + rng_int(r, 1, 3); /* causal: the first queries see nothing */
-        else
-            c->sq[b] = rng_int(r, 0, 4);
-    }
-    case_sum(c);
-    const int64_t nblk = (max_len(c) + c->bs - 1) / c->bs;
-    switch (rng_int(r, 0, 4)) {
-    case 0: c->kc = 1; break;
-    case 1: c->kc = rng_int(r, 1, 8); break;
-    case 2: c->kc = rng_int(r, 1, nblk + 1); break;    /* about as many as the blocks */
-    case 3: c->kc = nblk + rng_int(r, 1, 20); break;   /* more than the blocks: duplicates, -1 */
-    default: c->kc = rng_int(r, 1, TEST_SIZE(256, 48)); break;
-    }
-    c->want_max = rng_int(r, 0, 2) != 0;
-    c->want_sum = rng_int(r, 0, 2) != 0;
-    fit_budget(c);
-    c->scale = draw_scale(c->d, c->dr, r);
-}
-
-static void case_describe(const dsa_case *c, char *buf, size_t n)
-{
-    int k = snprintf(buf, n,
-                     "%s N1 %lld N2 %lld D %lld Dr %lld Dv %lld%s S %lld K %lld mode %lld %s page %lld strided %d"
-                     " max %d sum %d scale %.4g%s%s lens",
-                     dtype_name(c->dt), (long long)c->n1, (long long)c->n2, (long long)c->d, (long long)c->dr,
-                     (long long)c->dv, c->absorb ? " absorb" : "", (long long)c->bs, (long long)c->kc,
-                     (long long)c->mode, c->paged ? "paged" : c->tnd ? "TND" : "contiguous", (long long)c->page,
-                     c->strided, c->want_max, c->want_sum, c->scale, c->sq_null ? " q_len NULL" : "",
-                     c->kv_null ? " kv_len NULL" : "");
-    for (int64_t b = 0; b < c->b && k > 0 && (size_t)k < n; b++)
-        k += snprintf(buf + k, n - (size_t)k, " %lld/%lld", (long long)c->sq[b], (long long)c->len[b]);
-}
-
-/* The last token query i of batch b sees (negative: none). */
-static int64_t last_seen(const dsa_case *c, int64_t b, int64_t i)
-{
-    return c->mode == 3 ? c->len[b] - c->sq[b] + i : c->len[b] - 1;
-}
-
-/* The slots of token t (query i of batch b), key head n: blocks up to the
- * last token it sees, the last block (past its position, or partly past
- * L_b), any block, -1 anywhere, duplicates of earlier slots. */
-static void draw_slots(dsa_io *io, const dsa_case *c, int64_t b, int64_t i, int64_t t, int64_t n, rng *r)
-{
-    const int64_t nblk = (c->len[b] + c->bs - 1) / c->bs, last = last_seen(c, b, i);
-    const int64_t cur = last < 0 ? nblk - 1 : last / c->bs, row = (t * c->n2 + n) * c->kc;
-    for (int64_t j = 0; j < c->kc; j++) {
-        int64_t x;
-        switch (nblk == 0 ? 0 : rng_int(r, 0, 9)) {
-        case 0: x = -1; break;
-        case 1: x = j > 0 ? (int64_t)tt_get(&io->idx, row + rng_int(r, 0, j - 1)) : -1; break;
-        case 2: x = nblk - 1; break;
-        case 3: x = rng_int(r, 0, nblk - 1); break;
-        default: x = rng_int(r, 0, cur); break;
-        }
-        tt_set_int(&io->idx, row + j, x);
-    }
-}
-
-static void draw_indices(dsa_io *io, const dsa_case *c, rng *r)
-{
-    for (int64_t b = 0, t = 0; b < c->b; b++)
-        for (int64_t i = 0; i < c->sq[b]; i++, t++)
-            for (int64_t n = 0; n < c->n2; n++)
-                draw_slots(io, c, b, i, t, n, r);
-}
-
-/* A key-shaped tensor: the key's leading dims, then N2 and dim; random in
- * [-1, 1), exact in its dtype. */
-static void make_rows(ttensor *tt, spa_dtype dt, const int64_t *lead, int32_t nlead, int64_t n2, int64_t dim,
-                      bool strided, rng *r)
-{
-    int64_t dims[4];
-    for (int32_t k = 0; k < nlead; k++)
-        dims[k] = lead[k];
-    dims[nlead] = n2, dims[nlead + 1] = dim;
-    tt_make(tt, dt, nlead + 2, dims, strided, r);
-    tt_fill_random(tt, r, -1.0, 1.0);
-}
-
-/* The block table: each batch's pages in a random order, then spare pages;
- * entries past a sequence out of range on purpose (never read). */
-static void make_table(dsa_io *io, const dsa_case *c, rng *r)
-{
-    int64_t need = 0, cols = 1;
-    for (int64_t b = 0; b < c->b; b++) {
-        const int64_t np = (c->len[b] + c->page - 1) / c->page;
-        need += np;
-        cols = np > cols ? np : cols;
-    }
-    io->pages = need + rng_int(r, 0, 3);
-    io->table_cols = cols + rng_int(r, 0, 2);
-    int64_t *perm = malloc(sizeof(int64_t) * (size_t)(io->pages + 1));
-    for (int64_t i = 0; i < io->pages; i++)
-        perm[i] = i;
-    for (int64_t i = io->pages - 1; i > 0; i--) {
-        const int64_t j = rng_int(r, 0, i), x = perm[i];
-        perm[i] = perm[j], perm[j] = x;
-    }
-    const int64_t td[2] = {c->b, io->table_cols};
-    tt_make(&io->table, SPA_INT32, 2, td, c->strided, r);
-    io->page_of = malloc(sizeof(int64_t) * (size_t)(c->b * io->table_cols));
-    for (int64_t b = 0, used = 0; b < c->b; b++) {
-        const int64_t np = (c->len[b] + c->page - 1) / c->page;
-        for (int64_t j = 0; j < io->table_cols; j++) {
-            const int64_t pg = j < np ? perm[used++] : (j % 2 ? -3 : io->pages + 1000);
-            io->page_of[b * io->table_cols + j] = pg;
-            tt_set_int(&io->table, b * io->table_cols + j, pg);
-        }
-    }
-    free(perm);
-}
-
-static void io_make(dsa_io *io, const dsa_case *c, rng *r)
-{
-    memset(io, 0, sizeof *io);
-    io->lmax = max_len(c);
-    int64_t lead[2];
-    int32_t nlead = 2;
-    if (c->paged) {
-        make_table(io, c, r);
-        lead[0] = io->pages, lead[1] = c->page, io->rows_per = c->page;
-    } else if (c->tnd) {
-        for (int64_t b = 0; b < c->b; b++)
-            io->start[b] = io->srows, io->srows += c->len[b];
-        io->srows += rng_int(r, 0, 3);
-        lead[0] = io->srows, nlead = 1;
-    } else {
-        io->srows = c->kv_null ? c->len[0] : io->lmax + rng_int(r, 0, 3);
-        lead[0] = c->b, lead[1] = io->srows, io->rows_per = io->srows;
-    }
-    make_rows(&io->k, c->dt, lead, nlead, c->n2, c->d, c->strided, r);
-    if (c->dr > 0)
-        make_rows(&io->kr, c->dt, lead, nlead, c->n2, c->dr, c->strided, r);
-    if (!c->absorb)
-        make_rows(&io->v, c->dt, lead, nlead, c->n2, c->dv, c->strided, r);
-    io->vview = io->k.t;
-    io->vview.dims[io->k.t.rank - 1] = c->dv;
-    const int64_t qd[3] = {c->t, c->n1, c->d}, qrd[3] = {c->t, c->n1, c->dr}, od[3] = {c->t, c->n1, c->dv};
-    const int64_t id[3] = {c->t, c->n2, c->kc}, sd[3] = {c->n2, c->t, c->n1 / c->n2};
-    tt_make(&io->q, c->dt, 3, qd, c->strided, r);
-    tt_fill_random(&io->q, r, -1.0, 1.0);
-    if (c->dr > 0) {
-        tt_make(&io->qr, c->dt, 3, qrd, c->strided, r);
-        tt_fill_random(&io->qr, r, -1.0, 1.0);
-    }
-    tt_make(&io->o, c->dt, 3, od, c->strided, r);
-    tt_make(&io->idx, SPA_INT32, 3, id, c->strided, r);
-    tt_make(&io->mx, stat_dtype(c->dt), 3, sd, c->strided, r);
-    tt_make(&io->sm, stat_dtype(c->dt), 3, sd, c->strided, r);
-    draw_indices(io, c, r);
-    io->sq.data = c->sq, io->sq.size = (uint64_t)c->b;
-    io->len.data = c->len, io->len.size = (uint64_t)c->b;
-}
-
-static void io_free(dsa_io *io)
-{
-    tt_free(&io->q), tt_free(&io->qr), tt_free(&io->k), tt_free(&io->kr), tt_free(&io->v);
-    tt_free(&io->idx), tt_free(&io->o), tt_free(&io->mx), tt_free(&io->sm);
-    if (io->page_of != NULL)
-        tt_free(&io->table);
-    free(io->page_of);
-    io->page_of = NULL;
-}
-
-/* What the call gets as value: a tensor of its own, the key's very
- * descriptor (Dv = D), or the view of its first Dv elements. */
-static const spa_tensor *value_of(const dsa_case *c, const dsa_io *io)
-{
-    if (!c->absorb)
-        return &io->v.t;
-    return c->dv == c->d ? &io->k.t : &io->vview;
-}
-
 static spa_status phase1(const dsa_case *c, dsa_io *io, uint64_t *size, spa_executor *ex)
 {
     return spa_dsa_sparse_attention_get_workspace_size(
-        &io->q.t, c->dr > 0 ? &io->qr.t : NULL, &io->k.t, c->dr > 0 ? &io->kr.t : NULL, value_of(c, io),
+        &io->q.t, c->dr > 0 ? &io->qr.t : NULL, &io->k.t, c->dr > 0 ? &io->kr.t : NULL, dsa_value_of(c, io),
         &io->idx.t, c->paged ? &io->table.t : NULL, c->sq_null ? NULL : &io->sq, c->kv_null ? NULL : &io->len,
         c->scale, c->bs, c->mode, &io->o.t, c->want_max ? &io->mx.t : NULL, c->want_sum ? &io->sm.t : NULL, size,
         ex);
@@ -341,63 +43,6 @@ static spa_status run(const dsa_case *c, dsa_io *io, int runner, size_t skew)
     CU_ASSERT(tws_guard_ok(&ws));
     tws_free(&ws);
     return st;
-}
-
-/* The flat index of element e of row p of batch b, head n, in a key-shaped
- * tensor whose last dim is dim. */
-static int64_t row_flat(const dsa_case *c, const dsa_io *io, int64_t b, int64_t p, int64_t n, int64_t dim, int64_t e)
-{
-    if (c->tnd)
-        return ((io->start[b] + p) * c->n2 + n) * dim + e;
-    const int64_t pg = c->paged ? io->page_of[b * io->table_cols + p / c->page] : b;
-    const int64_t row = c->paged ? p % c->page : p;
-    return ((pg * io->rows_per + row) * c->n2 + n) * dim + e;
-}
-
-enum { PART_KEY, PART_ROPE, PART_VALUE };
-
-/* Element e of the key, its rope part or the value (absorb: the key's). */
-static double part_at(const dsa_case *c, const dsa_io *io, int part, int64_t b, int64_t p, int64_t n, int64_t e)
-{
-    if (part == PART_ROPE)
-        return tt_get(&io->kr, row_flat(c, io, b, p, n, c->dr, e));
-    if (part == PART_VALUE && !c->absorb)
-        return tt_get(&io->v, row_flat(c, io, b, p, n, c->dv, e));
-    return tt_get(&io->k, row_flat(c, io, b, p, n, c->d, e));
-}
-
-/* A part as each sequence's logical rows [b][lmax][n2][dim], read through
- * the test's copy of the table. */
-static double *logical_rows(const dsa_case *c, const dsa_io *io, int part)
-{
-    const int64_t dim = part == PART_KEY ? c->d : part == PART_ROPE ? c->dr : c->dv;
-    double *out = calloc((size_t)(c->b * io->lmax * c->n2 * dim + 1), sizeof(double));
-    for (int64_t b = 0; b < c->b; b++)
-        for (int64_t p = 0; p < c->len[b]; p++)
-            for (int64_t n = 0; n < c->n2; n++)
-                for (int64_t e = 0; e < dim; e++)
-                    out[((b * io->lmax + p) * c->n2 + n) * dim + e] = part_at(c, io, part, b, p, n, e);
-    return out;
-}
-
-static int32_t *indices_of(const dsa_case *c, const dsa_io *io)
-{
-    const int64_t n = c->t * c->n2 * c->kc;
-    int32_t *idx = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    for (int64_t i = 0; i < n; i++)
-        idx[i] = (int32_t)tt_get(&io->idx, i);
-    return idx;
-}
-
-static ref_dsa_sa_problem problem_of(const dsa_case *c, const dsa_io *io, const int32_t *idx)
-{
-    const int32_t dt = io->q.t.dtype; /* the dtype built (f32 where a half one is not) */
-    const ref_dsa_sa_problem p = {
-        .t = c->t, .n1 = c->n1, .n2 = c->n2, .d = c->d, .dr = c->dr, .dv = c->dv, .kc = c->kc, .bs = c->bs,
-        .batches = c->b, .lmax = io->lmax, .sq = c->sq, .len = c->len, .idx = idx, .scale = c->scale,
-        .causal = c->mode == 3,
-        .round = dt == SPA_FLOAT16 ? REF_ROUND_F16 : dt == SPA_BFLOAT16 ? REF_ROUND_BF16 : REF_ROUND_NONE};
-    return p;
 }
 
 /* f32 sums of the scores and of P V against the magnitudes; for f16 / bf16
@@ -442,14 +87,15 @@ static int64_t check_stat(const char *what, const ttensor *tt, const double *ref
 static int64_t compare(const dsa_case *c, const dsa_io *io)
 {
     double *q = tt_to_doubles(&io->q), *qr = c->dr > 0 ? tt_to_doubles(&io->qr) : NULL;
-    double *k = logical_rows(c, io, PART_KEY), *kr = c->dr > 0 ? logical_rows(c, io, PART_ROPE) : NULL;
-    double *v = logical_rows(c, io, PART_VALUE);
-    int32_t *idx = indices_of(c, io);
+    double *k = dsa_logical_rows(c, io, DSA_PART_KEY);
+    double *kr = c->dr > 0 ? dsa_logical_rows(c, io, DSA_PART_ROPE) : NULL;
+    double *v = dsa_logical_rows(c, io, DSA_PART_VALUE);
+    int32_t *idx = dsa_indices_of(c, io);
     const int64_t no = c->t * c->n1 * c->dv, ns = c->t * c->n1;
     double *o = malloc(sizeof(double) * (size_t)(no + 1)), *omag = malloc(sizeof(double) * (size_t)(no + 1));
     double *mx = malloc(sizeof(double) * (size_t)(ns + 1)), *mxmag = malloc(sizeof(double) * (size_t)(ns + 1));
     double *sm = malloc(sizeof(double) * (size_t)(ns + 1)), *smmag = malloc(sizeof(double) * (size_t)(ns + 1));
-    const ref_dsa_sa_problem p = problem_of(c, io, idx);
+    const ref_dsa_sa_problem p = dsa_problem_of(c, io, idx);
     ref_dsa_sparse_attention(&p, q, qr, k, kr, v, o, omag, mx, mxmag, sm, smmag);
     double *got = tt_to_doubles(&io->o);
     int64_t bad = check_close("attention_out", got, o, omag, no, attn_tol(c->dt));
@@ -474,7 +120,7 @@ static bool guards_ok(const dsa_case *c, const dsa_io *io)
 static void check_case(const char *label, int i, const dsa_case *c, dsa_io *io, int runner, size_t skew)
 {
     char desc[512];
-    case_describe(c, desc, sizeof desc);
+    dsa_case_describe(c, desc, sizeof desc);
     const spa_status st = run(c, io, runner, skew);
     case_verdict(label, i, desc, st, st == SPA_OK ? compare(c, io) : -1, guards_ok(c, io));
 }
@@ -484,11 +130,11 @@ static void test_random(void)
     rng r = rng_seed(3201);
     for (int i = 0; i < TEST_COUNT(48, 16); i++) {
         dsa_case c;
-        case_draw(&c, i, &r);
+        dsa_case_draw(&c, i, &r, DSA_DRAW_FORWARD);
         dsa_io io;
-        io_make(&io, &c, &r);
+        dsa_io_make(&io, &c, &r);
         check_case("case", i, &c, &io, i % N_RUNNERS, (size_t)rng_int(&r, 0, 63));
-        io_free(&io);
+        dsa_io_free(&io);
     }
 }
 
@@ -525,22 +171,22 @@ static void same_on_every_runner(const dsa_case *c, dsa_io *io)
 static void test_deterministic(void)
 {
     rng r = rng_seed(3202);
-    for (int i = 0; i < TEST_COUNT(N_DTS, 2); i++) {
+    for (int i = 0; i < TEST_COUNT(DSA_N_DTS, 2); i++) {
         dsa_case c;
-        case_draw(&c, i, &r);
+        dsa_case_draw(&c, i, &r, DSA_DRAW_FORWARD);
         c.b = 2, c.n2 = TEST_SIZE(6, 2), c.n1 = c.n2 * (1 + i % 2), c.d = 48, c.dr = i % 2 ? 16 : 0, c.dv = 32;
         c.absorb = i % 2 == 1, c.bs = i < 2 ? 1 : 16;
         c.len[0] = TEST_SIZE(200, 100), c.len[1] = TEST_SIZE(90, 40);
         c.sq[0] = 2, c.sq[1] = 1, c.sq_null = c.kv_null = false;
         c.mode = 3, c.want_max = c.want_sum = true;
-        case_sum(&c);
+        dsa_case_sum(&c);
         c.kc = 1024 / c.bs;
-        c.scale = draw_scale(c.d, c.dr, &r);
+        c.scale = dsa_draw_scale(c.d, c.dr, &r);
         dsa_io io;
-        io_make(&io, &c, &r);
+        dsa_io_make(&io, &c, &r);
         check_case("deterministic", i, &c, &io, 0, 0);
         same_on_every_runner(&c, &io);
-        io_free(&io);
+        dsa_io_free(&io);
     }
 }
 
@@ -579,11 +225,11 @@ static void decode_case(dsa_case *c, const decode_shape *s, rng *r)
     c->b = s->two ? 2 : 1;
     c->len[0] = TEST_SIZE(s->len, s->len / 2), c->sq[0] = 1;
     c->len[1] = c->len[0] * 2 / 3, c->sq[1] = 1;
-    case_sum(c);
+    dsa_case_sum(c);
     c->mode = s->two ? 3 : 0;
     c->strided = s->two;
     c->want_max = c->want_sum = true;
-    c->scale = draw_scale(c->d, c->dr, r);
+    c->scale = dsa_draw_scale(c->d, c->dr, r);
 }
 
 static void test_decode(void)
@@ -595,14 +241,14 @@ static void test_decode(void)
         dsa_case c;
         decode_case(&c, &decodes[i], &r);
         dsa_io io;
-        io_make(&io, &c, &r);
+        dsa_io_make(&io, &c, &r);
         /* slots K / 4 .. K / 2 - 1 all -1: a part of their own, or two, select nothing */
         for (int64_t row = 0; row < c.t * c.n2; row++)
             for (int64_t j = c.kc / 4; j < c.kc / 2; j++)
                 tt_set_int(&io.idx, row * c.kc + j, -1);
         check_case("decode", i, &c, &io, 0, 0);
         same_on_every_runner(&c, &io);
-        io_free(&io);
+        dsa_io_free(&io);
     }
 }
 
@@ -635,9 +281,9 @@ static void nonfinite_case(dsa_case *c, int i, spa_dtype dt, rng *r)
     c->paged = i < 2, c->tnd = i == 3, c->page = i == 0 ? 16 : 5;
     c->strided = i % 2 == 1;
     c->b = 2, c->len[0] = 37, c->len[1] = 22, c->sq[0] = 3, c->sq[1] = 2;
-    case_sum(c);
+    dsa_case_sum(c);
     c->mode = 3, c->want_max = c->want_sum = true;
-    c->scale = draw_scale(c->d, c->dr, r);
+    c->scale = dsa_draw_scale(c->d, c->dr, r);
 }
 
 /* Batch 0's query 0 (token 0) sees a NaN key row with head 0 and a value
@@ -661,25 +307,25 @@ static void poison(const dsa_case *c, dsa_io *io)
     for (int64_t t = 1; t < 3; t++)
         for (int64_t n = 0; n < c->n2; n++)
             unselect(io, c, t, n, 0), unselect(io, c, t, n, b20);
-    tt_set_nonfinite(&io->k, row_flat(c, io, 0, 1, 0, c->d, c->d / 2), NAN);
-    tt_set_nonfinite(vt, row_flat(c, io, 0, 20, 1, vd, 2), NAN);
-    tt_set_nonfinite(vt, row_flat(c, io, 0, 20, 1, vd, 4), INFINITY);
+    tt_set_nonfinite(&io->k, dsa_row_flat(c, io, 0, 1, 0, c->d, c->d / 2), NAN);
+    tt_set_nonfinite(vt, dsa_row_flat(c, io, 0, 20, 1, vd, 2), NAN);
+    tt_set_nonfinite(vt, dsa_row_flat(c, io, 0, 20, 1, vd, 4), INFINITY);
     /* token 1 (last seen 35) selects row 36, which only token 2 sees */
     tt_set_int(&io->idx, (1 * c->n2 + 1) * c->kc + 3, late);
     for (int64_t n = 0; n < c->n2; n++) {
         unselect(io, c, 2, n, late);
-        tt_set_nonfinite(&io->k, row_flat(c, io, 0, 36, n, c->d, 0), INFINITY);
-        tt_set_nonfinite(vt, row_flat(c, io, 0, 36, n, vd, 1), INFINITY);
-        tt_set_nonfinite(vt, row_flat(c, io, 0, 36, n, vd, 3), NAN);
+        tt_set_nonfinite(&io->k, dsa_row_flat(c, io, 0, 36, n, c->d, 0), INFINITY);
+        tt_set_nonfinite(vt, dsa_row_flat(c, io, 0, 36, n, vd, 1), INFINITY);
+        tt_set_nonfinite(vt, dsa_row_flat(c, io, 0, 36, n, vd, 3), NAN);
         if (c->dr > 0)
-            tt_set_nonfinite(&io->kr, row_flat(c, io, 0, 36, n, c->dr, 0), NAN);
+            tt_set_nonfinite(&io->kr, dsa_row_flat(c, io, 0, 36, n, c->dr, 0), NAN);
     }
     /* batch 1 (tokens 3, 4): block 1 selected by nobody */
     for (int64_t t = 3; t < 5; t++)
         for (int64_t n = 0; n < c->n2; n++)
             unselect(io, c, t, n, 1);
-    tt_set_nonfinite(&io->k, row_flat(c, io, 1, c->bs, 0, c->d, 0), INFINITY);
-    tt_set_nonfinite(vt, row_flat(c, io, 1, c->bs + 1, c->n2 - 1, vd, 0), INFINITY);
+    tt_set_nonfinite(&io->k, dsa_row_flat(c, io, 1, c->bs, 0, c->d, 0), INFINITY);
+    tt_set_nonfinite(vt, dsa_row_flat(c, io, 1, c->bs + 1, c->n2 - 1, vd, 0), INFINITY);
     /* past L_b: the rest of batch 0's last page, the rows after batch 0
      * (contiguous) or after batch 1 (TND) */
     const int64_t pb = c->tnd ? 1 : 0;
@@ -688,8 +334,8 @@ static void poison(const dsa_case *c, dsa_io *io)
                                   : io->srows;
     for (int64_t p = c->len[pb]; p < room; p++)
         for (int64_t n = 0; n < c->n2; n++) {
-            tt_set_nonfinite(&io->k, row_flat(c, io, pb, p, n, c->d, 0), p % 2 ? NAN : INFINITY);
-            tt_set_nonfinite(vt, row_flat(c, io, pb, p, n, vd, vd - 1), INFINITY);
+            tt_set_nonfinite(&io->k, dsa_row_flat(c, io, pb, p, n, c->d, 0), p % 2 ? NAN : INFINITY);
+            tt_set_nonfinite(vt, dsa_row_flat(c, io, pb, p, n, vd, vd - 1), INFINITY);
         }
 }
 
@@ -697,16 +343,16 @@ static void test_nonfinite(void)
 {
     rng r = rng_seed(3204);
     for (int i = 0; i < 4; i++)
-        for (int k = 0; k < N_DTS; k++) {
-            if (!TEST_THIN_DTYPE(i, k, N_DTS))
+        for (int k = 0; k < DSA_N_DTS; k++) {
+            if (!TEST_THIN_DTYPE(i, k, DSA_N_DTS))
                 continue;
             dsa_case c;
-            nonfinite_case(&c, i, dts[k], &r);
+            nonfinite_case(&c, i, dsa_dts[k], &r);
             dsa_io io;
-            io_make(&io, &c, &r);
+            dsa_io_make(&io, &c, &r);
             poison(&c, &io);
             char label[32];
-            snprintf(label, sizeof label, "nonfinite %s", dtype_name(dts[k]));
+            snprintf(label, sizeof label, "nonfinite %s", dtype_name(dsa_dts[k]));
             check_case(label, i, &c, &io, (i + k) % N_RUNNERS, (size_t)i);
             /* the NaN key: every element of token 0's head-0 queries */
             for (int64_t g = 0; g < c.n1 / c.n2; g++)
@@ -718,7 +364,7 @@ static void test_nonfinite(void)
                     fprintf(stderr, "  %s case %d: token %lld not finite\n", label, i, (long long)t);
                 CU_ASSERT(fin);
             }
-            io_free(&io);
+            dsa_io_free(&io);
         }
 }
 
@@ -771,26 +417,11 @@ static void expect_ok(const dsa_args *a, const char *what)
     CU_ASSERT_EQUAL(st, SPA_OK);
 }
 
-/* f32, two batches (40 and 20 keys, 2 and 1 queries), N1 4, N2 2, D 32 +
- * Dr 16, Dv 24, S 4, K 6, causal; layout 0 paged (16-row pages), 1
- * contiguous, 2 TND. */
-static void refusal_case(dsa_case *c, int layout)
-{
-    memset(c, 0, sizeof *c);
-    c->dt = SPA_FLOAT32;
-    c->b = 2, c->n1 = 4, c->n2 = 2, c->d = 32, c->dr = 16, c->dv = 24, c->bs = 4, c->kc = 6, c->mode = 3;
-    c->len[0] = 40, c->len[1] = 20, c->sq[0] = 2, c->sq[1] = 1;
-    case_sum(c);
-    c->paged = layout == 0, c->tnd = layout == 2, c->page = 16;
-    c->want_max = c->want_sum = true;
-    c->scale = 0.125;
-}
-
 static dsa_args args_of(const dsa_case *c, const dsa_io *io)
 {
     dsa_args a;
     memset(&a, 0, sizeof a);
-    a.q = io->q.t, a.k = io->k.t, a.v = *value_of(c, io), a.idx = io->idx.t, a.o = io->o.t;
+    a.q = io->q.t, a.k = io->k.t, a.v = *dsa_value_of(c, io), a.idx = io->idx.t, a.o = io->o.t;
     a.mx = io->mx.t, a.sm = io->sm.t;
     if (c->dr > 0)
         a.qr = io->qr.t, a.kr = io->kr.t;
@@ -921,7 +552,7 @@ static void argument_rules(const dsa_args *from, const dsa_io *io, rng *r)
      * slot valid: only the size is wrong); K S = 2^20 accepted */
     {
         dsa_case c;
-        refusal_case(&c, 0);
+        dsa_refusal_case(&c, 0);
         ttensor big;
         big_indices(&big, &c, 65537, r);
         RULE("K 65537", a.idx = big.t, SPA_ERR_INVALID);
@@ -995,9 +626,9 @@ static void value_rules(const dsa_args *from, dsa_io *io)
 static void contiguous_rules(rng *r)
 {
     dsa_case c;
-    refusal_case(&c, 1);
+    dsa_refusal_case(&c, 1);
     dsa_io store, *io = &store;
-    io_make(io, &c, r);
+    dsa_io_make(io, &c, r);
     const dsa_args base = args_of(&c, io), *from = &base;
     const int64_t len_past[2] = {io->srows + 1, 20};
     expect_ok(&base, "the contiguous base case");
@@ -1010,16 +641,16 @@ static void contiguous_rules(rng *r)
     RULE("key_rope dim 0 differs", a.kr.dims[0] = 1, SPA_ERR_INVALID);
     RULE("T not a multiple of B (both arrays NULL)", (a.sq_on = false, a.len_on = false), SPA_ERR_INVALID);
     RULE("key rank 5", (a.k.rank = 5, a.k.dims[4] = 1, a.k.strides[4] = 1), SPA_ERR_INVALID);
-    io_free(io);
+    dsa_io_free(io);
 }
 
 /* A TND key [T2, N2, D]. */
 static void tnd_rules(rng *r)
 {
     dsa_case c;
-    refusal_case(&c, 2);
+    dsa_refusal_case(&c, 2);
     dsa_io store, *io = &store;
-    io_make(io, &c, r);
+    dsa_io_make(io, &c, r);
     const dsa_args base = args_of(&c, io), *from = &base;
     const int64_t len_over[2] = {40, io->srows - 40 + 1}, len_neg[2] = {40, -1};
     expect_ok(&base, "the TND base case");
@@ -1035,16 +666,16 @@ static void tnd_rules(rng *r)
     spa_tensor table;
     spa_tensor_init(&table, SPA_INT32, 2, td, pages);
     RULE("TND key with a block_table", (a.table_on = true, a.table = table), SPA_ERR_INVALID);
-    io_free(io);
+    dsa_io_free(io);
 }
 
 static void test_refusals(void)
 {
     rng r = rng_seed(3205);
     dsa_case c;
-    refusal_case(&c, 0);
+    dsa_refusal_case(&c, 0);
     dsa_io io;
-    io_make(&io, &c, &r);
+    dsa_io_make(&io, &c, &r);
     CU_ASSERT(io.table_cols >= 3); /* the table rules' entries */
     const dsa_args base = args_of(&c, &io);
     expect_ok(&base, "the paged base case");
@@ -1062,7 +693,7 @@ static void test_refusals(void)
     a = base, a.v = a.k, a.o = o32.t;
     expect_ok(&a, "value the key itself");
     tt_free(&o32);
-    io_free(&io);
+    dsa_io_free(&io);
     contiguous_rules(&r);
     tnd_rules(&r);
 }
@@ -1081,9 +712,9 @@ static void test_phase2(void)
 {
     rng r = rng_seed(3206);
     dsa_case c;
-    refusal_case(&c, 0);
+    dsa_refusal_case(&c, 0);
     dsa_io io;
-    io_make(&io, &c, &r);
+    dsa_io_make(&io, &c, &r);
     unsigned char *snap[3];
     snapshot_outputs(&io, snap);
     uint64_t size;
@@ -1149,7 +780,7 @@ static void test_phase2(void)
         tt->t.data = keep_data;
         tws_free(&ws);
     }
-    io_free(&io);
+    dsa_io_free(&io);
 }
 
 /* ---- edges ---- */
@@ -1176,13 +807,13 @@ static void edge_no_query(spa_dtype dt, int k, rng *r)
 {
     for (int v = 0; v < 2; v++) {
         dsa_case c;
-        refusal_case(&c, k % 3);
+        dsa_refusal_case(&c, k % 3);
         c.dt = dt;
         c.sq[0] = c.sq[1] = 0;
         c.sq_null = v == 1;
-        case_sum(&c);
+        dsa_case_sum(&c);
         dsa_io io;
-        io_make(&io, &c, r);
+        dsa_io_make(&io, &c, r);
         uint64_t size = 99;
         spa_executor ex;
         CU_ASSERT_EQUAL(phase1(&c, &io, &size, &ex), SPA_OK);
@@ -1193,7 +824,7 @@ static void edge_no_query(spa_dtype dt, int k, rng *r)
         CU_ASSERT(tws_guard_ok(&ws));
         tws_free(&ws);
         CU_ASSERT(guards_ok(&c, &io));
-        io_free(&io);
+        dsa_io_free(&io);
     }
 }
 
@@ -1202,25 +833,25 @@ static void edge_no_query(spa_dtype dt, int k, rng *r)
 static void edge_empty_batch(spa_dtype dt, int k, rng *r)
 {
     for (int m = 0; m < 4; m++) {
-        if (!TEST_THIN_DTYPE(m, k, N_DTS))
+        if (!TEST_THIN_DTYPE(m, k, DSA_N_DTS))
             continue;
         dsa_case c;
-        refusal_case(&c, m % 3);
+        dsa_refusal_case(&c, m % 3);
         c.dt = dt;
         c.len[0] = 0, c.sq[0] = 3, c.len[1] = 9, c.sq[1] = 2;
         c.mode = m % 2 ? 0 : 3;
         c.kc = m < 2 ? 1 : 12;
         c.want_max = m != 1, c.want_sum = m != 2;
-        case_sum(&c);
+        dsa_case_sum(&c);
         dsa_io io;
-        io_make(&io, &c, r);
+        dsa_io_make(&io, &c, r);
         for (int64_t j = 0; j < c.n2 * c.kc; j++) /* token 4's slots: all -1 */
             tt_set_int(&io.idx, 4 * c.n2 * c.kc + j, -1);
         check_case("L_b = 0", k * 4 + m, &c, &io, (k + m) % N_RUNNERS, (size_t)m);
         for (int64_t t = 0; t < 3; t++)
             expect_unseen(&c, &io, t);
         expect_unseen(&c, &io, 4);
-        io_free(&io);
+        dsa_io_free(&io);
     }
 }
 
@@ -1229,12 +860,12 @@ static void edge_empty_batch(spa_dtype dt, int k, rng *r)
 static void edge_before_keys(spa_dtype dt, int k, rng *r)
 {
     dsa_case c;
-    refusal_case(&c, k % 2 == 1 ? 0 : k == 0 ? 1 : 2);
+    dsa_refusal_case(&c, k % 2 == 1 ? 0 : k == 0 ? 1 : 2);
     c.dt = dt;
     c.b = 1, c.len[0] = 2, c.sq[0] = 4, c.kc = 3, c.bs = 1;
-    case_sum(&c);
+    dsa_case_sum(&c);
     dsa_io io;
-    io_make(&io, &c, r);
+    dsa_io_make(&io, &c, r);
     for (int64_t row = 0; row < c.t * c.n2; row++) {
         const int64_t first = rng_int(r, 0, 2);
         for (int64_t j = 0; j < 3; j++)
@@ -1243,7 +874,7 @@ static void edge_before_keys(spa_dtype dt, int k, rng *r)
     check_case("before the keys", k, &c, &io, k % N_RUNNERS, 0);
     expect_unseen(&c, &io, 0);
     expect_unseen(&c, &io, 1);
-    io_free(&io);
+    dsa_io_free(&io);
 }
 
 /* The largest head dims: D + Dr = 768, Dv = 768 (a value of its own), and
@@ -1252,17 +883,17 @@ static void edge_widest(spa_dtype dt, int k, rng *r)
 {
     for (int m = 0; m < 2; m++) {
         dsa_case c;
-        refusal_case(&c, (k + m) % 3);
+        dsa_refusal_case(&c, (k + m) % 3);
         c.dt = dt;
         c.n1 = 2, c.n2 = 1, c.kc = 3, c.bs = 5;
         c.d = m == 0 ? 704 : 768, c.dr = m == 0 ? 64 : 0, c.dv = 768, c.absorb = m == 1;
         c.len[0] = 33, c.len[1] = 12, c.sq[0] = 2, c.sq[1] = 1;
-        case_sum(&c);
-        c.scale = draw_scale(c.d, c.dr, r);
+        dsa_case_sum(&c);
+        c.scale = dsa_draw_scale(c.d, c.dr, r);
         dsa_io io;
-        io_make(&io, &c, r);
+        dsa_io_make(&io, &c, r);
         check_case("widest", k * 2 + m, &c, &io, (k + m) % N_RUNNERS, 7);
-        io_free(&io);
+        dsa_io_free(&io);
     }
 }
 
@@ -1271,30 +902,30 @@ static void edge_widest(spa_dtype dt, int k, rng *r)
 static void edge_largest_k(rng *r)
 {
     dsa_case c;
-    refusal_case(&c, 0);
+    dsa_refusal_case(&c, 0);
     c.b = 1, c.n1 = 2, c.n2 = 1, c.d = 16, c.dr = 0, c.dv = 8, c.len[0] = 300, c.sq[0] = 1, c.mode = 0;
     c.kc = SPA_TEST_SMALL ? 4096 : 65536, c.bs = TEST_SIZE(3, 1);
-    case_sum(&c);
+    dsa_case_sum(&c);
     dsa_io io;
-    io_make(&io, &c, r);
+    dsa_io_make(&io, &c, r);
     const int64_t nblk = (c.len[0] + c.bs - 1) / c.bs;
     for (int64_t j = 0; j < c.kc; j++) {
         const bool some = j % 1021 == 0 || j == c.kc - 1;
         tt_set_int(&io.idx, j, some ? rng_int(r, 0, nblk - 1) : -1);
     }
     check_case("largest K", 0, &c, &io, 3, 5);
-    io_free(&io);
+    dsa_io_free(&io);
 }
 
 static void test_edges(void)
 {
     rng r = rng_seed(3207);
-    for (int k = 0; k < N_DTS; k++) {
-        edge_no_query(dts[k], k, &r);
-        edge_empty_batch(dts[k], k, &r);
-        edge_before_keys(dts[k], k, &r);
-        if (TEST_THIN_DTYPE(1, k, N_DTS))
-            edge_widest(dts[k], k, &r);
+    for (int k = 0; k < DSA_N_DTS; k++) {
+        edge_no_query(dsa_dts[k], k, &r);
+        edge_empty_batch(dsa_dts[k], k, &r);
+        edge_before_keys(dsa_dts[k], k, &r);
+        if (TEST_THIN_DTYPE(1, k, DSA_N_DTS))
+            edge_widest(dsa_dts[k], k, &r);
     }
     edge_largest_k(&r);
 }

@@ -40,4 +40,30 @@ void ref_dsa_sparse_attention(const ref_dsa_sa_problem *p, const double *q, cons
                               const double *kr, const double *v, double *o, double *o_mag, double *mx,
                               double *mx_mag, double *sm, double *sm_mag);
 
+/* The gradient's outputs (ref_dsa_sparse_attention_grad), each with its
+ * magnitude: dq [t][n1][d], dqr [t][n1][dr] (unwritten when dr is 0), and
+ * in the logical rows' layout dk [batches][lmax][n2][d], dkr
+ * [batches][lmax][n2][dr], dv [batches][lmax][n2][dv]. */
+typedef struct ref_dsa_sa_grads {
+    double *dq, *dq_mag, *dqr, *dqr_mag;
+    double *dk, *dk_mag, *dkr, *dkr_mag, *dv, *dv_mag;
+} ref_dsa_sa_grads;
+
+/* The gradient of ref_dsa_sparse_attention with P recomputed from the
+ * given statistics mx, sm [n2][t][G] (M and L as the forward wrote them),
+ * o (attention_out) and dy [t][n1][dv], over the forward's rows:
+ *   P = exp(z - M) / L, dP = dy . v, Delta = dy . o, dS = P (dP - Delta),
+ *   dq = scale sum dS k, dqr = scale sum dS kr,
+ *   dk += scale dS q, dkr += scale dS qr, dv += P dy (every occurrence).
+ * For a half dtype (p->round) P and dS are rounded to it before the
+ * products that read them. A row no query sees, and every row past L_b,
+ * gets 0 with magnitude 0 (exact), as does dq of a query that sees nothing.
+ * The magnitudes bound the error of f32 sums (or double ones) of the terms
+ * and of a library's recomputed scores: P's error is relative to
+ * 1 + |scale| sum |q k| (M and L are given, read alike by both), dS's to
+ * that times |dy| . |v| + |dy| . |o|. */
+void ref_dsa_sparse_attention_grad(const ref_dsa_sa_problem *p, const double *q, const double *qr,
+                                   const double *k, const double *kr, const double *v, const double *o,
+                                   const double *dy, const double *mx, const double *sm, const ref_dsa_sa_grads *g);
+
 #endif
