@@ -65,6 +65,8 @@ int spa_acl_alloc_range(const void *p, uint64_t len);
  * or its device allocation) becomes a descriptor the native checks refuse with
  * SPA_ERR_INVALID, so NULL-before-invalid ordering stays the native one. */
 const spa_tensor *spa_acl_tensor(const aclTensor *t, spa_tensor *out);
+/* t NULL, or a tensor of dtype dt (an optional input's dtype rule). */
+bool spa_acl_dtype_or_null(const aclTensor *t, int32_t dt);
 /* A heap copy of a registered array's values (an unknown handle gives an
  * empty array, which the native checks refuse). False on allocation failure. */
 bool spa_acl_int_array_copy(const aclIntArray *a, int64_t **values, uint64_t *size);
@@ -102,6 +104,12 @@ const spa_int_array *spa_acl_call_array(spa_acl_call *c, const aclIntArray *a);
 const spa_int_array *spa_acl_call_tensor_lengths(spa_acl_call *c, const aclTensor *t, bool cumulative, bool *ok);
 aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
                              const uint64_t *workspace_size, aclOpExecutor **executor);
+/* A CANN rule that refuses the call before the native phase 1 runs: the
+ * call ends (its executor released, nothing of a native refusal recorded),
+ * aclGetRecentErrMsg says "<api>GetWorkspaceSize: <code>: <rule> (a CANN
+ * rule)", and code is returned. */
+aclnnStatus spa_acl_call_refuse(spa_acl_call *c, aclnnStatus code, const char *rule, spa_acl_run_fn run,
+                                const uint64_t *workspace_size, aclOpExecutor **executor);
 /* Phase 2 of every op. */
 aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExecutor *executor,
                              aclrtStream stream, spa_acl_run_fn run);
@@ -111,6 +119,13 @@ aclnnStatus spa_acl_exec_run(void *workspace, uint64_t workspace_size, aclOpExec
 bool spa_acl_merge_dims(spa_tensor *t, int32_t a);
 /* The last dim of t as [n, dims / n] (false where it does not divide). */
 bool spa_acl_split_last(spa_tensor *t, int64_t n);
+/* Whether the first n dims of x are those of ref. */
+bool spa_acl_dims_lead(const spa_tensor *x, const spa_tensor *ref, int32_t n);
+/* FLOAT16 or BFLOAT16: the dtypes of CANN's half-precision operators. */
+static inline bool spa_acl_is_half(int32_t dt)
+{
+    return dt == SPA_FLOAT16 || dt == SPA_BFLOAT16;
+}
 
 /* ---- error messages (errmsg.c) ---- */
 /* Sets this thread's message for aclGetRecentErrMsg (printf format). */

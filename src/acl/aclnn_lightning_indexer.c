@@ -29,16 +29,7 @@
 static aclnnStatus cann_refuse(spa_acl_call *c, aclnnStatus code, const char *rule, const uint64_t *ws,
                                aclOpExecutor **executor)
 {
-    if (c->native != NULL) /* no native phase 1 ran into it: nothing of it is this answer */
-        memset(c->native, 0, sizeof *c->native);
-    (void)spa_acl_call_end(c, SPA_ERR_INVALID, spa_dsa_lightning_indexer, ws, executor);
-    spa_acl_error("aclnnLightningIndexerGetWorkspaceSize: %d: %s (a CANN rule)", (int)code, rule);
-    return code;
-}
-
-static bool is_half(int32_t dt)
-{
-    return dt == SPA_FLOAT16 || dt == SPA_BFLOAT16;
+    return spa_acl_call_refuse(c, code, rule, spa_dsa_lightning_indexer, ws, executor);
 }
 
 /* sparseCount: 1 .. 2048, or 3072 .. 8192 in steps of 1024. */
@@ -95,7 +86,7 @@ aclnnStatus aclnnLightningIndexerGetWorkspaceSize(
         return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID,
                            "actualSeqLengths INT32 of shape (B,), non-decreasing prefix sums for TND",
                            workspaceSize, executor);
-    if (!is_half(q.dtype) || k.dtype != q.dtype)
+    if (!spa_acl_is_half(q.dtype) || k.dtype != q.dtype)
         return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID, "query and key both FLOAT16 or both BFLOAT16",
                            workspaceSize, executor);
     if (w.dtype != SPA_FLOAT32 && w.dtype != q.dtype)

@@ -25,11 +25,7 @@
 static aclnnStatus cann_refuse(spa_acl_call *c, aclnnStatus code, const char *rule, const uint64_t *ws,
                                aclOpExecutor **executor)
 {
-    if (c->native != NULL) /* no native phase 1 ran into it: nothing of it is this answer */
-        memset(c->native, 0, sizeof *c->native);
-    (void)spa_acl_call_end(c, SPA_ERR_INVALID, spa_nsa_compress_attention_infer, ws, executor);
-    spa_acl_error("aclnnNsaCompressAttentionInferGetWorkspaceSize: %d: %s (a CANN rule)", (int)code, rule);
-    return code;
+    return spa_acl_call_refuse(c, code, rule, spa_nsa_compress_attention_infer, ws, executor);
 }
 
 static bool in_steps(int64_t x, int64_t step, int64_t max)

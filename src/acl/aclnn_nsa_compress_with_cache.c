@@ -14,16 +14,7 @@
 static aclnnStatus cann_refuse(spa_acl_call *c, aclnnStatus code, const char *rule, const uint64_t *ws,
                                aclOpExecutor **executor)
 {
-    if (c->native != NULL) /* no native phase 1 ran into it: nothing of it is this answer */
-        memset(c->native, 0, sizeof *c->native);
-    (void)spa_acl_call_end(c, SPA_ERR_INVALID, spa_nsa_compress_with_cache, ws, executor);
-    spa_acl_error("aclnnNsaCompressWithCacheGetWorkspaceSize: %d: %s (a CANN rule)", (int)code, rule);
-    return code;
-}
-
-static bool is_half(int32_t dt)
-{
-    return dt == SPA_FLOAT16 || dt == SPA_BFLOAT16;
+    return spa_acl_call_refuse(c, code, rule, spa_nsa_compress_with_cache, ws, executor);
 }
 
 aclnnStatus aclnnNsaCompressWithCacheGetWorkspaceSize(
@@ -44,7 +35,7 @@ aclnnStatus aclnnNsaCompressWithCacheGetWorkspaceSize(
     const spa_tensor *tt = spa_acl_call_tensor(&c, blockTableOptional, &table);
     const spa_tensor *to = spa_acl_call_tensor(&c, outputCache, &out);
     const spa_int_array *len = spa_acl_call_array(&c, actSeqLenOptional);
-    if (!is_half(x.dtype) || w.dtype != x.dtype || out.dtype != x.dtype || slots.dtype != SPA_INT32 ||
+    if (!spa_acl_is_half(x.dtype) || w.dtype != x.dtype || out.dtype != x.dtype || slots.dtype != SPA_INT32 ||
         (tt != NULL && table.dtype != SPA_INT32))
         return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID,
                            "input, weight and outputCache all FLOAT16 or all BFLOAT16; slotMapping, blockTable INT32",

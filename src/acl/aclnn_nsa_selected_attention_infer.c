@@ -20,16 +20,7 @@
 static aclnnStatus cann_refuse(spa_acl_call *c, aclnnStatus code, const char *rule, const uint64_t *ws,
                                aclOpExecutor **executor)
 {
-    if (c->native != NULL) /* no native phase 1 ran into it: nothing of it is this answer */
-        memset(c->native, 0, sizeof *c->native);
-    (void)spa_acl_call_end(c, SPA_ERR_INVALID, spa_nsa_select_infer, ws, executor);
-    spa_acl_error("aclnnNsaSelectedAttentionInferGetWorkspaceSize: %d: %s (a CANN rule)", (int)code, rule);
-    return code;
-}
-
-static bool is_half(int32_t dt)
-{
-    return dt == SPA_FLOAT16 || dt == SPA_BFLOAT16;
+    return spa_acl_call_refuse(c, code, rule, spa_nsa_select_infer, ws, executor);
 }
 
 aclnnStatus aclnnNsaSelectedAttentionInferGetWorkspaceSize(
@@ -64,7 +55,7 @@ aclnnStatus aclnnNsaSelectedAttentionInferGetWorkspaceSize(
     if (numHeads / numKeyValueHeads > 16)
         return cann_refuse(&c, ACLNN_ERR_INNER_NULLPTR, "numHeads / numKeyValueHeads <= 16", workspaceSize,
                            executor);
-    if (q.dtype != k.dtype || k.dtype != v.dtype || !is_half(q.dtype) || idx.dtype != SPA_INT32)
+    if (q.dtype != k.dtype || k.dtype != v.dtype || !spa_acl_is_half(q.dtype) || idx.dtype != SPA_INT32)
         return cann_refuse(&c, ACLNN_ERR_PARAM_INVALID,
                            "query, key and value all FLOAT16 or all BFLOAT16, topkIndices INT32", workspaceSize,
                            executor);

@@ -68,16 +68,7 @@ typedef struct sfa_args {
 static aclnnStatus cann_refuse(sfa_args *a, aclnnStatus code, const char *rule, const uint64_t *ws,
                                aclOpExecutor **executor)
 {
-    if (a->c.native != NULL) /* no native phase 1 ran into it: nothing of it is this answer */
-        memset(a->c.native, 0, sizeof *a->c.native);
-    (void)spa_acl_call_end(&a->c, SPA_ERR_INVALID, spa_dsa_sparse_attention, ws, executor);
-    spa_acl_error("aclnnSparseFlashAttentionGetWorkspaceSize: %d: %s (a CANN rule)", (int)code, rule);
-    return code;
-}
-
-static bool is_half(int32_t dt)
-{
-    return dt == SPA_FLOAT16 || dt == SPA_BFLOAT16;
+    return spa_acl_call_refuse(&a->c, code, rule, spa_dsa_sparse_attention, ws, executor);
 }
 
 static bool pow2_upto(int64_t x, int64_t max)
@@ -120,7 +111,7 @@ static const char *conditional_missing(const sfa_args *a, const aclTensor *sq, c
 static const char *dtype_rule(const sfa_args *a)
 {
     const int32_t dt = a->q.dtype;
-    if (!is_half(dt))
+    if (!spa_acl_is_half(dt))
         return "query FLOAT16 or BFLOAT16";
     if (a->k.dtype != dt || a->v.dtype != dt || a->qr.dtype != dt || a->kr.dtype != dt || a->o.dtype != dt)
         return "key, value, queryRope, keyRope and attentionOut of the query's dtype";
@@ -176,15 +167,6 @@ static const char *head_rule(const sfa_args *a)
     return NULL;
 }
 
-/* Whether x's first n dims are ref's. */
-static bool lead_same(const spa_tensor *x, const spa_tensor *ref, int32_t n)
-{
-    for (int32_t i = 0; i < n; i++)
-        if (x->dims[i] != ref->dims[i])
-            return false;
-    return true;
-}
-
 /* A statistics output: [B, N2, S1, N1 / N2] or [N2, T1, N1 / N2], N2 1. */
 static bool stat_shape_ok(const spa_tensor *x, const spa_tensor *q, bool q_tnd)
 {
@@ -200,11 +182,11 @@ static const char *shape_rule(const sfa_args *a)
     const int32_t rq = a->q.rank, rk = a->k.rank;
     if (a->q.dims[0] < 1 || a->k.dims[0] < 1)
         return "query's and key's first dim above 0";
-    if (!lead_same(&a->qr, &a->q, rq - 1) || !lead_same(&a->o, &a->q, rq))
+    if (!spa_acl_dims_lead(&a->qr, &a->q, rq - 1) || !spa_acl_dims_lead(&a->o, &a->q, rq))
         return "queryRope (.., N1, 64) and attentionOut (.., N1, 512) of the query's leading dims";
-    if (!lead_same(&a->idx, &a->q, rq - 2) || a->idx.dims[rq - 2] != 1 || a->idx.dims[rq - 1] < 1)
+    if (!spa_acl_dims_lead(&a->idx, &a->q, rq - 2) || a->idx.dims[rq - 2] != 1 || a->idx.dims[rq - 1] < 1)
         return "sparseIndices (B, S1, 1, K) / (T1, 1, K), K > 0";
-    if (!lead_same(&a->v, &a->k, rk - 1) || !lead_same(&a->kr, &a->k, rk - 1))
+    if (!spa_acl_dims_lead(&a->v, &a->k, rk - 1) || !spa_acl_dims_lead(&a->kr, &a->k, rk - 1))
         return "value (.., 1, 512) and keyRope (.., 1, 64) of the key's leading dims";
     if (a->lse && (!stat_shape_ok(&a->mx, &a->q, a->q_tnd) || !stat_shape_ok(&a->sm, &a->q, a->q_tnd)))
         return "softmaxMaxOut and softmaxSumOut (B, N2, S1, N1 / N2) / (N2, T1, N1 / N2)";

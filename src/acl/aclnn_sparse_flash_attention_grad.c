@@ -104,16 +104,7 @@ typedef struct sfag_args {
 static aclnnStatus cann_refuse(sfag_args *a, aclnnStatus code, const char *rule, const uint64_t *ws,
                                aclOpExecutor **executor)
 {
-    if (a->c.native != NULL) /* no native phase 1 ran into it: nothing of it is this answer */
-        memset(a->c.native, 0, sizeof *a->c.native);
-    (void)spa_acl_call_end(&a->c, SPA_ERR_INVALID, spa_dsa_sparse_attention_grad, ws, executor);
-    spa_acl_error("aclnnSparseFlashAttentionGradGetWorkspaceSize: %d: %s (a CANN rule)", (int)code, rule);
-    return code;
-}
-
-static bool is_half(int32_t dt)
-{
-    return dt == SPA_FLOAT16 || dt == SPA_BFLOAT16;
+    return spa_acl_call_refuse(&a->c, code, rule, spa_dsa_sparse_attention_grad, ws, executor);
 }
 
 static bool pow2_upto(int64_t x, int64_t max)
@@ -143,18 +134,10 @@ static const char *conditional_missing(const sfag_args *a, const aclTensor *sq, 
     return NULL;
 }
 
-/* A lengths tensor that is not INT32 (a dtype: 161002; its shape and
- * values are checked with the copy). */
-static bool lengths_dtype_ok(const aclTensor *t)
-{
-    spa_tensor v;
-    return t == NULL || spa_acl_tensor(t, &v)->dtype == SPA_INT32;
-}
-
 static const char *dtype_rule(const sfag_args *a)
 {
     const int32_t dt = a->q.dtype;
-    if (!is_half(dt))
+    if (!spa_acl_is_half(dt))
         return "query FLOAT16 or BFLOAT16";
     if (a->k.dtype != dt || (!a->merge && a->v.dtype != dt) || a->dy.dtype != dt || a->o.dtype != dt ||
         (a->rope && (a->qr.dtype != dt || a->kr.dtype != dt)))
@@ -210,15 +193,6 @@ static const char *head_rule(const sfag_args *a)
     return NULL;
 }
 
-/* Whether x's first n dims are ref's. */
-static bool lead_same(const spa_tensor *x, const spa_tensor *ref, int32_t n)
-{
-    for (int32_t i = 0; i < n; i++)
-        if (x->dims[i] != ref->dims[i])
-            return false;
-    return true;
-}
-
 /* A statistics input: [B, N2, S1, N1 / N2] or [N2, T1, N1 / N2], N2 1. */
 static bool stat_shape_ok(const spa_tensor *x, const spa_tensor *q, bool tnd)
 {
@@ -234,21 +208,21 @@ static const char *shape_rule(const sfag_args *a)
     const int32_t r = a->q.rank;
     if (a->q.dims[0] < 1 || a->k.dims[0] < 1 || (!a->tnd && (a->q.dims[1] < 1 || a->k.dims[1] < 1)))
         return "query's and key's B and S (T) above 0";
-    if (!lead_same(&a->dy, &a->q, r) || !lead_same(&a->o, &a->q, r))
+    if (!spa_acl_dims_lead(&a->dy, &a->q, r) || !spa_acl_dims_lead(&a->o, &a->q, r))
         return "dOut and out of the query's shape";
-    if (a->rope && !lead_same(&a->qr, &a->q, r - 1))
+    if (a->rope && !spa_acl_dims_lead(&a->qr, &a->q, r - 1))
         return "queryRope (.., N1, 64) of the query's leading dims";
     const int64_t kc = a->idx.dims[r - 1];
-    if (!lead_same(&a->idx, &a->q, r - 2) || a->idx.dims[r - 2] != 1)
+    if (!spa_acl_dims_lead(&a->idx, &a->q, r - 2) || a->idx.dims[r - 2] != 1)
         return "sparseIndices (B, S1, 1, K) / (T1, 1, K)";
     if (kc < SFAG_K_STEP || kc > SFAG_K_MAX || kc % SFAG_K_STEP != 0)
         return "sparseIndices K 1024, 2048, 3072, ..., 8192";
-    if ((!a->merge && !lead_same(&a->v, &a->k, r - 1)) || (a->rope && !lead_same(&a->kr, &a->k, r - 1)))
+    if ((!a->merge && !spa_acl_dims_lead(&a->v, &a->k, r - 1)) || (a->rope && !spa_acl_dims_lead(&a->kr, &a->k, r - 1)))
         return "value (.., 1, 512) and keyRope (.., 1, 64) of the key's leading dims";
     if (!stat_shape_ok(&a->mx, &a->q, a->tnd) || !stat_shape_ok(&a->sm, &a->q, a->tnd))
         return "softmaxMax and softmaxSum (B, N2, S1, N1 / N2) / (N2, T1, N1 / N2)";
-    if (!lead_same(&a->dq, &a->q, r) || !lead_same(&a->dk, &a->k, r) || (!a->merge && !lead_same(&a->dv, &a->v, r)) ||
-        (a->rope && (!lead_same(&a->dqr, &a->qr, r) || !lead_same(&a->dkr, &a->kr, r))))
+    if (!spa_acl_dims_lead(&a->dq, &a->q, r) || !spa_acl_dims_lead(&a->dk, &a->k, r) || (!a->merge && !spa_acl_dims_lead(&a->dv, &a->v, r)) ||
+        (a->rope && (!spa_acl_dims_lead(&a->dqr, &a->qr, r) || !spa_acl_dims_lead(&a->dkr, &a->kr, r))))
         return "each gradient of its input's shape";
     return NULL;
 }
@@ -369,7 +343,9 @@ aclnnStatus aclnnSparseFlashAttentionGradGetWorkspaceSize(
     if ((queryRopeOptional == NULL) != (keyRopeOptional == NULL))
         return cann_refuse(&a, ACLNN_ERR_PARAM_INVALID, "queryRope and keyRope both or neither", workspaceSize,
                            executor);
-    if (!lengths_dtype_ok(actualSeqLengthsQueryOptional) || !lengths_dtype_ok(actualSeqLengthsKvOptional))
+    /* the lengths' dtype (161002; their shape and values are checked with the copy) */
+    if (!spa_acl_dtype_or_null(actualSeqLengthsQueryOptional, SPA_INT32) ||
+        !spa_acl_dtype_or_null(actualSeqLengthsKvOptional, SPA_INT32))
         return cann_refuse(&a, ACLNN_ERR_PARAM_INVALID, "actualSeqLengthsQuery and actualSeqLengthsKv INT32",
                            workspaceSize, executor);
     a.merge = value == NULL;

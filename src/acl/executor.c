@@ -154,6 +154,7 @@ static const char *api_name(spa_acl_run_fn run)
         {spa_dsa_lightning_indexer, "aclnnLightningIndexer"},
         {spa_dsa_sparse_attention, "aclnnSparseFlashAttention"},
         {spa_dsa_sparse_attention_grad, "aclnnSparseFlashAttentionGrad"},
+        {spa_dsa_lightning_indexer_grad, "aclnnLightningIndexerGrad"},
         {spa_nsa_compress_with_cache, "aclnnNsaCompressWithCache"},
         {spa_nsa_compress_attention_infer, "aclnnNsaCompressAttentionInfer"},
     };
@@ -218,6 +219,16 @@ aclnnStatus spa_acl_call_end(spa_acl_call *c, spa_status st, spa_acl_run_fn run,
     free_arrays(c->owned);
     free_rec(rec);
     return r;
+}
+
+aclnnStatus spa_acl_call_refuse(spa_acl_call *c, aclnnStatus code, const char *rule, spa_acl_run_fn run,
+                                const uint64_t *workspace_size, aclOpExecutor **executor)
+{
+    if (c->native != NULL) /* no native phase 1 ran into it: nothing of it is this answer */
+        memset(c->native, 0, sizeof *c->native);
+    (void)spa_acl_call_end(c, SPA_ERR_INVALID, run, workspace_size, executor);
+    spa_acl_error("%sGetWorkspaceSize: %d: %s (a CANN rule)", api_name(run), (int)code, rule);
+    return code;
 }
 
 typedef struct launch {

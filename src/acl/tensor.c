@@ -248,3 +248,9 @@ const spa_tensor *spa_acl_tensor(const aclTensor *t, spa_tensor *out)
                                   : (unsigned char *)copy.data + (uint64_t)copy.offset * esz;
     return out;
 }
+
+bool spa_acl_dtype_or_null(const aclTensor *t, int32_t dt)
+{
+    spa_tensor v;
+    return t == NULL || spa_acl_tensor(t, &v)->dtype == dt;
+}

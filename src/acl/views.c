@@ -25,3 +25,11 @@ bool spa_acl_split_last(spa_tensor *t, int64_t n)
     t->rank = r + 1;
     return true;
 }
+
+bool spa_acl_dims_lead(const spa_tensor *x, const spa_tensor *ref, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (x->dims[i] != ref->dims[i])
+            return false;
+    return true;
+}

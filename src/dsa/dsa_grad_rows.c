@@ -72,7 +72,7 @@ void spa_dsa_ranges_table(const spa_dsa_lens *l, const spa_dsa_ranges *rg, int64
 
 void spa_dsa_partials_sum(const spa_dsa_partials *p, int64_t row, int64_t c0, int64_t n, double *acc)
 {
-    float accf[128];
+    float accf[SPA_DSA_SUM_MAX];
     for (int64_t i = 0; i < n; i++)
         acc[i] = 0.0, accf[i] = 0.0f;
     for (int64_t r = 0; row >= 0 && r < p->rg.ranges; r++) {
@@ -129,13 +129,20 @@ void spa_dsa_store_run(int32_t dtype, void *base, int64_t stride, const double *
     }
 }
 
-void spa_dsa_grad_carve(spa_ws *ws, int64_t batches, const spa_dsa_ranges *rg, uint64_t scratch_bytes,
-                        spa_dsa_grad_slices *s)
+void spa_dsa_grad_head(spa_ws *ws, uint64_t exec_bytes, int64_t batches, spa_dsa_grad_slices *s)
 {
-    const uint64_t nb = (uint64_t)batches, nr = (uint64_t)rg->ranges;
+    const uint64_t nb = (uint64_t)batches;
+    s->exec = spa_ws_take(ws, 1, exec_bytes);
     int64_t **per_batch[5] = {&s->sq, &s->kv, &s->qs, &s->ks, &s->kf};
     for (int i = 0; i < 5; i++)
         *per_batch[i] = spa_ws_take(ws, nb, sizeof(int64_t));
+}
+
+void spa_dsa_grad_carve(spa_ws *ws, uint64_t exec_bytes, int64_t batches, const spa_dsa_ranges *rg,
+                        uint64_t scratch_bytes, spa_dsa_grad_slices *s)
+{
+    const uint64_t nr = (uint64_t)rg->ranges;
+    spa_dsa_grad_head(ws, exec_bytes, batches, s);
     s->lo = spa_ws_take(ws, nr, sizeof(int64_t));
     s->hi = spa_ws_take(ws, nr, sizeof(int64_t));
     s->offset = spa_ws_take(ws, nr, sizeof(uint64_t));

@@ -65,9 +65,10 @@ static inline unsigned char *spa_dsa_partial_of(const spa_dsa_partials *p, int64
     return p->base + p->offset[r] * p->rg.es;
 }
 
-/* Elements [c0, c0 + n) (n <= 128) of partial row `row` summed over the
+/* Elements [c0, c0 + n) (n <= SPA_DSA_SUM_MAX) of partial row `row` summed over the
  * ranges covering it, in range order, in the partials' element (f32 sums
  * held exactly in acc); row -1: zeros. */
+enum { SPA_DSA_SUM_MAX = 32 }; /* elements per sum: the callers' buffers are on the stack */
 void spa_dsa_partials_sum(const spa_dsa_partials *p, int64_t row, int64_t c0, int64_t n, double *acc);
 
 /* The partial row of the key's row `row` of page pg (spa_dsa_kv's view),
@@ -81,20 +82,24 @@ int64_t spa_dsa_partial_row(const spa_dsa_kv *kv, const int64_t *ks, const int64
  * rounded once to dtype. */
 void spa_dsa_store_run(int32_t dtype, void *base, int64_t stride, const double *acc, int64_t n);
 
-/* A grad's workspace: per batch S_b, L_b, its first token, its first key
- * row (TND) and its first partial row; per range its partial rows [lo,
- * hi) and its first element; a scratch per range; the partials. The
- * first four per-batch slices come first, their places independent of
- * the lengths (phase 2 copies the lengths there before it plans). */
+/* A grad's workspace: the copy of its executor's record that phase 2 runs
+ * from (off the stack: the Cortex-M limit is 4 KiB); per batch S_b, L_b,
+ * its first token, its first key row (TND) and its first partial row; per
+ * range its partial rows [lo, hi) and its first element; a scratch per
+ * range; the partials. The record and the per-batch slices come first,
+ * their places independent of the lengths (spa_dsa_grad_head: phase 2
+ * copies the lengths there before it plans). */
 typedef struct spa_dsa_grad_slices {
+    void *exec;
     int64_t *sq, *kv, *qs, *ks, *kf;
     int64_t *lo, *hi;
     uint64_t *offset;
     unsigned char *scratch, *partial;
 } spa_dsa_grad_slices;
 
-void spa_dsa_grad_carve(spa_ws *ws, int64_t batches, const spa_dsa_ranges *rg, uint64_t scratch_bytes,
-                        spa_dsa_grad_slices *s);
+void spa_dsa_grad_head(spa_ws *ws, uint64_t exec_bytes, int64_t batches, spa_dsa_grad_slices *s);
+void spa_dsa_grad_carve(spa_ws *ws, uint64_t exec_bytes, int64_t batches, const spa_dsa_ranges *rg,
+                        uint64_t scratch_bytes, spa_dsa_grad_slices *s);
 
 /* The per-batch firsts (qs, kf) from the copied lengths, the range table,
  * and the view of the partials. */

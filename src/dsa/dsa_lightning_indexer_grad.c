@@ -195,7 +195,7 @@ static void make_plan(const dslig_shape *sh, const spa_dsa_lens *l, dslig_plan *
 
 static void carve(spa_ws *ws, const dslig_plan *p, spa_dsa_grad_slices *s)
 {
-    spa_dsa_grad_carve(ws, p->sh.batches, &p->rg, p->lay.bytes, s);
+    spa_dsa_grad_carve(ws, sizeof(dslig_exec), p->sh.batches, &p->rg, p->lay.bytes, s);
 }
 
 static uint64_t planned_bytes(const dslig_plan *p)
@@ -441,7 +441,7 @@ static void run_reduce(void *arg, uint32_t task)
     const int64_t row1 = row0 + SPA_DSA_REDUCE_ROWS < sh->kv.page_size ? row0 + SPA_DSA_REDUCE_ROWS : sh->kv.page_size;
     const spa_tensor dkx = spa_dsa_kv_view(&r->e->dk);
     const size_t es = spa_dtype_size(sh->dtype);
-    enum { CHUNK = 128 };
+    enum { CHUNK = SPA_DSA_SUM_MAX };
     double acc[CHUNK];
     for (int64_t row = row0; row < row1; row++) {
         const int64_t prow = spa_dsa_partial_row(&sh->kv, r->s.ks, r->s.kv, r->s.kf, pg, row);
@@ -465,9 +465,10 @@ static void run_reduce(void *arg, uint32_t task)
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_executor *executor, dslig_exec *e,
+static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                           dslig_plan *p, spa_dsa_grad_slices *s, spa_dsa_partials *part)
 {
+    dslig_exec ex, *e = &ex;
     SPA_TRY(spa_exec_open(executor, e, sizeof *e, SPA_OP_DSA_LIGHTNING_INDEXER_GRAD));
     dslig_shape sh;
     SPA_TRY(check_args(e, &sh));
@@ -479,11 +480,9 @@ static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_ex
      * on them), then the plan from the copies */
     spa_ws ws;
     spa_ws_attach(&ws, workspace, e->head.ws_size);
-    const uint64_t nb = (uint64_t)sh.batches;
-    int64_t *sq = spa_ws_take(&ws, nb, sizeof(int64_t)), *kv = spa_ws_take(&ws, nb, sizeof(int64_t));
-    (void)spa_ws_take(&ws, nb, sizeof(int64_t));
-    int64_t *ks = spa_ws_take(&ws, nb, sizeof(int64_t));
+    spa_dsa_grad_head(&ws, sizeof *e, sh.batches, s);
     SPA_REQUIRE(!ws.overflow);
+    int64_t *sq = s->sq, *kv = s->kv, *ks = s->ks;
     int64_t lmax;
     SPA_TRY(spa_dsa_kv_check_seq(&sh.kv, e->has_sq ? &e->sq : NULL, e->has_skv ? &e->skv : NULL, sh.t, sq, kv, ks,
                                  &lmax));
@@ -493,6 +492,7 @@ static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_ex
     spa_ws_attach(&ws, workspace, e->head.ws_size);
     carve(&ws, p, s);
     SPA_REQUIRE(!ws.overflow && s->sq == sq && s->kv == kv && s->ks == ks);
+    memcpy(s->exec, e, sizeof *e); /* what phase 2 runs from, off the stack */
     SPA_TRY(check_indices(e, &p->sh, &l));
     spa_dsa_grad_tables(&l, &p->rg, s, part);
     return SPA_OK;
@@ -502,11 +502,10 @@ spa_status spa_dsa_lightning_indexer_grad_phase2(void *workspace, uint64_t works
                                                  const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
-    dslig_exec e;
     dslig_plan p;
     dslig_run r;
-    SPA_TRY(prepare(workspace, workspace_size, executor, &e, &p, &r.s, &r.part));
-    r.e = &e, r.p = &p;
+    SPA_TRY(prepare(workspace, workspace_size, executor, &p, &r.s, &r.part));
+    r.e = r.s.exec, r.p = &p;
     const int64_t reduce_tasks = spa_dsa_reduce_tasks(&p.sh.kv);
     for (r.n = 0; r.n < p.sh.n2; r.n++) {
         if (p.sh.t > 0)

@@ -133,13 +133,11 @@ static uint64_t round64(uint64_t x)
     return (x + 63u) / 64u * 64u;
 }
 
-static void make_plan(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int64_t *sq, const int64_t *kv,
-                      dssg_plan *p)
+/* The plan of p->sh (checked, set by the caller; every other field is
+ * set here, no copy of the shape on the stack). */
+static void make_plan(const dssg_exec *e, const int64_t *sq, const int64_t *kv, dssg_plan *p)
 {
-    const spa_dsa_sfa_shape shape = *sh; /* sh may be &p->sh */
-    memset(p, 0, sizeof *p);
-    p->sh = shape;
-    sh = &p->sh;
+    const spa_dsa_sfa_shape *sh = &p->sh;
     const bool f64 = is_f64(sh);
     p->es = f64 ? 8u : 4u;
     p->pk = f64 ? sh->dq : sh->dp, p->pv = f64 ? sh->dv : sh->dvp;
@@ -178,7 +176,7 @@ static void make_plan(const dssg_exec *e, const spa_dsa_sfa_shape *sh, const int
 
 static void carve(spa_ws *ws, const dssg_plan *p, spa_dsa_grad_slices *s)
 {
-    spa_dsa_grad_carve(ws, p->sh.batches, &p->rg, p->lay.bytes, s);
+    spa_dsa_grad_carve(ws, sizeof(dssg_exec), p->sh.batches, &p->rg, p->lay.bytes, s);
 }
 
 static uint64_t planned_bytes(const dssg_plan *p)
@@ -225,14 +223,13 @@ static spa_status phase1(const spa_tensor *query, const spa_tensor *query_rope, 
         e.dkr = *dkey_rope_out, e.has_dkr = 1;
     if (dvalue_out != NULL)
         e.dv = *dvalue_out, e.has_dv = 1;
-    spa_dsa_sfa_shape sh;
-    SPA_TRY(check_args(&e, &sh));
-    SPA_TRY(spa_dsa_sfa_check_seq(&e.in, &sh, NULL, NULL, NULL));
     dssg_plan p;
-    make_plan(&e, &sh, NULL, NULL, &p);
+    SPA_TRY(check_args(&e, &p.sh));
+    SPA_TRY(spa_dsa_sfa_check_seq(&e.in, &p.sh, NULL, NULL, NULL));
+    make_plan(&e, NULL, NULL, &p);
     e.head.ws_size = planned_bytes(&p);
     SPA_REQUIRE(e.head.ws_size > 0);
-    SPA_TRY(spa_dsa_sfa_check_indices(&e.in, &sh, NULL, NULL)); /* last: its cost grows with T * K */
+    SPA_TRY(spa_dsa_sfa_check_indices(&e.in, &p.sh, NULL, NULL)); /* last: its cost grows with T * K */
     *workspace_size = e.head.ws_size;
     spa_exec_seal(executor, &e, sizeof e, SPA_OP_DSA_SPARSE_ATTENTION_GRAD);
     return SPA_OK;
@@ -424,7 +421,7 @@ static void run_reduce(void *arg, uint32_t task)
     const spa_tensor dkx = spa_dsa_kv_view(&e->dk), dkrx = spa_dsa_kv_view(&e->dkr), dvx = spa_dsa_kv_view(&e->dv);
     const bool merge = !e->has_dv; /* value is key: dk[:Dv] += dv */
     const float scale = (float)e->in.scale;
-    enum { CHUNK = 128 };
+    enum { CHUNK = SPA_DSA_SUM_MAX };
     double acc[CHUNK], accv[CHUNK];
     for (int64_t row = row0; row < row1; row++) {
         const int64_t krow = spa_dsa_partial_row(&sh->kv, r->s.ks, r->s.kv, r->s.kf, pg, row);
@@ -487,12 +484,12 @@ static void run_reduce(void *arg, uint32_t task)
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_executor *executor, dssg_exec *e,
+static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_executor *executor,
                           dssg_plan *p, spa_dsa_grad_slices *s, spa_dsa_partials *part)
 {
+    dssg_exec ex, *e = &ex;
     SPA_TRY(spa_exec_open(executor, e, sizeof *e, SPA_OP_DSA_SPARSE_ATTENTION_GRAD));
-    spa_dsa_sfa_shape sh;
-    SPA_TRY(check_args(e, &sh));
+    SPA_TRY(check_args(e, &p->sh));
     SPA_TRY(spa_ws_check_args(workspace, workspace_size, e->head.ws_size));
     const spa_tensor *tensors[] = {&e->in.q, &e->in.k, &e->in.v, &e->in.idx, &e->in.o,
                                    e->in.has_rope ? &e->in.qr : NULL, e->in.has_rope ? &e->in.kr : NULL,
@@ -504,17 +501,16 @@ static spa_status prepare(void *workspace, uint64_t workspace_size, const spa_ex
      * on them), then the plan from the copies */
     spa_ws ws;
     spa_ws_attach(&ws, workspace, e->head.ws_size);
-    const uint64_t nb = (uint64_t)sh.batches;
-    int64_t *sq = spa_ws_take(&ws, nb, sizeof(int64_t)), *kv = spa_ws_take(&ws, nb, sizeof(int64_t));
-    (void)spa_ws_take(&ws, nb, sizeof(int64_t));
-    int64_t *ks = spa_ws_take(&ws, nb, sizeof(int64_t));
+    spa_dsa_grad_head(&ws, sizeof *e, p->sh.batches, s);
     SPA_REQUIRE(!ws.overflow);
-    SPA_TRY(spa_dsa_sfa_check_seq(&e->in, &sh, sq, kv, ks));
-    make_plan(e, &sh, sq, kv, p);
+    int64_t *sq = s->sq, *kv = s->kv, *ks = s->ks;
+    SPA_TRY(spa_dsa_sfa_check_seq(&e->in, &p->sh, sq, kv, ks));
+    make_plan(e, sq, kv, p);
     SPA_REQUIRE(planned_bytes(p) == e->head.ws_size);
     spa_ws_attach(&ws, workspace, e->head.ws_size);
     carve(&ws, p, s);
     SPA_REQUIRE(!ws.overflow && s->sq == sq && s->kv == kv && s->ks == ks);
+    memcpy(s->exec, e, sizeof *e); /* what phase 2 runs from, off the stack */
     SPA_TRY(spa_dsa_sfa_check_indices(&e->in, &p->sh, s->sq, s->kv));
     const spa_dsa_lens l = lens_of(e, &p->sh, s->sq, s->kv);
     spa_dsa_grad_tables(&l, &p->rg, s, part);
@@ -525,11 +521,10 @@ spa_status spa_dsa_sparse_attention_grad_phase2(void *workspace, uint64_t worksp
                                                 const spa_executor *executor, const spa_runner *runner)
 {
     const spa_runner rn = spa_runner_copy(runner);
-    dssg_exec e;
     dssg_plan p;
     dssg_run r;
-    SPA_TRY(prepare(workspace, workspace_size, executor, &e, &p, &r.s, &r.part));
-    r.e = &e, r.p = &p;
+    SPA_TRY(prepare(workspace, workspace_size, executor, &p, &r.s, &r.part));
+    r.e = r.s.exec, r.p = &p;
     const spa_dsa_sfa_shape *sh = &p.sh;
     const int64_t reduce_tasks = spa_dsa_reduce_tasks(&sh->kv);
     for (r.n = 0; r.n < sh->n2; r.n++) {
