@@ -221,7 +221,8 @@ static const char *shape_rule(const sfag_args *a)
         return "value (.., 1, 512) and keyRope (.., 1, 64) of the key's leading dims";
     if (!stat_shape_ok(&a->mx, &a->q, a->tnd) || !stat_shape_ok(&a->sm, &a->q, a->tnd))
         return "softmaxMax and softmaxSum (B, N2, S1, N1 / N2) / (N2, T1, N1 / N2)";
-    if (!spa_acl_dims_lead(&a->dq, &a->q, r) || !spa_acl_dims_lead(&a->dk, &a->k, r) || (!a->merge && !spa_acl_dims_lead(&a->dv, &a->v, r)) ||
+    if (!spa_acl_dims_lead(&a->dq, &a->q, r) || !spa_acl_dims_lead(&a->dk, &a->k, r) ||
+        (!a->merge && !spa_acl_dims_lead(&a->dv, &a->v, r)) ||
         (a->rope && (!spa_acl_dims_lead(&a->dqr, &a->qr, r) || !spa_acl_dims_lead(&a->dkr, &a->kr, r))))
         return "each gradient of its input's shape";
     return NULL;

@@ -7,7 +7,7 @@
 #include "nsa_cache_rows.h"
 
 #define DSA_TARGET_RANGES 16
-#define DSA_WORK_PER_BYTE 64.0
+#define DSA_WORK_PER_BYTE 64.0f
 #ifndef SPA_DSA_PARTIAL_BYTES
 #define SPA_DSA_PARTIAL_BYTES (512ull << 20)
 #endif
@@ -28,15 +28,15 @@ static void range_rows(const spa_dsa_lens *l, int64_t t0, int64_t t1, int64_t *l
     }
 }
 
-void spa_dsa_ranges_plan(const spa_dsa_lens *l, double work, int64_t pitch, uint64_t es, spa_dsa_ranges *rg)
+void spa_dsa_ranges_plan(const spa_dsa_lens *l, float work, int64_t pitch, uint64_t es, spa_dsa_ranges *rg)
 {
     rg->pitch = pitch, rg->es = es;
     int64_t ranges = l->t < DSA_TARGET_RANGES ? (l->t > 0 ? l->t : 1) : DSA_TARGET_RANGES;
-    double keys = 0.0;
+    float keys = 0.0f;
     for (int64_t b = 0; b < l->batches; b++)
-        keys += (double)spa_dsa_lens_kv(l, b);
-    const double by_work = work / (DSA_WORK_PER_BYTE * keys * (double)pitch * (double)es + 1.0);
-    ranges = by_work < (double)ranges ? (by_work > 1.0 ? (int64_t)by_work : 1) : ranges;
+        keys += (float)spa_dsa_lens_kv(l, b);
+    const float by_work = work / (DSA_WORK_PER_BYTE * keys * (float)pitch * (float)es + 1.0f);
+    ranges = by_work < (float)ranges ? (by_work > 1.0f ? (int64_t)by_work : 1) : ranges;
     for (;; ranges--) {
         rg->ranges = ranges;
         rg->per_range = l->t > 0 ? (l->t + ranges - 1) / ranges : 1;

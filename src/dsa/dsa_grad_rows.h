@@ -43,9 +43,10 @@ typedef struct spa_dsa_ranges {
 
 /* Up to 16 ranges (at most T), fewer where a range's partial (zeroed,
  * then read by the reduction) would cost more than a 64th of the work
- * (multiply-adds of one key head), and while the partials of one key head
+ * (multiply-adds of one key head; in float, whose conversions every
+ * target has without a runtime helper), and while the partials of one key head
  * would pass SPA_DSA_PARTIAL_BYTES (unless one range alone needs more). */
-void spa_dsa_ranges_plan(const spa_dsa_lens *l, double work, int64_t pitch, uint64_t es, spa_dsa_ranges *rg);
+void spa_dsa_ranges_plan(const spa_dsa_lens *l, float work, int64_t pitch, uint64_t es, spa_dsa_ranges *rg);
 
 /* Each range's partial rows [lo, hi) and first element. */
 void spa_dsa_ranges_table(const spa_dsa_lens *l, const spa_dsa_ranges *rg, int64_t *lo, int64_t *hi,

@@ -173,7 +173,7 @@ static void make_plan(const dslig_shape *sh, const spa_dsa_lens *l, dslig_plan *
     p->sh = shape;
     sh = &p->sh;
     const bool f64 = is_f64(sh);
-    const double work = 3.0 * (double)sh->t * (double)sh->g * (double)sh->kc * (double)sh->dp;
+    const float work = 3.0f * (float)sh->t * (float)sh->g * (float)sh->kc * (float)sh->dp;
     spa_dsa_ranges_plan(l, work, f64 ? sh->d : sh->dp, f64 ? 8u : 4u, &p->rg);
     /* dims bounded (dp <= 768, chunks * gp <= 256): no overflow */
     dslig_layout *y = &p->lay;

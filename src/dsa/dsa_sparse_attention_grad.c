@@ -143,8 +143,8 @@ static void make_plan(const dssg_exec *e, const int64_t *sq, const int64_t *kv, 
     p->pk = f64 ? sh->dq : sh->dp, p->pv = f64 ? sh->dv : sh->dvp;
     p->vb = spa_dsa_sfa_vblocks(sh, sh->kc);
     const spa_dsa_lens l = lens_of(e, sh, sq, kv);
-    const double work = (double)sh->t * (double)sh->g * (double)sh->kc * (double)sh->sbs *
-                        (double)(3 * sh->dp + 2 * sh->dvp);
+    const float work = (float)sh->t * (float)sh->g * (float)sh->kc * (float)sh->sbs *
+                       (float)(3 * sh->dp + 2 * sh->dvp);
     spa_dsa_ranges_plan(&l, work, p->pk + p->pv, p->es, &p->rg);
     /* the range's scratch; dims bounded (dp, dvp <= 768, G <= 128, rows
      * <= 2^20 + 16): no overflow */
