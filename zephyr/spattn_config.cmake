@@ -13,10 +13,11 @@ set(SPATTN_OPS_NSA_TRAINING nsa_compress nsa_compress_attention nsa_select swa)
 set(SPATTN_OPS_NSA_TRAINING_GRAD nsa_compress_grad nsa_compress_attention_grad nsa_select_grad swa_grad)
 set(SPATTN_OPS_NSA_INFERENCE nsa_select_infer nsa_compress_attention_infer nsa_compress_with_cache)
 set(SPATTN_OPS_DSA dsa_lightning_indexer dsa_sparse_attention)
+set(SPATTN_OPS_DSA_GRAD dsa_sparse_attention_grad dsa_lightning_indexer_grad)
 set(SPATTN_ALL_OPS msda msda_grad nsa_compress nsa_compress_grad nsa_compress_attention
   nsa_compress_attention_grad nsa_select nsa_select_grad swa swa_grad nsa_select_infer
   nsa_compress_attention_infer nsa_compress_with_cache dsa_lightning_indexer
-  dsa_sparse_attention)
+  dsa_sparse_attention dsa_sparse_attention_grad dsa_lightning_indexer_grad)
 
 # spattn_make_args(<prefix>): sets <prefix>_TARGET, <prefix>_OPS,
 # <prefix>_DTYPES (space-separated, as make takes them) and
@@ -83,6 +84,9 @@ function(spattn_make_args prefix)
   endif()
   if(CONFIG_SPATTN_DSA)
     list(APPEND wanted ${SPATTN_OPS_DSA})
+    if(CONFIG_SPATTN_GRADIENTS)
+      list(APPEND wanted ${SPATTN_OPS_DSA_GRAD})
+    endif()
   endif()
   if(NOT wanted)
     # OPS= with nothing would build an archive of stubs only.

@@ -87,6 +87,9 @@ mapping "m7 hard-float, NSA training without gradients" \
 mapping "m7 hard-float, NSA training with gradients, bf16" \
     "TARGET=cortex-m7 | OPS=nsa_compress nsa_compress_grad nsa_compress_attention nsa_compress_attention_grad nsa_select nsa_select_grad swa swa_grad | DTYPES=f32 bf16 | REASONS=1" \
     $m7 $hard CONFIG_SPATTN_NSA_TRAINING=y CONFIG_SPATTN_GRADIENTS=y CONFIG_SPATTN_BFLOAT16=y CONFIG_SPATTN_REASONS=y
+mapping "m55 hard-float, DSA with gradients, bf16" \
+    "TARGET=cortex-m55 | OPS=dsa_lightning_indexer dsa_sparse_attention dsa_sparse_attention_grad dsa_lightning_indexer_grad | DTYPES=f32 bf16 | REASONS=0" \
+    $m55 $hard CONFIG_SPATTN_DSA=y CONFIG_SPATTN_GRADIENTS=y CONFIG_SPATTN_BFLOAT16=y
 mapping "gradients with NSA inference only: no backward ops" \
     "TARGET=cortex-m55 | OPS=nsa_select_infer nsa_compress_attention_infer nsa_compress_with_cache | DTYPES=f32 | REASONS=0" \
     $m55 $hard CONFIG_SPATTN_NSA_INFERENCE=y CONFIG_SPATTN_GRADIENTS=y
