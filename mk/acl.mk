@@ -39,7 +39,7 @@ $(ACL_OPS_H): $(LIB) tools/acl_ops.sh
 	@mkdir -p $(@D)
 	NM=$(NM) tools/acl_ops.sh $(LIB) > $@.tmp && mv $@.tmp $@
 
-ACL_TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(foreach f,$(TEST_SRC),$(if $(filter test_acl.c test_acl_ops.c test_acl_infer.c test_acl_dsa.c test_acl_dsa_sfa.c test_acl_dsa_sfa_grad.c,$(notdir $(f))),$(f))))
+ACL_TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(foreach f,$(TEST_SRC),$(if $(filter test_acl.c test_acl_ops.c test_acl_infer.c test_acl_dsa.c test_acl_dsa_sfa.c test_acl_dsa_sfa_grad.c test_acl_dsa_li_grad.c acl_util.c,$(notdir $(f))),$(f))))
 $(ACL_TEST_OBJ): $(ACL_OPS_H) $(ACL_HDR)
 $(ACL_TEST_OBJ): CFLAGS_TEST += -I$(B)/acl $(if $(ACL_LIB),-DSPA_HAVE_ACL=1)
 

@@ -26,3 +26,4 @@ echo "#define SPA_HAVE_NSA_COMPRESS_WITH_CACHE $(has spa_nsa_compress_with_cache
 echo "#define SPA_HAVE_DSA_LIGHTNING_INDEXER $(has spa_dsa_lightning_indexer spa_dsa_lightning_indexer_get_workspace_size)"
 echo "#define SPA_HAVE_DSA_SPARSE_ATTENTION $(has spa_dsa_sparse_attention spa_dsa_sparse_attention_get_workspace_size)"
 echo "#define SPA_HAVE_DSA_SPARSE_ATTENTION_GRAD $(has spa_dsa_sparse_attention_grad spa_dsa_sparse_attention_grad_get_workspace_size)"
+echo "#define SPA_HAVE_DSA_LIGHTNING_INDEXER_GRAD $(has spa_dsa_lightning_indexer_grad spa_dsa_lightning_indexer_grad_get_workspace_size)"

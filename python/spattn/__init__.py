@@ -40,5 +40,6 @@ __all__ += ["parallel_nsa", "nsa_compress_attention", "sliding_window_attention"
 
 # DeepSeek sparse attention
 from .dsa import npu_lightning_indexer, npu_sparse_flash_attention  # noqa: E402
+from .dsa_layer import dsa_attention  # noqa: E402
 
-__all__ += ["npu_lightning_indexer", "npu_sparse_flash_attention"]
+__all__ += ["npu_lightning_indexer", "npu_sparse_flash_attention", "dsa_attention"]

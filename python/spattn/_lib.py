@@ -322,6 +322,9 @@ nsa_cattn_infer_ws = _declare_optional(
 dsa_li_ws = _declare_optional(
     "spa_dsa_lightning_indexer_get_workspace_size", _ST,
     [_T, _T, _T, _T, _A, _A, _I64, _I64, _T, _T] + _WS)
+dsa_li_grad_ws = _declare_optional(
+    "spa_dsa_lightning_indexer_grad_get_workspace_size", _ST,
+    [_T, _T, _T, _T, _T, _A, _A, _I64, _T, _T, _T] + _WS)
 dsa_sfa_ws = _declare_optional(
     "spa_dsa_sparse_attention_get_workspace_size", _ST,
     [_T, _T, _T, _T, _T, _T, _T, _A, _A, ctypes.c_double, _I64, _I64, _T, _T, _T] + _WS)

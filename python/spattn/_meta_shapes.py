@@ -112,6 +112,13 @@ def _lightning_indexer(query, key, weights, sq=None, skv=None, table=None, layou
             _empty(shape if return_value else (0,), query.dtype))
 
 
+@L.meta("npu_lightning_indexer_backward")
+def _lightning_indexer_backward(grad_values, query, key, weights, sparse_indices, sq=None, skv=None,
+                                table=None, layout_query="BSND", layout_key="BSND", sparse_mode=3):
+    dk = _empty((0,), query.dtype) if layout_key == "PA_BSND" else _likes(key)[0]  # pages: none
+    return _likes(query)[0], dk, _likes(weights)[0]
+
+
 @L.meta("npu_sparse_flash_attention")
 def _sparse_flash_attention(query, key, value, sparse_indices, scale_value, table=None, sq=None,
                             skv=None, query_rope=None, key_rope=None, sparse_block_size=1,

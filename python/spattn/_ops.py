@@ -877,8 +877,11 @@ def _dsa_unpack(x, lead, rows, fill):
 # any N1, N2, D up to 768, sparse_count up to 65536, float16 / bfloat16 /
 # float32 / float64, weights float32 or the query's dtype. Returns
 # (sparse_indices int32, sparse_values in the query's dtype, or an empty
-# tensor without return_value). No gradient (indices; the indexer's own
-# backward, LightningIndexerGrad, is not built yet).
+# tensor without return_value). Differentiable through sparse_values (the
+# scores at the selected keys) in query, key and weights
+# (LightningIndexerGrad, the backward operator npu_lightning_indexer_backward
+# after the SFA section); the indices have none. A paged key has gradients
+# for the query and weights only.
 
 L.define("npu_lightning_indexer(Tensor query, Tensor key, Tensor weights, *, "
         "Tensor? actual_seq_lengths_query=None, Tensor? actual_seq_lengths_key=None, "
@@ -918,9 +921,6 @@ def _lightning_indexer_cpu(query, key, weights, actual_seq_lengths_query=None,
     return idx, val
 
 
-L.not_differentiable("npu_lightning_indexer",
-                     "the lightning indexer's backward (LightningIndexerGrad) is not built yet; "
-                     "run it under torch.no_grad() or on detached tensors")
 
 
 # ---- DeepSeek sparse attention: sparse MLA (SparseFlashAttention) ----
@@ -1280,3 +1280,113 @@ _SFA_KEYWORDS = tuple(a.name for a in L.op("npu_sparse_flash_attention").default
                       if a.kwarg_only)
 L.register("npu_sparse_flash_attention", _sparse_flash_attention_autograd, "Autograd")
 L.not_differentiable("npu_sparse_flash_attention_backward")
+
+
+# ---- the lightning indexer's backward (LightningIndexerGrad) ----
+# The forward's arguments (no sparse_count / return_value: K is
+# sparse_indices' last dim), its sparse_indices (int32 or int64, -1 skipped;
+# any other entry must be a key the query sees) and grad_values, the
+# gradient of sparse_values (the query's dtype or float32). Returns (dquery,
+# dkey, dweights) in the layouts and dtypes of their inputs; BSND padding
+# rows of dquery / dweights are 0, key rows no index selects 0. A PA_BSND
+# key: its pages are gathered into a BSND copy for the native grad (which
+# takes no block table), and dkey is empty (the pages get no gradient).
+
+L.define("npu_lightning_indexer_backward(Tensor grad_values, Tensor query, Tensor key, "
+        "Tensor weights, Tensor sparse_indices, *, Tensor? actual_seq_lengths_query=None, "
+        "Tensor? actual_seq_lengths_key=None, Tensor? block_table=None, "
+        "str layout_query=\"BSND\", str layout_key=\"BSND\", int sparse_mode=3) "
+        "-> (Tensor dquery, Tensor dkey, Tensor dweights)")
+
+
+@L.cpu("npu_lightning_indexer_backward")
+def _lightning_indexer_backward_cpu(grad_values, query, key, weights, sparse_indices,
+                                    actual_seq_lengths_query=None, actual_seq_lengths_key=None,
+                                    block_table=None, layout_query="BSND", layout_key="BSND",
+                                    sparse_mode=3):
+    require(_lib.dsa_li_grad_ws, "spa_dsa_lightning_indexer_grad")
+    _dsa_layouts(layout_query, layout_key, "layout_key", _NO_WINDOW, _NO_WINDOW)
+    q_rank = 4 if layout_query == "BSND" else 3
+    _lib.check_tensor("query", query, q_rank)
+    _lib.check_tensor("key", key, 3 if layout_key == "TND" else 4)
+    _lib.check_tensor("weights", weights, q_rank - 1)
+    _lib.check_tensor("grad_values", grad_values, q_rank)
+    _lib.check_tensor("sparse_indices", sparse_indices, q_rank, (torch.int32, torch.int64))
+    counts, rows, lead = _dsa_queries(query, layout_query, actual_seq_lengths_query)
+    skv = _dsa_key_lengths(layout_key, "layout_key", key, block_table, actual_seq_lengths_key,
+                           "actual_seq_lengths_key", len(counts))
+    q = _dsa_pack("query", query, lead, rows)
+    w = _dsa_pack("weights", weights, lead, rows)
+    idx = _dsa_pack("sparse_indices", sparse_indices, lead, rows)
+    dy = _dsa_pack("grad_values", grad_values, lead, rows)
+    k = key
+    paged = layout_key == "PA_BSND"
+    if paged:  # the native grad takes no block table: the batches' rows as a BSND copy
+        page, row = _sfa_gather_pages(block_table, skv, key.shape[1], key.shape[0])
+        k = key[page, row]
+    dq = _lib.new_output(q.shape, query.dtype)
+    dk = _lib.new_output(k.shape, query.dtype)
+    dw = _lib.new_output(w.shape, weights.dtype)
+    sq, keep_q = _lib.int_array(counts)
+    kv, keep_kv = (_lib.int_array(skv) if skv is not None else (None, None))
+    d = _lib.describe
+    _lib.call("spa_dsa_lightning_indexer_grad", _lib.dsa_li_grad_ws,
+              (d(q), d(k), d(w), d(idx), d(dy), sq, kv, sparse_mode, d(dq), d(dk), d(dw)))
+    dq = _dsa_unpack(dq, lead, rows, 0.0)  # a padding row has no gradient: 0
+    dw = _dsa_unpack(dw, lead, rows, 0.0)
+    return dq, (query.new_empty((0,)) if paged else dk), dw
+
+
+class LightningIndexerAutograd(torch.autograd.Function):
+    """apply(*the operator's arguments) with return_value=True: sparse_values
+    is differentiable, sparse_indices (saved for the grad) is not."""
+
+    @staticmethod
+    def forward(ctx, query, key, weights, sq, skv, block_table, layout_query, layout_key,
+                sparse_count, sparse_mode, pre_tokens, next_tokens, return_value):
+        idx, val = L.below_autograd(
+            L.op("npu_lightning_indexer"), query, key, weights, actual_seq_lengths_query=sq,
+            actual_seq_lengths_key=skv, block_table=block_table, layout_query=layout_query,
+            layout_key=layout_key, sparse_count=sparse_count, sparse_mode=sparse_mode,
+            pre_tokens=pre_tokens, next_tokens=next_tokens, return_value=return_value)
+        ctx.save_for_backward(query, key, weights, idx, sq, skv, block_table)
+        ctx.args = (layout_query, layout_key, sparse_mode)
+        ctx.mark_non_differentiable(idx)
+        return idx, val
+
+    @staticmethod
+    @first_order_only
+    def backward(ctx, _grad_idx, grad_values):
+        query, key, weights, idx, sq, skv, table = ctx.saved_tensors
+        layout_query, layout_key, mode = ctx.args
+        dq, dk, dw = L.below_autograd(
+            L.op("npu_lightning_indexer_backward"), grad_values, query, key, weights, idx,
+            actual_seq_lengths_query=sq, actual_seq_lengths_key=skv, block_table=table,
+            layout_query=layout_query, layout_key=layout_key, sparse_mode=mode)
+        return L.needed((dq, dk, dw) + (None,) * 10, ctx.needs_input_grad)
+
+
+def _lightning_indexer_autograd(*args):
+    """The operator's autograd kernel (args in the schema's order): a graph
+    is recorded only under grad mode with return_value=True (sparse_values,
+    the one output with a gradient) and an input that requires a gradient;
+    the key's pages (PA_BSND) have none, said before anything runs."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    graph = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    dual = (forward_ad._current_level >= 0
+            and any(forward_ad.unpack_dual(t).tangent is not None for t in tensors))
+    if not args[12] or (not graph and not dual):  # no values (indices only), or no derivative asked
+        return L.below_autograd(L.op("npu_lightning_indexer"), *args[:3],
+                                **dict(zip(_LI_KEYWORDS, args[3:])))
+    if graph and args[7] == "PA_BSND" and isinstance(args[1], torch.Tensor) and args[1].requires_grad:
+        raise ValueError(
+            "spattn: npu_lightning_indexer: key cannot have a gradient with layout_key=\"PA_BSND\" "
+            "(a paged cache): the gradient needs a BSND or TND key; detach key for the gradients "
+            "of query and weights alone")
+    return LightningIndexerAutograd.apply(*args)
+
+
+_LI_KEYWORDS = tuple(a.name for a in L.op("npu_lightning_indexer").default._schema.arguments
+                     if a.kwarg_only)
+L.register("npu_lightning_indexer", _lightning_indexer_autograd, "Autograd")
+L.not_differentiable("npu_lightning_indexer_backward")

@@ -160,6 +160,7 @@ _SYMBOLICS = {
     "nsa_compress_attention_backward": _refusal("nsa_compress_attention_backward"),
     "sliding_window_attention_backward": _refusal("sliding_window_attention_backward"),
     "npu_sparse_flash_attention_backward": _refusal("npu_sparse_flash_attention_backward"),
+    "npu_lightning_indexer_backward": _refusal("npu_lightning_indexer_backward"),
 }
 
 

@@ -32,7 +32,18 @@ def npu_lightning_indexer(query, key, weights, *, actual_seq_lengths_query=None,
     sparse_count up to 65536, float16 / bfloat16 / float32 / float64.
     Returns (sparse_indices int32 [B, S1, N2, K] / [T1, N2, K], sparse_values
     of the same shape in the query's dtype with return_value, else an empty
-    tensor). Not differentiable."""
+    tensor).
+
+    Differentiable (first derivatives; a second one is refused) through
+    sparse_values in query, key and weights, through the library's
+    LightningIndexerGrad: sparse_values[j] = I[sparse_indices[j]] is a
+    function of the inputs at the selected keys (the selection itself, and
+    so sparse_indices, has no gradient; -1 slots and BSND padding rows take
+    no gradient, whatever their entries of the incoming gradient hold).
+    ReLU'(s) is taken as [s > 0]. Without return_value there is nothing to
+    differentiate and no graph is recorded. A PA_BSND key has no gradient:
+    key requiring one is refused (ValueError); the gradients of query and
+    weights alone are computed (from a BSND copy of the pages)."""
     return torch.ops.spattn.npu_lightning_indexer(
         query, key, weights, actual_seq_lengths_query=actual_seq_lengths_query,
         actual_seq_lengths_key=actual_seq_lengths_key, block_table=block_table,

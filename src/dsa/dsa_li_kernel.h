@@ -34,7 +34,8 @@ typedef struct spa_dsli_grad_args {
     float *dw;       /* [chunks][gp]: dweights accumulators (added to) */
 } spa_dsli_grad_args;
 
-/* k [rows][dp] (rows a multiple of 16, at most SPA_DSLI_GRAD_TK), dy
+/* k [rows][dp] (rows a multiple of 16, within the tile's buffer: see
+ * tile_rows in src/dsa/dsa_lightning_indexer_grad.c), dy
  * [valid], s a scratch of rows * gp floats; dk [rows][dp] added to. */
 typedef void spa_dsli_grad_kernel(const spa_dsli_grad_args *a, const float *k, const float *dy, int64_t rows,
                                   int64_t valid, float *s, float *dk);

@@ -3,7 +3,9 @@
  *
  * A unit is one (query token, key head) with all G heads of the group. It
  * widens its heads (transposed and as rows) and weights, then walks its
- * slots in order, SPA_DSLI_GRAD_TK at a time: the keys they select are
+ * slots in order, a tile at a time (tile_rows: the generated tile's
+ * buffer, SPA_DSLI_GRAD_TK rows of the widest head dim, holds more rows of
+ * a narrower one: 80 of DeepSeek's D 128): the keys they select are
  * gathered as f32 rows with the gradient of their score, and the
  * generated kernel (templates/dsa/dsa_lightning_indexer_grad.c.m4) adds
  * their terms to dq and dweights (kept per unit) and writes their dk rows,
@@ -161,6 +163,15 @@ static spa_status check_indices(const dslig_exec *e, const dslig_shape *sh, cons
     return SPA_OK;
 }
 
+/* Key rows per kernel call: the rows whose key and dk rows of dp floats
+ * and 32 score lanes fit the buffer of SPA_DSLI_GRAD_TK rows of the widest
+ * head dim (768; gen/tiles/dsa_lightning_indexer_grad.m4), a multiple of
+ * 16. */
+static int64_t tile_rows(const dslig_shape *sh)
+{
+    return SPA_DSLI_GRAD_TK * (2 * 768 + 32) / (2 * sh->dp + 32) / 16 * 16;
+}
+
 static uint64_t round64(uint64_t x)
 {
     return (x + 63u) / 64u * 64u;
@@ -185,7 +196,7 @@ static void make_plan(const dslig_shape *sh, const spa_dsa_lens *l, dslig_plan *
         y->dkr = y->kr + round64(8u * dp), y->bytes = y->dkr + round64(8u * dp);
         return;
     }
-    const uint64_t lanes = (uint64_t)(sh->chunks * sh->gp), tk = SPA_DSLI_GRAD_TK;
+    const uint64_t lanes = (uint64_t)(sh->chunks * sh->gp), tk = (uint64_t)tile_rows(sh);
     y->qt = 0, y->dqt = round64(4u * lanes * dp), y->qn = y->dqt + y->dqt;
     y->w = y->qn + y->dqt, y->dw = y->w + round64(4u * lanes), y->kr = y->dw + round64(4u * lanes);
     y->dkr = y->kr + round64(4u * tk * dp), y->dy = y->dkr + round64(4u * tk * dp);
@@ -301,7 +312,7 @@ static void unit_f32(const dslig_run *r, int64_t t, unsigned char *scratch, unsi
     const dslig_plan *p = r->p;
     const dslig_shape *sh = &p->sh;
     const dslig_layout *y = &p->lay;
-    const int64_t dp = sh->dp, gp = sh->gp, tk = SPA_DSLI_GRAD_TK;
+    const int64_t dp = sh->dp, gp = sh->gp, tk = tile_rows(sh);
     float *qt = (float *)(void *)(scratch + y->qt), *dqt = (float *)(void *)(scratch + y->dqt);
     float *qn = (float *)(void *)(scratch + y->qn), *w = (float *)(void *)(scratch + y->w);
     float *dw = (float *)(void *)(scratch + y->dw), *kr = (float *)(void *)(scratch + y->kr);

@@ -20,19 +20,10 @@ void suite_acl_dsa(void)
 #include "aclnnop/aclnn_lightning_indexer.h"
 #include "spa_acl_ops.h"
 #include "spattn/dsa.h"
+#include "acl_util.h"
 #include "util.h"
 
 #if SPA_HAVE_DSA_LIGHTNING_INDEXER
-
-static aclTensor *acl_of(const spa_tensor *t)
-{
-    int64_t last = 0;
-    for (int32_t k = 0; k < t->rank; k++)
-        last += (t->dims[k] - 1) * t->strides[k];
-    int64_t storage = last + 1;
-    return aclCreateTensor(t->dims, (uint64_t)t->rank, (aclDataType)t->dtype, t->strides, 0, ACL_FORMAT_ND,
-                           &storage, 1, t->data);
-}
 
 enum { LI_D = 128 };
 

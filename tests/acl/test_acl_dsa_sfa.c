@@ -21,25 +21,14 @@ void suite_acl_dsa_sfa(void)
 #include "aclnnop/aclnn_sparse_flash_attention.h"
 #include "spa_acl_ops.h"
 #include "spattn/dsa.h"
+#include "acl_util.h"
 #include "util.h"
 
 #if SPA_HAVE_DSA_SPARSE_ATTENTION
 
-enum { SFA_D = 512, SFA_DR = 64, SFA_MAX_B = 2, SFA_ALTS = 4, SFA_MADE = 20 };
+enum { SFA_D = 512, SFA_DR = 64, SFA_MAX_B = 2 };
 
 static const double sfa_scale = 0.041666666666666664; /* 1 / sqrt(576), CANN's example */
-
-static aclTensor *acl_of(const spa_tensor *t)
-{
-    int64_t last = 0, storage = 1;
-    for (int32_t k = 0; k < t->rank; k++) {
-        last += (t->dims[k] - 1) * t->strides[k];
-        storage = t->dims[k] == 0 ? 0 : storage;
-    }
-    storage = storage == 0 ? 0 : last + 1;
-    return aclCreateTensor(t->dims, (uint64_t)t->rank, (aclDataType)t->dtype, t->strides, 0, ACL_FORMAT_ND,
-                           &storage, 1, t->data);
-}
 
 /* A problem in CANN's layouts: query BSND [B, S1, N1, 512] or TND
  * [B * S1, N1, 512]; kv PA_BSND (pages of `page` rows in reverse order,
@@ -165,28 +154,18 @@ typedef struct sfa_call {
     char *lay_q, *lay_k;
     uint64_t size, *ws;
     aclOpExecutor *ex, **exp;
-    aclTensor *made[SFA_MADE];
-    int nmade;
-    ttensor alts[SFA_ALTS];
-    int nalts;
+    acl_arena ar;
 } sfa_call;
-
-static const aclTensor *made(sfa_call *a, aclTensor *t)
-{
-    if (a->nmade < SFA_MADE)
-        a->made[a->nmade++] = t;
-    return t;
-}
 
 static void call_of(sfa_case *c, sfa_call *a)
 {
     memset(a, 0, sizeof *a);
-    a->q = made(a, acl_of(&c->q.t)), a->k = made(a, acl_of(&c->k.t));
-    a->v = c->absorb ? made(a, acl_of(&c->k.t)) : made(a, acl_of(&c->v.t));
-    a->idx = made(a, acl_of(&c->idx.t)), a->lq = made(a, acl_of(&c->lq.t)), a->lk = made(a, acl_of(&c->lk.t));
-    a->qr = made(a, acl_of(&c->qr.t)), a->kr = made(a, acl_of(&c->kr.t)), a->o = made(a, acl_of(&c->o.t));
-    a->mx = made(a, acl_of(&c->mx.t)), a->sm = made(a, acl_of(&c->sm.t));
-    a->table = is_pa(c->lay_k) ? made(a, acl_of(&c->table.t)) : NULL;
+    a->q = arena_of(&a->ar, &c->q.t), a->k = arena_of(&a->ar, &c->k.t);
+    a->v = c->absorb ? arena_of(&a->ar, &c->k.t) : arena_of(&a->ar, &c->v.t);
+    a->idx = arena_of(&a->ar, &c->idx.t), a->lq = arena_of(&a->ar, &c->lq.t), a->lk = arena_of(&a->ar, &c->lk.t);
+    a->qr = arena_of(&a->ar, &c->qr.t), a->kr = arena_of(&a->ar, &c->kr.t), a->o = arena_of(&a->ar, &c->o.t);
+    a->mx = arena_of(&a->ar, &c->mx.t), a->sm = arena_of(&a->ar, &c->sm.t);
+    a->table = is_pa(c->lay_k) ? arena_of(&a->ar, &c->table.t) : NULL;
     if (c->no_lens)
         a->lq = a->lk = NULL;
     a->sbs = c->sbs, a->mode = c->mode, a->pre = a->next = INT64_MAX, a->attention_mode = 2, a->lse = c->lse;
@@ -195,34 +174,9 @@ static void call_of(sfa_case *c, sfa_call *a)
     a->ws = &a->size, a->exp = &a->ex;
 }
 
-static void call_free(sfa_call *a)
+static aclnnStatus phase1(void *arg)
 {
-    for (int i = 0; i < a->nmade; i++)
-        aclDestroyTensor(a->made[i]);
-    for (int i = 0; i < a->nalts; i++)
-        tt_free(&a->alts[i]);
-}
-
-/* A tensor like `like` but of dtype dt and, unless axis is -1, dim axis of
- * `size`: random floats, zero integers. */
-static const aclTensor *alt(sfa_call *a, const ttensor *like, spa_dtype dt, int32_t axis, int64_t size)
-{
-    ttensor *t = &a->alts[a->nalts++];
-    int64_t dims[SPA_MAX_RANK];
-    memcpy(dims, like->t.dims, sizeof dims);
-    if (axis >= 0)
-        dims[axis] = size;
-    rng r = rng_seed(3311);
-    tt_make(t, dt, like->t.rank, dims, false, &r);
-    if (dt == SPA_INT32 || dt == SPA_INT64)
-        memset(t->t.data, 0, t->span);
-    else
-        tt_fill_random(t, &r, -1.0, 1.0);
-    return made(a, acl_of(&t->t));
-}
-
-static aclnnStatus phase1(sfa_call *a)
-{
+    sfa_call *a = arg;
     return aclnnSparseFlashAttentionGetWorkspaceSize(a->q, a->k, a->v, a->idx, a->table, a->lq, a->lk, a->qr, a->kr,
                                                      sfa_scale, a->sbs, a->lay_q, a->lay_k, a->mode, a->pre, a->next,
                                                      a->attention_mode, a->lse, a->o, a->mx, a->sm, a->ws, a->exp);
@@ -234,24 +188,9 @@ static aclnnStatus acl_run(sfa_case *c)
     sfa_call a;
     call_of(c, &a);
     aclnnStatus st = phase1(&a);
-    if (st == ACLNN_SUCCESS) {
-        void *ws = a.size ? malloc(a.size) : NULL;
-        st = aclnnSparseFlashAttention(ws, a.size, a.ex, NULL);
-        free(ws);
-    }
-    call_free(&a);
+    st = host_phase2(st, aclnnSparseFlashAttention, a.size, a.ex);
+    arena_free(&a.ar);
     return st;
-}
-
-/* A contiguous [B, S, ..] tensor as [B * S, ..]. */
-static spa_tensor merged(const spa_tensor *t)
-{
-    spa_tensor m = *t;
-    m.dims[0] *= m.dims[1], m.strides[0] = m.strides[1];
-    for (int32_t i = 1; i + 1 < m.rank; i++)
-        m.dims[i] = m.dims[i + 1], m.strides[i] = m.strides[i + 1];
-    m.rank--;
-    return m;
 }
 
 /* A contiguous BSND statistics output [B, 1, S1, N1] as [1, B * S1, N1]. */
@@ -284,17 +223,7 @@ static void native_run(sfa_case *c)
                         is_pa(c->lay_k) ? &c->table.t : NULL, &sq, &skv, sfa_scale, c->sbs, c->mode, &o,
                         c->lse ? &mx : NULL, c->lse ? &sm : NULL, &size, &ex),
                     SPA_OK);
-    void *ws = malloc(size);
-    CU_ASSERT_EQUAL(spa_dsa_sparse_attention(ws, size, &ex, NULL), SPA_OK);
-    free(ws);
-}
-
-static bool any_nonzero(const ttensor *t)
-{
-    for (int64_t i = 0; i < tt_numel(t); i++)
-        if (tt_get(t, i) != 0.0)
-            return true;
-    return false;
+    CU_ASSERT_EQUAL(native_phase2(spa_dsa_sparse_attention, size, &ex), SPA_OK);
 }
 
 /* One case through aclnn and natively: the same bytes; the statistics
@@ -342,33 +271,16 @@ static void test_same_as_native(void)
     }
 }
 
-/* Phase 1 refused with `code`: no executor, the outputs untouched. */
-static void expect_code(sfa_case *c, sfa_call *a, aclnnStatus code)
+/* The outputs phase 1 must leave untouched. */
+static int outputs_of(sfa_case *c, ttensor **outs)
 {
-    tt_fill_canary(&c->o), tt_fill_canary(&c->mx), tt_fill_canary(&c->sm);
-    unsigned char *o = tt_snapshot(&c->o), *mx = tt_snapshot(&c->mx), *sm = tt_snapshot(&c->sm);
-    const aclnnStatus st = phase1(a);
-    CU_ASSERT_EQUAL(st, code);
-    if (st == ACLNN_SUCCESS) {
-        aclDestroyAclOpExecutor(a->ex);
-    } else {
-        CU_ASSERT_PTR_NULL(a->ex);
-    }
-    CU_ASSERT(tt_same_bytes(&c->o, o) && tt_same_bytes(&c->mx, mx) && tt_same_bytes(&c->sm, sm));
-    free(o), free(mx), free(sm);
+    outs[0] = &c->o, outs[1] = &c->mx, outs[2] = &c->sm;
+    return 3;
 }
 
 /* One phase 1 on the case with the changes after `code` made to its
  * arguments (a is the call), expected to answer `code`. */
-#define EXPECT(c, code, ...) \
-    do { \
-        sfa_call call_; \
-        call_of((c), &call_); \
-        sfa_call *a = &call_; \
-        __VA_ARGS__; \
-        expect_code((c), a, (code)); \
-        call_free(&call_); \
-    } while (0)
+#define EXPECT(c, code, ...) EXPECT_CALL(sfa_call, c, code, __VA_ARGS__)
 
 enum { NULLPTR = ACLNN_ERR_PARAM_NULLPTR, INVALID = ACLNN_ERR_PARAM_INVALID };
 
@@ -416,15 +328,15 @@ static void test_codes_arguments(void)
     EXPECT(&c, INVALID, strcpy(a->lay_k, "PA_TND"));
     EXPECT(&c, INVALID, strcpy(a->lay_k, "TND")); /* layoutKv that of the query unless PA_BSND */
     EXPECT(&c, INVALID, a->table = a->lk); /* a blockTable without PA_BSND */
-    EXPECT(&c, INVALID, a->q = alt(a, &c.q, SPA_FLOAT32, -1, 0));
-    EXPECT(&c, INVALID, a->k = a->v = alt(a, &c.k, SPA_BFLOAT16, -1, 0)); /* key not of query's dtype */
-    EXPECT(&c, INVALID, a->v = alt(a, &c.v, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->qr = alt(a, &c.qr, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->kr = alt(a, &c.kr, SPA_FLOAT32, -1, 0));
-    EXPECT(&c, INVALID, a->o = alt(a, &c.o, SPA_FLOAT32, -1, 0));
-    EXPECT(&c, INVALID, a->idx = alt(a, &c.idx, SPA_INT64, -1, 0));
-    EXPECT(&c, INVALID, a->mx = alt(a, &c.mx, SPA_FLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->lk = alt(a, &c.lk, SPA_INT64, -1, 0));
+    EXPECT(&c, INVALID, a->q = arena_alt(&a->ar, &c.q, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->k = a->v = arena_alt(&a->ar, &c.k, SPA_BFLOAT16, -1, 0)); /* key not of query's dtype */
+    EXPECT(&c, INVALID, a->v = arena_alt(&a->ar, &c.v, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->qr = arena_alt(&a->ar, &c.qr, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->kr = arena_alt(&a->ar, &c.kr, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->o = arena_alt(&a->ar, &c.o, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->idx = arena_alt(&a->ar, &c.idx, SPA_INT64, -1, 0));
+    EXPECT(&c, INVALID, a->mx = arena_alt(&a->ar, &c.mx, SPA_FLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->lk = arena_alt(&a->ar, &c.lk, SPA_INT64, -1, 0));
     EXPECT(&c, INVALID, a->mode = 1);
     EXPECT(&c, INVALID, a->sbs = 3);
     EXPECT(&c, INVALID, a->sbs = 0);
@@ -441,8 +353,8 @@ static void test_codes_arguments(void)
     EXPECT(&c, ACLNN_SUCCESS, (void)a);
     EXPECT(&c, INVALID, a->lse = true); /* softmax outputs with a paged kv */
     EXPECT(&c, INVALID, a->sbs = 32);   /* not dividing blockSize 16 */
-    EXPECT(&c, INVALID, a->table = alt(a, &c.table, SPA_INT64, -1, 0));
-    EXPECT(&c, INVALID, a->table = alt(a, &c.table, SPA_INT32, 0, 3)); /* rows != B */
+    EXPECT(&c, INVALID, a->table = arena_alt(&a->ar, &c.table, SPA_INT64, -1, 0));
+    EXPECT(&c, INVALID, a->table = arena_alt(&a->ar, &c.table, SPA_INT32, 0, 3)); /* rows != B */
     tt_set_int(&c.table, 0, 99); /* a page outside the pool (the native rule) */
     EXPECT(&c, INVALID, (void)a);
     case_free(&c);
@@ -462,20 +374,21 @@ static void test_codes_shapes(void)
     case_make(&c, SPA_FLOAT16, "BSND", "BSND", 2, 2, 2, 4, 1, 16, len, &r);
     c.lse = true;
     EXPECT(&c, ACLNN_SUCCESS, (void)a);
-    EXPECT(&c, INVALID, a->q = alt(a, &c.q, SPA_FLOAT16, 3, 256));   /* D 256 */
-    EXPECT(&c, INVALID, a->v = alt(a, &c.v, SPA_FLOAT16, 3, 256));   /* Dv != D */
-    EXPECT(&c, INVALID, a->qr = alt(a, &c.qr, SPA_FLOAT16, 3, 32));  /* rope D 32 */
-    EXPECT(&c, INVALID, a->kr = alt(a, &c.kr, SPA_FLOAT16, 3, 128));
-    EXPECT(&c, INVALID, a->k = a->v = alt(a, &c.k, SPA_FLOAT16, 2, 2)); /* N2 2 */
-    EXPECT(&c, INVALID, a->k = alt(a, &c.k, SPA_FLOAT16, 0, 3), a->v = alt(a, &c.v, SPA_FLOAT16, 0, 3),
-           a->kr = alt(a, &c.kr, SPA_FLOAT16, 0, 3)); /* kv B 3 against the query's 2 */
-    EXPECT(&c, INVALID, a->kr = alt(a, &c.kr, SPA_FLOAT16, 1, 8));    /* keyRope's S2 not the key's */
-    EXPECT(&c, INVALID, a->o = alt(a, &c.o, SPA_FLOAT16, 2, 4));
-    EXPECT(&c, INVALID, a->idx = alt(a, &c.idx, SPA_INT32, 2, 2));   /* N2 2 */
-    EXPECT(&c, INVALID, a->idx = alt(a, &c.idx, SPA_INT32, 3, 0));   /* K 0 */
-    EXPECT(&c, INVALID, a->sm = alt(a, &c.sm, SPA_FLOAT32, 3, 4));   /* N1 4 */
-    EXPECT(&c, INVALID, a->mx = alt(a, &c.o, SPA_FLOAT32, -1, 0));   /* [B, S1, N1, D] */
-    EXPECT(&c, INVALID, a->lk = alt(a, &c.lk, SPA_INT32, 0, 3));     /* 3 lengths for 2 batches */
+    EXPECT(&c, INVALID, a->q = arena_alt(&a->ar, &c.q, SPA_FLOAT16, 3, 256));   /* D 256 */
+    EXPECT(&c, INVALID, a->v = arena_alt(&a->ar, &c.v, SPA_FLOAT16, 3, 256));   /* Dv != D */
+    EXPECT(&c, INVALID, a->qr = arena_alt(&a->ar, &c.qr, SPA_FLOAT16, 3, 32));  /* rope D 32 */
+    EXPECT(&c, INVALID, a->kr = arena_alt(&a->ar, &c.kr, SPA_FLOAT16, 3, 128));
+    EXPECT(&c, INVALID, a->k = a->v = arena_alt(&a->ar, &c.k, SPA_FLOAT16, 2, 2)); /* N2 2 */
+    EXPECT(&c, INVALID, a->k = arena_alt(&a->ar, &c.k, SPA_FLOAT16, 0, 3),
+           a->v = arena_alt(&a->ar, &c.v, SPA_FLOAT16, 0, 3),
+           a->kr = arena_alt(&a->ar, &c.kr, SPA_FLOAT16, 0, 3)); /* kv B 3 against the query's 2 */
+    EXPECT(&c, INVALID, a->kr = arena_alt(&a->ar, &c.kr, SPA_FLOAT16, 1, 8));    /* keyRope's S2 not the key's */
+    EXPECT(&c, INVALID, a->o = arena_alt(&a->ar, &c.o, SPA_FLOAT16, 2, 4));
+    EXPECT(&c, INVALID, a->idx = arena_alt(&a->ar, &c.idx, SPA_INT32, 2, 2));   /* N2 2 */
+    EXPECT(&c, INVALID, a->idx = arena_alt(&a->ar, &c.idx, SPA_INT32, 3, 0));   /* K 0 */
+    EXPECT(&c, INVALID, a->sm = arena_alt(&a->ar, &c.sm, SPA_FLOAT32, 3, 4));   /* N1 4 */
+    EXPECT(&c, INVALID, a->mx = arena_alt(&a->ar, &c.o, SPA_FLOAT32, -1, 0));   /* [B, S1, N1, D] */
+    EXPECT(&c, INVALID, a->lk = arena_alt(&a->ar, &c.lk, SPA_INT32, 0, 3));     /* 3 lengths for 2 batches */
     case_free(&c);
     case_make(&c, SPA_FLOAT16, "BSND", "BSND", 1, 1, 3, 4, 1, 16, len, &r); /* N1 3 */
     EXPECT(&c, INVALID, (void)a);

@@ -25,25 +25,14 @@ void suite_acl_dsa_sfa_grad(void)
 #include "aclnnop/aclnn_sparse_flash_attention_grad.h"
 #include "spa_acl_ops.h"
 #include "spattn/dsa.h"
+#include "acl_util.h"
 #include "util.h"
 
 #if SPA_HAVE_DSA_SPARSE_ATTENTION && SPA_HAVE_DSA_SPARSE_ATTENTION_GRAD
 
-enum { G_D = 512, G_DR = 64, G_K = 1024, G_MAX_B = 2, G_ALTS = 4, G_MADE = 24, G_VALID = 6 };
+enum { G_D = 512, G_DR = 64, G_K = 1024, G_MAX_B = 2, G_VALID = 6 };
 
 static const double g_scale = 0.041666666666666664; /* 1 / sqrt(576) */
-
-static aclTensor *acl_of(const spa_tensor *t)
-{
-    int64_t last = 0, storage = 1;
-    for (int32_t k = 0; k < t->rank; k++) {
-        last += (t->dims[k] - 1) * t->strides[k];
-        storage = t->dims[k] == 0 ? 0 : storage;
-    }
-    storage = storage == 0 ? 0 : last + 1;
-    return aclCreateTensor(t->dims, (uint64_t)t->rank, (aclDataType)t->dtype, t->strides, 0, ACL_FORMAT_ND,
-                           &storage, 1, t->data);
-}
 
 /* A problem in CANN's layouts, one layout for query and kv: BSND query
  * [B, S1, N1, 512], key [B, max L, 1, 512]; TND query [B * S1, N1, 512],
@@ -139,17 +128,6 @@ static void case_free(g_case *c)
         tt_free(all[i]);
 }
 
-/* A contiguous [B, S, ..] tensor as [B * S, ..]. */
-static spa_tensor merged(const spa_tensor *t)
-{
-    spa_tensor m = *t;
-    m.dims[0] *= m.dims[1], m.strides[0] = m.strides[1];
-    for (int32_t i = 1; i + 1 < m.rank; i++)
-        m.dims[i] = m.dims[i + 1], m.strides[i] = m.strides[i + 1];
-    m.rank--;
-    return m;
-}
-
 /* A contiguous BSND statistics tensor [B, 1, S1, N1] as [1, B * S1, N1]. */
 static spa_tensor stat_flat(const g_case *c, const spa_tensor *t)
 {
@@ -204,9 +182,7 @@ static void forward(g_case *c)
                                                                         c->sbs, lay_q, lay_k, c->mode, INT64_MAX,
                                                                         INT64_MAX, 2, true, o, mx, sm, &size, &ex),
                               ACLNN_SUCCESS);
-        void *ws = size ? malloc(size) : NULL;
-        CU_ASSERT_EQUAL(aclnnSparseFlashAttention(ws, size, ex, NULL), ACLNN_SUCCESS);
-        free(ws);
+        CU_ASSERT_EQUAL(host_phase2(ACLNN_SUCCESS, aclnnSparseFlashAttention, size, ex), ACLNN_SUCCESS);
         aclTensor *all[] = {q, k, v, idx, lq, lk, qr, kr, o, mx, sm};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             aclDestroyTensor(all[i]);
@@ -220,9 +196,7 @@ static void forward(g_case *c)
                                                                       &w.idx, NULL, &w.asq, &w.askv, g_scale, c->sbs,
                                                                       c->mode, &w.o, &w.mx, &w.sm, &size, &ex),
                           SPA_OK);
-    void *ws = malloc(size);
-    CU_ASSERT_EQUAL(spa_dsa_sparse_attention(ws, size, &ex, NULL), SPA_OK);
-    free(ws);
+    CU_ASSERT_EQUAL(native_phase2(spa_dsa_sparse_attention, size, &ex), SPA_OK);
 }
 
 /* The arguments of one phase 1, the case's unless a test changes them; the
@@ -235,65 +209,30 @@ typedef struct g_call {
     char *lay;
     uint64_t size, *ws;
     aclOpExecutor *ex, **exp;
-    aclTensor *made[G_MADE];
-    int nmade;
-    ttensor alts[G_ALTS];
-    int nalts;
+    acl_arena ar;
 } g_call;
-
-static const aclTensor *made(g_call *a, aclTensor *t)
-{
-    if (a->nmade < G_MADE)
-        a->made[a->nmade++] = t;
-    return t;
-}
 
 static void call_of(g_case *c, g_call *a)
 {
     memset(a, 0, sizeof *a);
-    a->q = made(a, acl_of(&c->q.t)), a->k = made(a, acl_of(&c->k.t));
-    a->v = c->merge ? NULL : made(a, acl_of(&value_of(c)->t));
-    a->idx = made(a, acl_of(&c->idx.t)), a->dy = made(a, acl_of(&c->dy.t)), a->o = made(a, acl_of(&c->o.t));
-    a->mx = made(a, acl_of(&c->mx.t)), a->sm = made(a, acl_of(&c->sm.t));
-    a->lq = made(a, acl_of(&c->lq.t)), a->lk = made(a, acl_of(&c->lk.t));
-    a->qr = c->rope ? made(a, acl_of(&c->qr.t)) : NULL, a->kr = c->rope ? made(a, acl_of(&c->kr.t)) : NULL;
-    a->dq = made(a, acl_of(&c->dq.t)), a->dk = made(a, acl_of(&c->dk.t));
-    a->dv = c->merge ? NULL : made(a, acl_of(&c->dv.t));
-    a->dqr = c->rope ? made(a, acl_of(&c->dqr.t)) : NULL, a->dkr = c->rope ? made(a, acl_of(&c->dkr.t)) : NULL;
+    a->q = arena_of(&a->ar, &c->q.t), a->k = arena_of(&a->ar, &c->k.t);
+    a->v = c->merge ? NULL : arena_of(&a->ar, &value_of(c)->t);
+    a->idx = arena_of(&a->ar, &c->idx.t), a->dy = arena_of(&a->ar, &c->dy.t), a->o = arena_of(&a->ar, &c->o.t);
+    a->mx = arena_of(&a->ar, &c->mx.t), a->sm = arena_of(&a->ar, &c->sm.t);
+    a->lq = arena_of(&a->ar, &c->lq.t), a->lk = arena_of(&a->ar, &c->lk.t);
+    a->qr = c->rope ? arena_of(&a->ar, &c->qr.t) : NULL, a->kr = c->rope ? arena_of(&a->ar, &c->kr.t) : NULL;
+    a->dq = arena_of(&a->ar, &c->dq.t), a->dk = arena_of(&a->ar, &c->dk.t);
+    a->dv = c->merge ? NULL : arena_of(&a->ar, &c->dv.t);
+    a->dqr = c->rope ? arena_of(&a->ar, &c->dqr.t) : NULL, a->dkr = c->rope ? arena_of(&a->ar, &c->dkr.t) : NULL;
     a->sbs = c->sbs, a->mode = c->mode, a->pre = a->next = INT64_MAX;
     strcpy(a->lay_buf, c->tnd ? "TND" : "BSND");
     a->lay = a->lay_buf;
     a->ws = &a->size, a->exp = &a->ex;
 }
 
-static void call_free(g_call *a)
+static aclnnStatus phase1(void *arg)
 {
-    for (int i = 0; i < a->nmade; i++)
-        aclDestroyTensor(a->made[i]);
-    for (int i = 0; i < a->nalts; i++)
-        tt_free(&a->alts[i]);
-}
-
-/* A tensor like `like` but of dtype dt and, unless axis is -1, dim axis of
- * `size`: random floats, zero integers. */
-static const aclTensor *alt(g_call *a, const ttensor *like, spa_dtype dt, int32_t axis, int64_t size)
-{
-    ttensor *t = &a->alts[a->nalts++];
-    int64_t dims[SPA_MAX_RANK];
-    memcpy(dims, like->t.dims, sizeof dims);
-    if (axis >= 0)
-        dims[axis] = size;
-    rng r = rng_seed(3411);
-    tt_make(t, dt, like->t.rank, dims, false, &r);
-    if (dt == SPA_INT32 || dt == SPA_INT64)
-        memset(t->t.data, 0, t->span);
-    else
-        tt_fill_random(t, &r, -1.0, 1.0);
-    return made(a, acl_of(&t->t));
-}
-
-static aclnnStatus phase1(g_call *a)
-{
+    g_call *a = arg;
     return aclnnSparseFlashAttentionGradGetWorkspaceSize(
         a->q, a->k, a->v, a->idx, a->dy, a->o, a->mx, a->sm, a->lq, a->lk, a->qr, a->kr, g_scale, a->sbs, a->lay,
         a->mode, a->pre, a->next, a->deterministic, a->dq, a->dk, a->dv, a->dqr, a->dkr, a->ws, a->exp);
@@ -305,12 +244,8 @@ static aclnnStatus acl_run(g_case *c)
     g_call a;
     call_of(c, &a);
     aclnnStatus st = phase1(&a);
-    if (st == ACLNN_SUCCESS) {
-        void *ws = a.size ? malloc(a.size) : NULL;
-        st = aclnnSparseFlashAttentionGrad(ws, a.size, a.ex, NULL);
-        free(ws);
-    }
-    call_free(&a);
+    st = host_phase2(st, aclnnSparseFlashAttentionGrad, a.size, a.ex);
+    arena_free(&a.ar);
     return st;
 }
 
@@ -327,23 +262,14 @@ static void native_run(g_case *c)
                         c->rope ? &w.dqr : NULL, &c->dk.t, c->rope ? &c->dkr.t : NULL, c->merge ? NULL : &c->dv.t,
                         &size, &ex),
                     SPA_OK);
-    void *ws = malloc(size);
-    CU_ASSERT_EQUAL(spa_dsa_sparse_attention_grad(ws, size, &ex, NULL), SPA_OK);
-    free(ws);
-}
-
-static bool any_nonzero(const ttensor *t)
-{
-    for (int64_t i = 0; i < tt_numel(t); i++)
-        if (tt_get(t, i) != 0.0)
-            return true;
-    return false;
+    CU_ASSERT_EQUAL(native_phase2(spa_dsa_sparse_attention_grad, size, &ex), SPA_OK);
 }
 
 /* The gradients of a case, in order: dq, dqr, dk, dkr, dv. */
-static void outputs_of(g_case *c, ttensor **out)
+static int outputs_of(g_case *c, ttensor **out)
 {
     out[0] = &c->dq, out[1] = &c->dqr, out[2] = &c->dk, out[3] = &c->dkr, out[4] = &c->dv;
+    return 5;
 }
 
 /* One case through aclnn and natively: the same bytes; dValue (KV merge)
@@ -424,38 +350,9 @@ static void test_merge_sums(void)
     case_free(&c);
 }
 
-/* Phase 1 refused with `code`: no executor, the outputs untouched. */
-static void expect_code(g_case *c, g_call *a, aclnnStatus code)
-{
-    ttensor *out[5];
-    unsigned char *snap[5];
-    outputs_of(c, out);
-    for (int i = 0; i < 5; i++)
-        tt_fill_canary(out[i]), snap[i] = tt_snapshot(out[i]);
-    const aclnnStatus st = phase1(a);
-    CU_ASSERT_EQUAL(st, code);
-    if (st == ACLNN_SUCCESS) {
-        aclDestroyAclOpExecutor(a->ex);
-    } else {
-        CU_ASSERT_PTR_NULL(a->ex);
-    }
-    for (int i = 0; i < 5; i++) {
-        CU_ASSERT(tt_same_bytes(out[i], snap[i]));
-        free(snap[i]);
-    }
-}
-
 /* One phase 1 on the case with the changes after `code` made to its
  * arguments (a is the call), expected to answer `code`. */
-#define EXPECT(c, code, ...) \
-    do { \
-        g_call call_; \
-        call_of((c), &call_); \
-        g_call *a = &call_; \
-        __VA_ARGS__; \
-        expect_code((c), a, (code)); \
-        call_free(&call_); \
-    } while (0)
+#define EXPECT(c, code, ...) EXPECT_CALL(g_call, c, code, __VA_ARGS__)
 
 enum { NULLPTR = ACLNN_ERR_PARAM_NULLPTR, INVALID = ACLNN_ERR_PARAM_INVALID, TILING = ACLNN_ERR_INNER_TILING_ERROR };
 
@@ -503,23 +400,23 @@ static void test_codes_dtypes(void)
     const int64_t len[G_MAX_B] = {40, 23};
     case_make(&c, SPA_FLOAT16, false, 2, 2, 2, 8, len, &r);
     EXPECT(&c, ACLNN_SUCCESS, (void)a);
-    EXPECT(&c, INVALID, a->q = alt(a, &c.q, SPA_FLOAT32, -1, 0));
-    EXPECT(&c, INVALID, a->k = alt(a, &c.k, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->v = alt(a, &c.v, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->dy = alt(a, &c.dy, SPA_FLOAT32, -1, 0));
-    EXPECT(&c, INVALID, a->o = alt(a, &c.o, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->qr = alt(a, &c.qr, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->kr = alt(a, &c.kr, SPA_FLOAT32, -1, 0));
-    EXPECT(&c, INVALID, a->dq = alt(a, &c.dq, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->dk = alt(a, &c.dk, SPA_FLOAT32, -1, 0));
-    EXPECT(&c, INVALID, a->dv = alt(a, &c.dv, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->dqr = alt(a, &c.dqr, SPA_FLOAT32, -1, 0));
-    EXPECT(&c, INVALID, a->dkr = alt(a, &c.dkr, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->idx = alt(a, &c.idx, SPA_INT64, -1, 0));
-    EXPECT(&c, INVALID, a->mx = alt(a, &c.mx, SPA_FLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->sm = alt(a, &c.sm, SPA_BFLOAT16, -1, 0));
-    EXPECT(&c, INVALID, a->lq = alt(a, &c.lq, SPA_INT64, -1, 0));
-    EXPECT(&c, INVALID, a->lk = alt(a, &c.lk, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->q = arena_alt(&a->ar, &c.q, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->k = arena_alt(&a->ar, &c.k, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->v = arena_alt(&a->ar, &c.v, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->dy = arena_alt(&a->ar, &c.dy, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->o = arena_alt(&a->ar, &c.o, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->qr = arena_alt(&a->ar, &c.qr, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->kr = arena_alt(&a->ar, &c.kr, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->dq = arena_alt(&a->ar, &c.dq, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->dk = arena_alt(&a->ar, &c.dk, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->dv = arena_alt(&a->ar, &c.dv, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->dqr = arena_alt(&a->ar, &c.dqr, SPA_FLOAT32, -1, 0));
+    EXPECT(&c, INVALID, a->dkr = arena_alt(&a->ar, &c.dkr, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->idx = arena_alt(&a->ar, &c.idx, SPA_INT64, -1, 0));
+    EXPECT(&c, INVALID, a->mx = arena_alt(&a->ar, &c.mx, SPA_FLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->sm = arena_alt(&a->ar, &c.sm, SPA_BFLOAT16, -1, 0));
+    EXPECT(&c, INVALID, a->lq = arena_alt(&a->ar, &c.lq, SPA_INT64, -1, 0));
+    EXPECT(&c, INVALID, a->lk = arena_alt(&a->ar, &c.lk, SPA_FLOAT32, -1, 0));
     EXPECT(&c, INVALID, tt_set_int(&c.lq, 1, 1)); /* a BSND padding query: not reproduced */
     tt_set_int(&c.lq, 1, 2);
     tt_set_int(&c.idx, G_K + 1, 5); /* block 5 of 8 rows: past batch 0's 40 rows (the native rule) */
@@ -545,35 +442,37 @@ static void test_codes_tiling(void)
     EXPECT(&c, TILING, a->sbs = 0);
     EXPECT(&c, TILING, a->pre = 100);
     EXPECT(&c, TILING, a->next = 0);
-    EXPECT(&c, TILING, a->q = alt(a, &c.q, SPA_BFLOAT16, 3, 256));     /* D 256 */
-    EXPECT(&c, TILING, a->v = alt(a, &c.v, SPA_BFLOAT16, 3, 256));     /* Dv 256 */
-    EXPECT(&c, TILING, a->qr = alt(a, &c.qr, SPA_BFLOAT16, 3, 32));    /* rope D 32 */
-    EXPECT(&c, TILING, a->k = a->v = alt(a, &c.k, SPA_BFLOAT16, 2, 2)); /* N2 2 */
-    EXPECT(&c, TILING, a->dy = alt(a, &c.dy, SPA_BFLOAT16, 2, 4));
-    EXPECT(&c, TILING, a->o = alt(a, &c.o, SPA_BFLOAT16, 1, 3));
-    EXPECT(&c, TILING, a->idx = alt(a, &c.idx, SPA_INT32, 2, 2));      /* N2 2 */
-    EXPECT(&c, TILING, a->idx = alt(a, &c.idx, SPA_INT32, 3, 512));    /* K 512 */
-    EXPECT(&c, TILING, a->idx = alt(a, &c.idx, SPA_INT32, 3, 1536));   /* K not a multiple of 1024 */
-    EXPECT(&c, TILING, a->idx = alt(a, &c.idx, SPA_INT32, 3, 9216));   /* K 9216 */
-    EXPECT(&c, TILING, a->v = alt(a, &c.v, SPA_BFLOAT16, 1, 8));       /* value's S2 not the key's */
-    EXPECT(&c, TILING, a->kr = alt(a, &c.kr, SPA_BFLOAT16, 1, 8));
-    EXPECT(&c, TILING, a->mx = alt(a, &c.mx, SPA_FLOAT32, 3, 4));      /* N1 4 */
-    EXPECT(&c, TILING, a->sm = alt(a, &c.dq, SPA_FLOAT32, -1, 0));     /* [B, S1, N1, D] */
-    EXPECT(&c, TILING, a->dq = alt(a, &c.dq, SPA_BFLOAT16, 0, 1));
-    EXPECT(&c, TILING, a->dk = alt(a, &c.dk, SPA_BFLOAT16, 1, 8));
-    EXPECT(&c, TILING, a->dv = alt(a, &c.dv, SPA_BFLOAT16, 1, 8));
-    EXPECT(&c, TILING, a->dqr = alt(a, &c.dqr, SPA_BFLOAT16, 3, 32));
-    EXPECT(&c, TILING, a->dkr = alt(a, &c.dkr, SPA_BFLOAT16, 1, 8));
-    EXPECT(&c, TILING, a->k = alt(a, &c.k, SPA_BFLOAT16, 0, 3), a->v = alt(a, &c.v, SPA_BFLOAT16, 0, 3),
-           a->kr = alt(a, &c.kr, SPA_BFLOAT16, 0, 3)); /* kv B 3 against the query's 2 */
-    EXPECT(&c, TILING, a->lk = alt(a, &c.lk, SPA_INT32, 0, 3)); /* 3 lengths for 2 batches */
+    EXPECT(&c, TILING, a->q = arena_alt(&a->ar, &c.q, SPA_BFLOAT16, 3, 256));     /* D 256 */
+    EXPECT(&c, TILING, a->v = arena_alt(&a->ar, &c.v, SPA_BFLOAT16, 3, 256));     /* Dv 256 */
+    EXPECT(&c, TILING, a->qr = arena_alt(&a->ar, &c.qr, SPA_BFLOAT16, 3, 32));    /* rope D 32 */
+    EXPECT(&c, TILING, a->k = a->v = arena_alt(&a->ar, &c.k, SPA_BFLOAT16, 2, 2)); /* N2 2 */
+    EXPECT(&c, TILING, a->dy = arena_alt(&a->ar, &c.dy, SPA_BFLOAT16, 2, 4));
+    EXPECT(&c, TILING, a->o = arena_alt(&a->ar, &c.o, SPA_BFLOAT16, 1, 3));
+    EXPECT(&c, TILING, a->idx = arena_alt(&a->ar, &c.idx, SPA_INT32, 2, 2));      /* N2 2 */
+    EXPECT(&c, TILING, a->idx = arena_alt(&a->ar, &c.idx, SPA_INT32, 3, 512));    /* K 512 */
+    EXPECT(&c, TILING, a->idx = arena_alt(&a->ar, &c.idx, SPA_INT32, 3, 1536));   /* K not a multiple of 1024 */
+    EXPECT(&c, TILING, a->idx = arena_alt(&a->ar, &c.idx, SPA_INT32, 3, 9216));   /* K 9216 */
+    EXPECT(&c, TILING, a->v = arena_alt(&a->ar, &c.v, SPA_BFLOAT16, 1, 8));       /* value's S2 not the key's */
+    EXPECT(&c, TILING, a->kr = arena_alt(&a->ar, &c.kr, SPA_BFLOAT16, 1, 8));
+    EXPECT(&c, TILING, a->mx = arena_alt(&a->ar, &c.mx, SPA_FLOAT32, 3, 4));      /* N1 4 */
+    EXPECT(&c, TILING, a->sm = arena_alt(&a->ar, &c.dq, SPA_FLOAT32, -1, 0));     /* [B, S1, N1, D] */
+    EXPECT(&c, TILING, a->dq = arena_alt(&a->ar, &c.dq, SPA_BFLOAT16, 0, 1));
+    EXPECT(&c, TILING, a->dk = arena_alt(&a->ar, &c.dk, SPA_BFLOAT16, 1, 8));
+    EXPECT(&c, TILING, a->dv = arena_alt(&a->ar, &c.dv, SPA_BFLOAT16, 1, 8));
+    EXPECT(&c, TILING, a->dqr = arena_alt(&a->ar, &c.dqr, SPA_BFLOAT16, 3, 32));
+    EXPECT(&c, TILING, a->dkr = arena_alt(&a->ar, &c.dkr, SPA_BFLOAT16, 1, 8));
+    EXPECT(&c, TILING, a->k = arena_alt(&a->ar, &c.k, SPA_BFLOAT16, 0, 3),
+           a->v = arena_alt(&a->ar, &c.v, SPA_BFLOAT16, 0, 3),
+           a->kr = arena_alt(&a->ar, &c.kr, SPA_BFLOAT16, 0, 3)); /* kv B 3 against the query's 2 */
+    EXPECT(&c, TILING, a->lk = arena_alt(&a->ar, &c.lk, SPA_INT32, 0, 3)); /* 3 lengths for 2 batches */
     case_free(&c);
     case_make(&c, SPA_FLOAT16, true, 2, 2, 2, 1, len, &r);
     EXPECT(&c, ACLNN_SUCCESS, (void)a);
     EXPECT(&c, TILING, strcpy(a->lay, "BSND"));     /* 3-D tensors, a 4-letter layout */
     EXPECT(&c, TILING, tt_set_int(&c.lk, 1, 30));  /* a prefix sum that decreases */
     tt_set_int(&c.lk, 1, 63);
-    EXPECT(&c, TILING, a->lq = alt(a, &c.lq, SPA_INT32, 0, 257), a->lk = alt(a, &c.lk, SPA_INT32, 0, 257)); /* B 257 */
+    EXPECT(&c, TILING, a->lq = arena_alt(&a->ar, &c.lq, SPA_INT32, 0, 257),
+           a->lk = arena_alt(&a->ar, &c.lk, SPA_INT32, 0, 257)); /* B 257 */
     EXPECT(&c, TILING, tt_set_int(&c.lq, 0, 131073), tt_set_int(&c.lq, 1, 131075)); /* S1 above 128K */
     tt_set_int(&c.lq, 0, 2), tt_set_int(&c.lq, 1, 4);
     EXPECT(&c, INVALID, tt_set_int(&c.lq, 1, 3)); /* T1 4, the lengths sum to 3: not reproduced (native) */
@@ -585,45 +484,6 @@ static void test_codes_tiling(void)
     case_make(&c, SPA_FLOAT16, false, 1, 1, 256, 1, len, &r); /* N1 256 */
     EXPECT(&c, TILING, (void)a);
     case_free(&c);
-}
-
-/* Device buffers of a client: aclrtMalloc, filled with aclrtMemcpy (or
- * the canary byte), described as CANN's example does. */
-typedef struct dev_buf {
-    void *p;
-    size_t bytes;
-    aclTensor *t;
-} dev_buf;
-
-static void dev_make(dev_buf *d, const int64_t *shape, uint64_t rank, aclDataType dt, const void *host)
-{
-    int64_t n = 1, strides[4];
-    for (int64_t i = (int64_t)rank - 1; i >= 0; i--)
-        strides[i] = n, n *= shape[i];
-    d->bytes = (size_t)n * aclDataTypeSize(dt);
-    CU_ASSERT_FATAL(aclrtMalloc(&d->p, d->bytes, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS);
-    const aclError st = host != NULL ? aclrtMemcpy(d->p, d->bytes, host, d->bytes, ACL_MEMCPY_HOST_TO_DEVICE)
-                                     : aclrtMemset(d->p, d->bytes, 0xA5, d->bytes);
-    CU_ASSERT(st == ACL_SUCCESS);
-    d->t = aclCreateTensor(shape, rank, dt, strides, 0, ACL_FORMAT_ND, shape, rank, d->p);
-}
-
-static void dev_free(dev_buf *d)
-{
-    aclDestroyTensor(d->t);
-    CU_ASSERT(aclrtFree(d->p) == ACL_SUCCESS);
-}
-
-/* Every element of a device fp16 buffer, read back, equal to want. */
-static bool dev_all(const dev_buf *d, float want)
-{
-    uint16_t *h = malloc(d->bytes);
-    CU_ASSERT_FATAL(h != NULL);
-    bool ok = aclrtMemcpy(h, d->bytes, d->p, d->bytes, ACL_MEMCPY_DEVICE_TO_HOST) == ACL_SUCCESS;
-    for (size_t i = 0; ok && i < d->bytes / 2; i++)
-        ok = aclFloat16ToFloat(h[i]) == want;
-    free(h);
-    return ok;
 }
 
 enum { S_T1 = 1, S_N1 = 16, S_T2 = 2048, S_K = 2048 };
@@ -639,11 +499,7 @@ static void test_client_sample(void)
 {
     aclrtContext ctx;
     aclrtStream stream;
-    CU_ASSERT_EQUAL_FATAL(aclInit(NULL), ACL_SUCCESS);
-    CU_ASSERT_EQUAL_FATAL(aclrtSetDevice(0), ACL_SUCCESS);
-    CU_ASSERT_EQUAL_FATAL(aclrtCreateContext(&ctx, 0), ACL_SUCCESS);
-    CU_ASSERT_EQUAL_FATAL(aclrtSetCurrentContext(ctx), ACL_SUCCESS);
-    CU_ASSERT_EQUAL_FATAL(aclrtCreateStream(&stream), ACL_SUCCESS);
+    client_open(&ctx, &stream);
 
     const int64_t q_shape[3] = {S_T1, S_N1, G_D}, k_shape[3] = {S_T2, 1, G_D}, idx_shape[3] = {S_T1, 1, S_K};
     const int64_t stat_shape[3] = {1, S_T1, S_N1}, len_shape[1] = {1};
@@ -674,32 +530,21 @@ static void test_client_sample(void)
     /* The forward (its statistics are the grad's inputs). */
     uint64_t size = 0;
     aclOpExecutor *ex = NULL;
-    void *ws = NULL;
     CU_ASSERT_EQUAL_FATAL(aclnnSparseFlashAttentionGetWorkspaceSize(q.t, k.t, v.t, idx.t, NULL, sq.t, skv.t, qr.t, kr.t,
                                                                     scale, sparse_block_size, layout, layout,
                                                                     sparse_mode, INT64_MAX, INT64_MAX, 2, true, out.t,
                                                                     mx.t, sm.t, &size, &ex),
                           ACLNN_SUCCESS);
-    if (size > 0)
-        CU_ASSERT_FATAL(aclrtMalloc(&ws, size, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS);
-    CU_ASSERT_EQUAL(aclnnSparseFlashAttention(ws, size, ex, stream), ACLNN_SUCCESS);
-    CU_ASSERT_EQUAL(aclrtSynchronizeStream(stream), ACL_SUCCESS);
-    if (ws != NULL)
-        CU_ASSERT(aclrtFree(ws) == ACL_SUCCESS);
+    client_phase2(aclnnSparseFlashAttention, size, ex, stream);
 
     /* The grad, as the page's example calls it. */
-    size = 0, ex = NULL, ws = NULL;
+    size = 0, ex = NULL;
     CU_ASSERT_EQUAL_FATAL(aclnnSparseFlashAttentionGradGetWorkspaceSize(
                               q.t, k.t, v.t, idx.t, dout.t, out.t, mx.t, sm.t, sq.t, skv.t, qr.t, kr.t, scale,
                               sparse_block_size, layout, sparse_mode, pre, next, false, dq.t, dk.t, dv.t, dqr.t,
                               dkr.t, &size, &ex),
                           ACLNN_SUCCESS);
-    if (size > 0)
-        CU_ASSERT_FATAL(aclrtMalloc(&ws, size, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS);
-    CU_ASSERT_EQUAL(aclnnSparseFlashAttentionGrad(ws, size, ex, stream), ACLNN_SUCCESS);
-    CU_ASSERT_EQUAL(aclrtSynchronizeStream(stream), ACL_SUCCESS);
-    if (ws != NULL)
-        CU_ASSERT(aclrtFree(ws) == ACL_SUCCESS);
+    client_phase2(aclnnSparseFlashAttentionGrad, size, ex, stream);
     CU_ASSERT(dev_all(&out, 1.0f));
     CU_ASSERT(dev_all(&dq, 0.0f) && dev_all(&dqr, 0.0f));
     CU_ASSERT(dev_all(&dk, 0.0f) && dev_all(&dkr, 0.0f));
@@ -709,10 +554,7 @@ static void test_client_sample(void)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         dev_free(all[i]);
     free(ones), free(iota);
-    CU_ASSERT_EQUAL(aclrtDestroyStream(stream), ACL_SUCCESS);
-    CU_ASSERT_EQUAL(aclrtDestroyContext(ctx), ACL_SUCCESS);
-    CU_ASSERT_EQUAL(aclrtResetDevice(0), ACL_SUCCESS);
-    CU_ASSERT_EQUAL(aclFinalize(), ACL_SUCCESS);
+    client_close(ctx, stream);
 }
 
 void suite_acl_dsa_sfa_grad(void);

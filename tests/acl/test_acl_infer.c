@@ -20,19 +20,10 @@ void suite_acl_infer(void)
 #include "aclnnop/aclnn_nsa_select_attention_infer.h"
 #include "spa_acl_ops.h"
 #include "spattn/nsa_infer.h"
+#include "acl_util.h"
 #include "util.h"
 
 #if SPA_HAVE_NSA_SELECT_INFER && SPA_HAVE_NSA_COMPRESS_WITH_CACHE && SPA_HAVE_NSA_CATTN_INFER
-
-static aclTensor *acl_of(const spa_tensor *t)
-{
-    int64_t last = 0;
-    for (int32_t k = 0; k < t->rank; k++)
-        last += (t->dims[k] - 1) * t->strides[k];
-    int64_t storage = last + 1;
-    return aclCreateTensor(t->dims, (uint64_t)t->rank, (aclDataType)t->dtype, t->strides, 0, ACL_FORMAT_ND,
-                           &storage, 1, t->data);
-}
 
 /* A BSND problem: query [B, S, N1, 192], pools [blocks, page, N2, 192 | 128],
  * table [B, cols], topk [B, S, N2, K], output [B, S, N1, 128]. */

@@ -83,12 +83,15 @@ static void case_draw(lig_case *c, int i, rng *r)
     c->sq_null = rng_int(r, 0, 4) == 0;
     c->strided = rng_int(r, 0, 1) != 0;
     c->b = rng_int(r, 1, LIG_MAX_B);
-    const int64_t s_common = rng_int(r, 0, 4);
+    /* a crowd: many queries on few keys (dkey's sums in several token ranges) */
+    const bool crowd = rng_int(r, 0, 5) == 0;
+    const int64_t s_common = crowd ? rng_int(r, 8, TEST_SIZE(40, 16)) : rng_int(r, 0, 4);
     for (int64_t b = 0; b < c->b; b++) {
         const bool before = !c->sq_null && rng_int(r, 0, 5) == 0; /* causal: S_b > L_b */
-        switch (before ? 1 : rng_int(r, 0, 7)) {
+        switch (before ? 1 : crowd ? 2 : rng_int(r, 0, 7)) {
         case 0: c->len[b] = 0; break;
         case 1: c->len[b] = rng_int(r, 1, 10); break;
+        case 2: c->len[b] = rng_int(r, 1, 40); break;
         default: c->len[b] = rng_int(r, 1, TEST_SIZE(300, 64)); break;
         }
         if (c->kv_null)
@@ -98,16 +101,17 @@ static void case_draw(lig_case *c, int i, rng *r)
         else if (before)
             c->sq[b] = c->len[b] + rng_int(r, 1, 3); /* the first queries see nothing */
         else
-            c->sq[b] = rng_int(r, 0, 6);
+            c->sq[b] = crowd ? rng_int(r, 8, TEST_SIZE(40, 16)) : rng_int(r, 0, 6);
     }
     case_sum(c);
     const int64_t lm = max_len(c);
-    switch (rng_int(r, 0, 4)) {
+    switch (crowd ? 5 : rng_int(r, 0, 4)) {
     case 0: c->kc = 1; break;
     case 1: c->kc = rng_int(r, 1, 8); break;
     case 2: c->kc = rng_int(r, 1, lm / 2 + 1); break;
     case 3: c->kc = lm + rng_int(r, 1, 30); break; /* more slots than keys: duplicates */
-    default: c->kc = rng_int(r, 1, TEST_SIZE(600, 128)); break;
+    case 4: c->kc = rng_int(r, 1, TEST_SIZE(600, 128)); break;
+    default: c->kc = rng_int(r, 16, 96); break;
     }
     const double budget = TEST_SIZE(4e6, 4e5);
     while ((double)c->t * (double)c->n1 * (double)c->kc * (double)c->d > budget) {
@@ -628,20 +632,22 @@ static void same_on_every_runner(const lig_case *c, lig_io *io)
     free_snapshot(first);
 }
 
-/* Many queries selecting the same few keys (dkey's long sums over tokens),
- * D odd and 128, both layouts: the same bytes on every runner. */
+/* Many queries on few keys, each key selected many times (dkey's sums over
+ * the tokens of several token ranges, their partials added in range order;
+ * indices among the first 6 keys or any), D odd and 128, both layouts and
+ * modes: the same bytes on every runner. */
 static void test_deterministic(void)
 {
     rng r = rng_seed(3404);
     for (int i = 0; i < TEST_COUNT(2 * N_DTS, N_DTS); i++) {
         lig_case c;
         case_draw(&c, i, &r);
-        c.b = 2, c.n2 = 2, c.n1 = TEST_SIZE(16, 8), c.d = i % 2 ? 128 : 71;
-        c.len[0] = TEST_SIZE(500, 120), c.len[1] = TEST_SIZE(90, 40);
-        c.sq[0] = TEST_SIZE(40, 12), c.sq[1] = TEST_SIZE(25, 6);
+        c.b = 2, c.n2 = 2, c.n1 = 16, c.d = i % 2 ? 128 : 71;
+        c.len[0] = TEST_SIZE(40, 20), c.len[1] = TEST_SIZE(24, 12);
+        c.sq[0] = TEST_SIZE(48, 24), c.sq[1] = TEST_SIZE(16, 8);
         c.sq_null = c.kv_null = false;
         c.tnd = i / N_DTS == 1, c.mode = i % 2 ? 3 : 0;
-        c.kc = TEST_SIZE(96, 32), c.hot = i % 2 ? 6 : 40;
+        c.kc = TEST_SIZE(64, 48), c.hot = i % 2 ? 6 : 0;
         case_sum(&c);
         lig_io io;
         io_make(&io, &c, &r);
