@@ -16,6 +16,15 @@ SPA_STAMP
 
 m4_include(`templates/nsa/nsa_select_mk.m4')m4_dnl
 
+/* C = [s > 0] dy w over a row's n lanes, in place: a select, not a
+ * product with the indicator (a NaN or infinite dy w where s <= 0 must not
+ * reach C); branch-free, so that compilers vectorize it. */
+static inline void dslig_coef_row(float *restrict s, const float *restrict w, float dy, int64_t n)
+{
+    for (int64_t l = 0; l < n; l++)
+        s[l] = s[l] > 0.0f ? dy * w[l] : 0.0f;
+}
+
 void DSLIG_KSYM()(const spa_dsli_grad_args *a, const float *k, const float *dy, int64_t rows, int64_t valid,
                   float *s, float *dk)
 {
@@ -37,8 +46,7 @@ void DSLIG_KSYM()(const spa_dsli_grad_args *a, const float *k, const float *dy, 
             const spa_vf dyv = spa_vf_set1(dy[r]);
             for (int64_t l = 0; l < gp; l += SPA_VL)
                 spa_vf_store(dw + l, spa_vf_fma(spa_vf_load(dw + l), dyv, spa_vf_max(spa_vf_zero(), spa_vf_load(sr + l))));
-            for (int64_t l = 0; l < live; l++)
-                sr[l] = sr[l] > 0.0f ? dy[r] * w[l] : 0.0f;
+            dslig_coef_row(sr, w, dy[r], gp); /* lanes past live are 0: they stay 0 */
         }
         spa_nsas_accum_t(k, dp, rows, s, dp, gp, a->dqt + c * dp * gp, &pf);
         spa_nsas_rows_add(s, rows, gp, a->qn + c * gp * dp, lanes, dp, dk, &pf);
