@@ -314,7 +314,10 @@ static void test_same_as_native(void)
         {false, SPA_FLOAT16, 2, 8, 3, false, true, false},
     };
     rng r = rng_seed(3410);
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    /* the thin set (emulated targets, valgrind): cases 0, 3 and 6, BSND and
+     * TND, both dtypes, with and without the merge (the wrapper is the same
+     * C on every target; the native suites cover the kernels there) */
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i += test_thin ? 3 : 1) {
         g_case c;
         const int64_t len[G_MAX_B] = {40, 23};
         case_make(&c, runs[i].dt, runs[i].tnd, 2, 2, runs[i].n1, runs[i].sbs, len, &r);
@@ -497,6 +500,8 @@ enum { S_T1 = 1, S_N1 = 16, S_T2 = 2048, S_K = 2048 };
 
 static void test_client_sample(void)
 {
+    if (test_thin) /* K 2048 at D 512 + 64: seconds under emulation; the quick and full sets run it */
+        return;
     aclrtContext ctx;
     aclrtStream stream;
     client_open(&ctx, &stream);

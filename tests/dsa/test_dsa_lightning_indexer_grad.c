@@ -461,7 +461,7 @@ static void check_case(const char *label, int i, const lig_case *c, lig_io *io, 
 static void test_random(void)
 {
     rng r = rng_seed(3401);
-    for (int i = 0; i < TEST_COUNT(48, 16); i++) {
+    for (int i = 0; i < TEST_COUNT(28, 10); i++) {
         lig_case c;
         case_draw(&c, i, &r);
         lig_io io;

@@ -400,7 +400,7 @@ static void check_case(const char *label, int i, const gcase *g, gio *io, int ru
 static void test_random(void)
 {
     rng r = rng_seed(3302);
-    for (int i = 0; i < TEST_COUNT(40, 12); i++) {
+    for (int i = 0; i < TEST_COUNT(24, 8); i++) {
         gcase g;
         dsa_case_draw(&g.c, i, &r, DSA_DRAW_GRAD);
         gcase_options(&g, &r);
