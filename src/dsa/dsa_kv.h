@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "half.h"
 #include "spattn/types.h"
 
 typedef struct spa_dsa_kv {
@@ -43,6 +44,32 @@ int64_t spa_dsa_kv_page(const spa_dsa_kv *kv, const spa_tensor *table, int64_t b
 static inline int64_t spa_dsa_kv_row(const spa_dsa_kv *kv, int64_t start, int64_t p)
 {
     return kv->tnd ? start + p : kv->paged ? p % kv->page_size : p;
+}
+
+/* The tokens query i of a batch of nq queries and len keys sees: 0 ..
+ * seen - 1 (sparse_mode 3: up to its position len - nq + i, none where
+ * that is negative; 0: all len). */
+static inline int64_t spa_dsa_seen(int64_t mode, int64_t len, int64_t nq, int64_t i)
+{
+    if (mode == 0)
+        return len;
+    const int64_t pos = len - nq + i;
+    return pos < 0 ? 0 : pos + 1 < len ? pos + 1 : len;
+}
+
+/* Element i of tensor x (a float dtype) as double, exactly. */
+static inline double spa_dsa_value(const spa_tensor *x, int64_t i)
+{
+    switch (x->dtype) {
+    case SPA_FLOAT64:
+        return ((const double *)x->data)[i];
+    case SPA_FLOAT32:
+        return (double)((const float *)x->data)[i];
+    case SPA_BFLOAT16:
+        return (double)spa_bf16_to_f32(((const uint16_t *)x->data)[i]);
+    default:
+        return (double)spa_f16_to_f32(((const uint16_t *)x->data)[i]);
+    }
 }
 
 /* The table entries of every page the sequences' rows lie on; len: the

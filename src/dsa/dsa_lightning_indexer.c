@@ -255,21 +255,6 @@ typedef struct dsli_run {
     int64_t u0; /* the round's first unit */
 } dsli_run;
 
-/* Element i of tensor x (a float dtype) as double, exactly. */
-static double elem(const spa_tensor *x, int64_t i)
-{
-    switch (x->dtype) {
-    case SPA_FLOAT64:
-        return ((const double *)x->data)[i];
-    case SPA_FLOAT32:
-        return (double)((const float *)x->data)[i];
-    case SPA_BFLOAT16:
-        return (double)spa_bf16_to_f32(((const uint16_t *)x->data)[i]);
-    default:
-        return (double)spa_f16_to_f32(((const uint16_t *)x->data)[i]);
-    }
-}
-
 /* Round unit ru: its token, key head, batch and the keys it sees; false
  * past the units. */
 static bool unit_of(const dsli_run *r, int64_t ru, int64_t *t, int64_t *h, int64_t *b, int64_t *seen)
@@ -279,13 +264,7 @@ static bool unit_of(const dsli_run *r, int64_t ru, int64_t *t, int64_t *h, int64
     if (u >= p->units)
         return false;
     *t = u / p->sh.n2, *h = u - *t * p->sh.n2, *b = spa_nsa_cache_batch_of(r->qs, r->p->sh.batches, *t);
-    const int64_t len = r->kv[*b];
-    if (r->e->mode == 0) {
-        *seen = len;
-        return true;
-    }
-    const int64_t pos = len - r->sq[*b] + (*t - r->qs[*b]); /* may be negative: sees nothing */
-    *seen = pos < 0 ? 0 : pos + 1 < len ? pos + 1 : len;
+    *seen = spa_dsa_seen(r->e->mode, r->kv[*b], r->sq[*b], *t - r->qs[*b]);
     return true;
 }
 
@@ -320,8 +299,8 @@ static void scores_f32(const dsli_run *r, int64_t t, int64_t h, int64_t b, int64
         const int64_t hq = h * sh->g + g, c = g / DSLI_CHUNK, l = g % DSLI_CHUNK;
         float *col = qt + c * dp * gp + l;
         for (int64_t d = 0; d < sh->d; d++)
-            col[d * gp] = (float)elem(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + d * e->q.strides[2]);
-        w[c * gp + l] = (float)elem(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
+            col[d * gp] = (float)spa_dsa_value(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + d * e->q.strides[2]);
+        w[c * gp + l] = (float)spa_dsa_value(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
     }
     const spa_dsli_args a = {qt, w, sh->chunks, sh->g, gp, dp};
     for (int64_t r0 = s0; r0 < s1; r0 += tk) {
@@ -354,8 +333,8 @@ static void scores_f64(const dsli_run *r, int64_t t, int64_t h, int64_t b, int64
     for (int64_t g = 0; g < sh->g; g++) {
         const int64_t hq = h * sh->g + g;
         for (int64_t d = 0; d < sh->d; d++)
-            q[g * dp + d] = elem(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + d * e->q.strides[2]);
-        w[g] = elem(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
+            q[g * dp + d] = spa_dsa_value(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + d * e->q.strides[2]);
+        w[g] = spa_dsa_value(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
     }
     for (int64_t s = s0; s < s1; s++) {
         gather_row(r, b, h, s, kr);

@@ -148,11 +148,7 @@ static spa_status check_indices(const dslig_exec *e, const dslig_shape *sh, cons
     for (int64_t b = 0, t = 0; b < sh->batches; b++) {
         const int64_t nq = spa_dsa_lens_nq(l, b), len = spa_dsa_lens_kv(l, b);
         for (int64_t i = 0; i < nq && t < sh->t; i++, t++) {
-            int64_t seen = len;
-            if (e->mode == 3) {
-                const int64_t pos = len - nq + i;
-                seen = pos < 0 ? 0 : pos + 1 < len ? pos + 1 : len;
-            }
+            const int64_t seen = spa_dsa_seen(e->mode, len, nq, i);
             for (int64_t n = 0; n < sh->n2; n++)
                 for (int64_t j = 0; j < sh->kc; j++) {
                     const int64_t x = index_at(&e->idx, t, n, j);
@@ -263,21 +259,6 @@ typedef struct dslig_run {
     int64_t n; /* the key head being run */
 } dslig_run;
 
-/* Element i of tensor x (a float dtype) as double, exactly. */
-static double elem(const spa_tensor *x, int64_t i)
-{
-    switch (x->dtype) {
-    case SPA_FLOAT64:
-        return ((const double *)x->data)[i];
-    case SPA_FLOAT32:
-        return (double)((const float *)x->data)[i];
-    case SPA_BFLOAT16:
-        return (double)spa_bf16_to_f32(((const uint16_t *)x->data)[i]);
-    default:
-        return (double)spa_f16_to_f32(((const uint16_t *)x->data)[i]);
-    }
-}
-
 /* Element i of output x set to v, rounded once to its dtype. */
 static void put(const spa_tensor *x, int64_t i, double v)
 {
@@ -287,12 +268,8 @@ static void put(const spa_tensor *x, int64_t i, double v)
 /* Token t's unit: its batch, the keys it sees. */
 static int64_t unit_batch(const dslig_run *r, int64_t t, int64_t *seen)
 {
-    const int64_t b = spa_nsa_cache_batch_of(r->s.qs, r->p->sh.batches, t), len = r->s.kv[b];
-    *seen = len;
-    if (r->e->mode == 3) {
-        const int64_t pos = len - r->s.sq[b] + (t - r->s.qs[b]);
-        *seen = pos < 0 ? 0 : pos + 1 < len ? pos + 1 : len;
-    }
+    const int64_t b = spa_nsa_cache_batch_of(r->s.qs, r->p->sh.batches, t);
+    *seen = spa_dsa_seen(r->e->mode, r->s.kv[b], r->s.sq[b], t - r->s.qs[b]);
     return b;
 }
 
@@ -323,11 +300,11 @@ static void unit_f32(const dslig_run *r, int64_t t, unsigned char *scratch, unsi
     for (int64_t g = 0; g < sh->g; g++) { /* head g: chunk g / 32, lane g % 32 */
         const int64_t hq = r->n * sh->g + g, c = g / DSLIG_CHUNK, l = g % DSLIG_CHUNK;
         for (int64_t d = 0; d < sh->d; d++) {
-            const float x = (float)elem(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + d * e->q.strides[2]);
+            const float x = (float)spa_dsa_value(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + d * e->q.strides[2]);
             qt[c * dp * gp + d * gp + l] = x;
             qn[c * gp * dp + l * dp + d] = x;
         }
-        w[c * gp + l] = (float)elem(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
+        w[c * gp + l] = (float)spa_dsa_value(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
     }
     int64_t seen;
     const int64_t b = unit_batch(r, t, &seen), first = r->s.kf[b] - lo;
@@ -340,7 +317,7 @@ static void unit_f32(const dslig_run *r, int64_t t, unsigned char *scratch, unsi
             if (x < 0 || x >= seen) /* padding, or a value rewritten since the check */
                 continue;
             key_row(r, b, x, kr + n * dp);
-            dy[n] = (float)elem(&e->dy, t * e->dy.strides[0] + r->n * e->dy.strides[1] + j * e->dy.strides[2]);
+            dy[n] = (float)spa_dsa_value(&e->dy, t * e->dy.strides[0] + r->n * e->dy.strides[1] + j * e->dy.strides[2]);
             pos[n++] = x;
         }
         if (n == 0)
@@ -381,8 +358,8 @@ static void unit_f64(const dslig_run *r, int64_t t, unsigned char *scratch, unsi
     for (int64_t g = 0; g < sh->g; g++) {
         const int64_t hq = r->n * sh->g + g;
         for (int64_t i = 0; i < d; i++)
-            q[g * dp + i] = elem(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + i * e->q.strides[2]);
-        w[g] = elem(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
+            q[g * dp + i] = spa_dsa_value(&e->q, t * e->q.strides[0] + hq * e->q.strides[1] + i * e->q.strides[2]);
+        w[g] = spa_dsa_value(&e->w, t * e->w.strides[0] + hq * e->w.strides[1]);
     }
     int64_t seen;
     const int64_t b = unit_batch(r, t, &seen), first = r->s.kf[b] - lo;
@@ -391,7 +368,7 @@ static void unit_f64(const dslig_run *r, int64_t t, unsigned char *scratch, unsi
         if (x < 0 || x >= seen)
             continue;
         key_row(r, b, x, kr);
-        const double dyj = elem(&e->dy, t * e->dy.strides[0] + r->n * e->dy.strides[1] + j * e->dy.strides[2]);
+        const double dyj = spa_dsa_value(&e->dy, t * e->dy.strides[0] + r->n * e->dy.strides[1] + j * e->dy.strides[2]);
         for (int64_t i = 0; i < d; i++)
             dkr[i] = 0.0;
         for (int64_t g = 0; g < sh->g; g++) {

@@ -53,14 +53,4 @@ static inline bool spa_dsa_sfa_index_ok(int64_t x, int64_t sbs, int64_t len)
 spa_status spa_dsa_sfa_check_indices(const spa_dsa_sfa_in *in, const spa_dsa_sfa_shape *sh, const int64_t *sq,
                                      const int64_t *kv);
 
-/* The tokens query token t of batch b sees: 0 .. seen - 1 (mode 3: up to
- * L_b - S_b + i, i its place in the batch; qs: the batch's first token). */
-static inline int64_t spa_dsa_sfa_seen(int64_t mode, int64_t len, int64_t nq, int64_t qs, int64_t t)
-{
-    if (mode == 0)
-        return len;
-    const int64_t pos = len - nq + (t - qs); /* may be negative: sees nothing */
-    return pos < 0 ? 0 : pos + 1 < len ? pos + 1 : len;
-}
-
 #endif

@@ -273,7 +273,7 @@ static dssa_unit unit_of(const dssa_run *r, int64_t u)
 /* The tokens unit x sees: 0 .. seen - 1. */
 static int64_t seen_of(const dssa_run *r, const dssa_unit *x)
 {
-    return spa_dsa_sfa_seen(r->e->in.mode, r->kv[x->b], r->sq[x->b], r->qs[x->b], x->t);
+    return spa_dsa_seen(r->e->in.mode, r->kv[x->b], r->sq[x->b], x->t - r->qs[x->b]);
 }
 
 /* n elements of x from element base on, stride apart, copied to dst (one

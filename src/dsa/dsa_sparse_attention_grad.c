@@ -387,7 +387,7 @@ static void run_range(void *arg, uint32_t range)
     for (int64_t t = t0; t < t1; t++) {
         spa_dsa_sfa_unit x;
         x.t = t, x.n = r->n, x.b = spa_nsa_cache_batch_of(r->s.qs, sh->batches, t);
-        x.seen = spa_dsa_sfa_seen(r->e->in.mode, r->s.kv[x.b], r->s.sq[x.b], r->s.qs[x.b], t);
+        x.seen = spa_dsa_seen(r->e->in.mode, r->s.kv[x.b], r->s.sq[x.b], t - r->s.qs[x.b]);
         x.kstart = r->s.ks[x.b];
         const int64_t count = spa_dsa_sfa_gather(&r->e->in, sh, &x, 0, sh->kc, &d);
         move_query(r, t, scratch + p->lay.q, true);
